@@ -1,0 +1,410 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ContractSchema is the schema string of the contract this build speaks.
+const ContractSchema = "harness.contract/v1"
+
+// MaxContractBytes bounds an encoded contract. A contract describes work; it
+// does not carry it (workspaces travel by reference or as snapshots).
+const MaxContractBytes = 256 << 10
+
+// Defaults applied to a contract that leaves a field out.
+const (
+	DefaultMaxSteps    = 12
+	DefaultPool        = "default"
+	DefaultMaxOutput   = 4096
+	DefaultCPUSecs     = 60
+	DefaultWallSecs    = 120
+	DefaultMemoryBytes = 2 << 30
+	DefaultOpenFiles   = 512
+	DefaultPids        = 256
+	DefaultOutputBytes = 1 << 20
+)
+
+// Contract is what a user submits: the task, the workspace, what the agent
+// may do, its budgets, and how success is checked. See docs/contract.md.
+type Contract struct {
+	Schema       string       `json:"schema"`
+	Task         string       `json:"task"`
+	Workspace    Workspace    `json:"workspace"`
+	Verification Verification `json:"verification"`
+	Policy       *Policy      `json:"policy,omitempty"`
+	Budget       Budget       `json:"budget,omitzero"`
+	Provider     ProviderSpec `json:"provider,omitzero"`
+	Sandbox      SandboxSpec  `json:"sandbox,omitzero"`
+}
+
+// Workspace names the directory the agent works in.
+type Workspace struct {
+	// Root is the workspace directory as the sandboxer sees it. A relative
+	// root is resolved by the sandboxer against its base directory.
+	Root string `json:"root"`
+}
+
+// Verification is how success is checked. Exactly one member is set.
+type Verification struct {
+	Command          *CommandCheck  `json:"command,omitempty"`
+	None             *struct{}      `json:"none,omitempty"`
+	FileContains     *ContainsCheck `json:"file_contains,omitempty"`
+	DocumentContains *ContainsCheck `json:"document_contains,omitempty"`
+}
+
+// CommandCheck passes when argv, run in the workspace root inside the
+// sandbox, exits with ExpectExit. A command killed by a cap never passes.
+type CommandCheck struct {
+	Argv       []string `json:"argv"`
+	ExpectExit int      `json:"expect_exit"`
+}
+
+// ContainsCheck passes when the file at Path contains Needle.
+type ContainsCheck struct {
+	Path   string `json:"path"`
+	Needle string `json:"needle"`
+}
+
+// Kind names the verification's member: "command", "none", "file_contains"
+// or "document_contains"; "" when none is set.
+func (v Verification) Kind() string {
+	switch {
+	case v.Command != nil:
+		return "command"
+	case v.None != nil:
+		return "none"
+	case v.FileContains != nil:
+		return "file_contains"
+	case v.DocumentContains != nil:
+		return "document_contains"
+	}
+	return ""
+}
+
+// Policy is the permission boundary as it travels in a contract. Package
+// policy evaluates it.
+type Policy struct {
+	Layers   []Layer   `json:"layers,omitempty"`
+	Defaults *Defaults `json:"defaults,omitempty"`
+}
+
+// Layer is a named list of rules.
+type Layer struct {
+	Name  string `json:"name"`
+	Rules []Rule `json:"rules"`
+}
+
+// Rule gives one effect to the acts whose target matches Pattern.
+type Rule struct {
+	Act     string `json:"act"`
+	Effect  string `json:"effect"`
+	Pattern string `json:"pattern"`
+}
+
+// Defaults is the effect per act when no rule matches.
+type Defaults struct {
+	Read  string `json:"read,omitempty"`
+	Write string `json:"write,omitempty"`
+	Exec  string `json:"exec,omitempty"`
+	Net   string `json:"net,omitempty"`
+}
+
+// Budget bounds a run. Zero fields take their defaults.
+type Budget struct {
+	MaxSteps  int      `json:"max_steps,omitempty"`
+	MaxWall   Duration `json:"max_wall,omitzero"`
+	MaxTokens int64    `json:"max_tokens,omitempty"`
+}
+
+// ProviderSpec says which model pool serves the run.
+type ProviderSpec struct {
+	// Model is the model name sent to the provider. A worker may override it.
+	Model string `json:"model,omitempty"`
+	// Pool names the worker pool (harness.steps.<pool>); default "default".
+	Pool string `json:"pool,omitempty"`
+	// MaxOutputTokens bounds one turn's output; default 4096.
+	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
+}
+
+// SandboxSpec says where and how commands run.
+type SandboxSpec struct {
+	// Backend is "auto", "native", "docker" or "floor"; default "auto".
+	Backend string `json:"backend,omitempty"`
+	// Network allows commands to reach the network; default false.
+	Network bool   `json:"network,omitempty"`
+	Limits  Limits `json:"limits,omitzero"`
+}
+
+// Limits caps one command. Zero fields take their defaults.
+type Limits struct {
+	CPUSecs     int   `json:"cpu_secs,omitempty"`
+	WallSecs    int   `json:"wall_secs,omitempty"`
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	Pids        int   `json:"pids,omitempty"`
+	OpenFiles   int   `json:"open_files,omitempty"`
+	OutputBytes int   `json:"output_bytes,omitempty"`
+}
+
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.CPUSecs == 0 {
+		l.CPUSecs = DefaultCPUSecs
+	}
+	if l.WallSecs == 0 {
+		l.WallSecs = DefaultWallSecs
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.Pids == 0 {
+		l.Pids = DefaultPids
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = DefaultOpenFiles
+	}
+	if l.OutputBytes == 0 {
+		l.OutputBytes = DefaultOutputBytes
+	}
+	return l
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("15m", "90s").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string such as "15m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"15m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"15m\", got %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// IsZero reports whether the duration is unset.
+func (d Duration) IsZero() bool { return d == 0 }
+
+// DecodeContract strictly decodes and validates a contract, then fills the
+// defaults. Every failure is an *Error: ErrTooLarge, ErrMalformed,
+// ErrUnknownField, ErrSchemaVersion, ErrMissingField, ErrInvalidField or
+// ErrUnsupported, naming the field and saying what to do.
+func DecodeContract(data []byte) (*Contract, error) {
+	if len(data) > MaxContractBytes {
+		return nil, FieldError(CodeTooLarge, "", "keep the contract under 256 KiB; reference large inputs from the workspace",
+			"contract is %d bytes, the limit is %d", len(data), MaxContractBytes)
+	}
+	if err := checkFields(data, contractShape); err != nil {
+		return nil, err
+	}
+	var c Contract
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, decodeError(err)
+	}
+	if dec.More() {
+		return nil, FieldError(CodeMalformed, "", "send exactly one JSON object", "trailing data after the contract")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c.fillDefaults()
+	return &c, nil
+}
+
+func decodeError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		return FieldError(CodeInvalidField, field, "see docs/contract.md for the field's type",
+			"%s must be %s, got JSON %s", orTop(field), te.Type.String(), te.Value)
+	}
+	msg := err.Error()
+	// Errors from a field's own UnmarshalJSON (Duration) name no field in
+	// encoding/json v1; say what was wrong.
+	if strings.Contains(msg, "duration") {
+		return FieldError(CodeInvalidField, "budget.max_wall", "write a Go duration such as \"15m\" or \"90s\"", "%s", msg)
+	}
+	return FieldError(CodeMalformed, "", "send one JSON object as described in docs/contract.md", "contract is not valid JSON: %s", msg)
+}
+
+func orTop(field string) string {
+	if field == "" {
+		return "the contract"
+	}
+	return field
+}
+
+// Validate checks the rules a contract must meet beyond its shape.
+func (c *Contract) Validate() error {
+	switch {
+	case c.Schema == "":
+		return FieldError(CodeMissingField, "schema", `add "schema": "`+ContractSchema+`"`, "the contract has no schema")
+	case c.Schema != ContractSchema:
+		return FieldError(CodeSchemaVersion, "schema", `this build speaks "`+ContractSchema+`"; upgrade harness or rewrite the contract`,
+			"unknown schema %q", c.Schema)
+	case strings.TrimSpace(c.Task) == "":
+		return FieldError(CodeMissingField, "task", "say in words what the agent should do", "the contract has no task")
+	case strings.TrimSpace(c.Workspace.Root) == "":
+		return FieldError(CodeMissingField, "workspace.root", "name the directory the agent works in", "the contract has no workspace")
+	case strings.ContainsRune(c.Workspace.Root, 0):
+		return FieldError(CodeInvalidField, "workspace.root", "remove the NUL byte", "workspace root contains a NUL byte")
+	}
+	if err := c.Verification.validate(); err != nil {
+		return err
+	}
+	if c.Policy != nil {
+		if err := c.Policy.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Budget.MaxSteps < 0 {
+		return FieldError(CodeInvalidField, "budget.max_steps", "use a positive number, or leave it out for 12", "max_steps is %d", c.Budget.MaxSteps)
+	}
+	if c.Budget.MaxSteps > 100000 {
+		return FieldError(CodeInvalidField, "budget.max_steps", "use at most 100000", "max_steps is %d", c.Budget.MaxSteps)
+	}
+	if c.Budget.MaxWall < 0 {
+		return FieldError(CodeInvalidField, "budget.max_wall", "use a positive duration such as \"15m\"", "max_wall is negative")
+	}
+	if c.Budget.MaxTokens < 0 {
+		return FieldError(CodeInvalidField, "budget.max_tokens", "use a positive number, or leave it out for no cap", "max_tokens is negative")
+	}
+	if p := c.Provider.Pool; p != "" && !ValidToken(p) {
+		return FieldError(CodeInvalidField, "provider.pool", "use letters, digits, '-' and '_' only", "pool %q is not a valid subject token", p)
+	}
+	if c.Provider.MaxOutputTokens < 0 {
+		return FieldError(CodeInvalidField, "provider.max_output_tokens", "use a positive number", "max_output_tokens is negative")
+	}
+	switch c.Sandbox.Backend {
+	case "", "auto", "native", "docker", "floor":
+	default:
+		return FieldError(CodeInvalidField, "sandbox.backend", `use "auto", "native", "docker" or "floor"`, "unknown backend %q", c.Sandbox.Backend)
+	}
+	l := c.Sandbox.Limits
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"cpu_secs", int64(l.CPUSecs)}, {"wall_secs", int64(l.WallSecs)}, {"memory_bytes", l.MemoryBytes},
+		{"pids", int64(l.Pids)}, {"open_files", int64(l.OpenFiles)}, {"output_bytes", int64(l.OutputBytes)}} {
+		if f.v < 0 {
+			return FieldError(CodeInvalidField, "sandbox.limits."+f.name, "use a positive number, or leave it out for the default", "%s is negative", f.name)
+		}
+	}
+	return nil
+}
+
+func (v Verification) validate() error {
+	n := 0
+	for _, set := range []bool{v.Command != nil, v.None != nil, v.FileContains != nil, v.DocumentContains != nil} {
+		if set {
+			n++
+		}
+	}
+	const hint = `set exactly one of "command", "none", "file_contains", "document_contains"`
+	switch {
+	case n == 0:
+		return FieldError(CodeMissingField, "verification", hint, "the contract says nothing about how success is checked")
+	case n > 1:
+		return FieldError(CodeInvalidField, "verification", hint, "%d kinds of verification are set", n)
+	}
+	switch {
+	case v.Command != nil:
+		if len(v.Command.Argv) == 0 || v.Command.Argv[0] == "" {
+			return FieldError(CodeMissingField, "verification.command.argv", `give the program and its arguments, e.g. ["go", "test", "./..."]`, "the command is empty")
+		}
+		for i, a := range v.Command.Argv {
+			if strings.ContainsRune(a, 0) {
+				return FieldError(CodeInvalidField, fmt.Sprintf("verification.command.argv[%d]", i), "remove the NUL byte", "argument contains a NUL byte")
+			}
+		}
+	case v.FileContains != nil:
+		if v.FileContains.Path == "" {
+			return FieldError(CodeMissingField, "verification.file_contains.path", "name the file to check, relative to the workspace", "no path")
+		}
+		if v.FileContains.Needle == "" {
+			return FieldError(CodeMissingField, "verification.file_contains.needle", "an empty needle is in every file; give the text that must appear", "no needle")
+		}
+	case v.DocumentContains != nil:
+		return FieldError(CodeUnsupported, "verification.document_contains", `use "file_contains" or "command"`, "document extraction is not in this build")
+	}
+	return nil
+}
+
+// Validate checks a policy's acts and effects.
+func (p *Policy) Validate() error {
+	for i, l := range p.Layers {
+		if l.Name == "" {
+			return FieldError(CodeMissingField, fmt.Sprintf("policy.layers[%d].name", i), "name every layer; verdicts are attributed to it", "layer has no name")
+		}
+		for j, r := range l.Rules {
+			at := fmt.Sprintf("policy.layers[%d].rules[%d]", i, j)
+			if !validAct(r.Act) {
+				return FieldError(CodeInvalidField, at+".act", `use "read", "write", "exec" or "net"`, "unknown act %q", r.Act)
+			}
+			if !validEffect(r.Effect) {
+				return FieldError(CodeInvalidField, at+".effect", `use "allow", "ask" or "deny"`, "unknown effect %q", r.Effect)
+			}
+			if r.Pattern == "" {
+				return FieldError(CodeMissingField, at+".pattern", `give a glob; "*" matches everything`, "rule has no pattern")
+			}
+		}
+	}
+	if d := p.Defaults; d != nil {
+		for _, f := range []struct{ name, v string }{{"read", d.Read}, {"write", d.Write}, {"exec", d.Exec}, {"net", d.Net}} {
+			if f.v != "" && !validEffect(f.v) {
+				return FieldError(CodeInvalidField, "policy.defaults."+f.name, `use "allow", "ask" or "deny"`, "unknown effect %q", f.v)
+			}
+		}
+	}
+	return nil
+}
+
+func validAct(a string) bool { return a == "read" || a == "write" || a == "exec" || a == "net" }
+
+func validEffect(e string) bool { return e == "allow" || e == "ask" || e == "deny" }
+
+func (c *Contract) fillDefaults() {
+	if c.Budget.MaxSteps == 0 {
+		c.Budget.MaxSteps = DefaultMaxSteps
+	}
+	if c.Provider.Pool == "" {
+		c.Provider.Pool = DefaultPool
+	}
+	if c.Provider.MaxOutputTokens == 0 {
+		c.Provider.MaxOutputTokens = DefaultMaxOutput
+	}
+	if c.Sandbox.Backend == "" {
+		c.Sandbox.Backend = "auto"
+	}
+	c.Sandbox.Limits = c.Sandbox.Limits.WithDefaults()
+}
+
+// ValidToken reports whether s can stand as one NATS subject token in our
+// names: non-empty, at most 128 bytes, letters, digits, '-' and '_'.
+func ValidToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,31 @@
+package protocol
+
+import "time"
+
+// Event kinds, the last token of harness.events.<run>.<kind>.
+const (
+	EventStarted  = "started"
+	EventTurn     = "turn"
+	EventToolCall = "tool_call"
+	EventObserved = "observation"
+	EventStep     = "step"
+	EventCheck    = "check"
+	EventFinished = "finished"
+	EventError    = "error"
+)
+
+// Event is a live notification on harness.events.<run>.<kind>. The trace is
+// authoritative; an event may be missed by a watcher that was not there.
+type Event struct {
+	Run     string    `json:"run"`
+	Step    int       `json:"step"`
+	Kind    string    `json:"kind"`
+	Time    time.Time `json:"time"`
+	Tool    string    `json:"tool,omitempty"`
+	Target  string    `json:"target,omitempty"`
+	Text    string    `json:"text,omitempty"`
+	Tokens  int64     `json:"tokens,omitempty"`
+	Outcome Outcome   `json:"outcome,omitempty"`
+	Passed  *bool     `json:"passed,omitempty"`
+	IsError bool      `json:"is_error,omitempty"`
+}

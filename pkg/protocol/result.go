@@ -1,0 +1,76 @@
+package protocol
+
+import "time"
+
+// Outcome is how a run ended, as stored in the trace. The strings are those
+// of io-harness 0.17.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeSuccess              Outcome = "success"
+	OutcomeFinished             Outcome = "finished"
+	OutcomeStepCapReached       Outcome = "step_cap_reached"
+	OutcomeTimeBudgetExceeded   Outcome = "time_budget_exceeded"
+	OutcomeCostBudgetExceeded   Outcome = "cost_budget_exceeded"
+	OutcomeDenied               Outcome = "denied"
+	OutcomeAwaitingApproval     Outcome = "awaiting_approval"
+	OutcomeStalled              Outcome = "stalled"
+	OutcomeEscalatedRetryable   Outcome = "escalated_retryable"
+	OutcomeEscalatedTerminal    Outcome = "escalated_terminal"
+	OutcomeBudgetCeilingReached Outcome = "budget_ceiling_reached"
+	OutcomeRefused              Outcome = "refused"
+	OutcomeCancelled            Outcome = "cancelled"
+	OutcomeFailed               Outcome = "failed"
+)
+
+// Status is where a run stands.
+type Status string
+
+// Run statuses.
+const (
+	StatusRunning   Status = "running"
+	StatusPaused    Status = "paused"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+)
+
+// StatusOf is the status a run has once it ended with o.
+func StatusOf(o Outcome) Status {
+	switch o {
+	case OutcomeAwaitingApproval:
+		return StatusPaused
+	case OutcomeFailed:
+		return StatusFailed
+	case "":
+		return StatusRunning
+	}
+	return StatusCompleted
+}
+
+// Result is how a run ended.
+type Result struct {
+	Run      string    `json:"run"`
+	Outcome  Outcome   `json:"outcome"`
+	Success  bool      `json:"success"`
+	Steps    int       `json:"steps"`
+	Tokens   int64     `json:"tokens"`
+	Reason   string    `json:"reason,omitempty"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+}
+
+// RunState is the run index entry (KV bucket harness-runs): where a run
+// stands now. The trace is the truth; this is a cache of it.
+type RunState struct {
+	Run         string    `json:"run"`
+	Status      Status    `json:"status"`
+	Outcome     Outcome   `json:"outcome,omitempty"`
+	Step        int       `json:"step"`
+	Tokens      int64     `json:"tokens"`
+	Task        string    `json:"task"`
+	Coordinator string    `json:"coordinator,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Started     time.Time `json:"started"`
+	Updated     time.Time `json:"updated"`
+}

@@ -1,0 +1,69 @@
+package protocol
+
+// Sandbox operation kinds.
+const (
+	OpOpen   = "open"   // attach a run to a workspace root
+	OpTool   = "tool"   // run one tool call
+	OpVerify = "verify" // run the contract's verification
+	OpClose  = "close"  // detach the run
+)
+
+// SandboxOp is a request from a coordinator to a sandboxer. OpID is its
+// idempotency key (run, step, call, attempt).
+type SandboxOp struct {
+	OpID         string        `json:"op_id"`
+	Run          string        `json:"run"`
+	Kind         string        `json:"kind"`
+	Workspace    string        `json:"workspace,omitempty"`
+	Call         *ToolCall     `json:"call,omitempty"`
+	Verification *Verification `json:"verification,omitempty"`
+	Sandbox      *SandboxSpec  `json:"sandbox,omitempty"`
+}
+
+// SandboxReply answers a SandboxOp. Error is set when the operation could
+// not be carried out at all; a tool that ran and failed is an Observation
+// with IsError.
+type SandboxReply struct {
+	OpID        string       `json:"op_id"`
+	Node        string       `json:"node,omitempty"`
+	Observation *Observation `json:"observation,omitempty"`
+	Check       *CheckResult `json:"check,omitempty"`
+	Error       *Error       `json:"error,omitempty"`
+}
+
+// Observation is what one tool call produced, as the model will see it.
+type Observation struct {
+	CallID  string `json:"call_id"`
+	Tool    string `json:"tool"`
+	Content string `json:"content,omitempty"`
+	// Ref names the blob holding Content when the trace keeps it by
+	// reference; Size is Content's length in bytes.
+	Ref     string      `json:"ref,omitempty"`
+	Size    int         `json:"size,omitempty"`
+	IsError bool        `json:"is_error,omitempty"`
+	Changed bool        `json:"changed,omitempty"`
+	Exec    *ExecReport `json:"exec,omitempty"`
+}
+
+// ExecReport says how a command ran: which backend really ran it, how it
+// ended, and which caps the backend could not enforce.
+type ExecReport struct {
+	Backend    string   `json:"backend"`
+	Argv       []string `json:"argv"`
+	Exited     bool     `json:"exited"`
+	ExitCode   int      `json:"exit_code"`
+	Signal     string   `json:"signal,omitempty"`
+	CapHit     string   `json:"cap_hit,omitempty"`
+	DurationMS int64    `json:"duration_ms"`
+	Unenforced []string `json:"unenforced,omitempty"`
+}
+
+// CheckResult is the outcome of the verification gate. A command that did
+// not exit on its own (killed by a cap or a signal) never passes.
+type CheckResult struct {
+	Kind   string      `json:"kind"`
+	Passed bool        `json:"passed"`
+	Detail string      `json:"detail"`
+	Output string      `json:"output,omitempty"`
+	Exec   *ExecReport `json:"exec,omitempty"`
+}

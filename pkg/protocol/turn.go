@@ -1,0 +1,102 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Roles of a transcript message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one entry of a multi-turn transcript: a user message, an
+// assistant turn (text and tool calls), or a tool result matched to its call
+// by ToolCallID.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is the model asking for one tool. Arguments is the JSON object
+// the model wrote, kept verbatim.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolSpec describes a tool to the model. Parameters is a JSON Schema.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// CompletionRequest is one provider call: the whole transcript so far.
+type CompletionRequest struct {
+	Model           string     `json:"model,omitempty"`
+	System          string     `json:"system"`
+	Messages        []Message  `json:"messages"`
+	Tools           []ToolSpec `json:"tools,omitempty"`
+	MaxOutputTokens int        `json:"max_output_tokens,omitempty"`
+}
+
+// Usage is what a provider reports a call cost, in tokens.
+type Usage struct {
+	InputTokens     int64 `json:"input_tokens"`
+	OutputTokens    int64 `json:"output_tokens"`
+	CachedTokens    int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// Total is input plus output tokens.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// Turn is a provider's answer: text, tool calls, usage, and who served it.
+type Turn struct {
+	Text         string     `json:"text,omitempty"`
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
+	Usage        Usage      `json:"usage"`
+	Model        string     `json:"model,omitempty"`
+	FinishReason string     `json:"finish_reason,omitempty"`
+	// Served names the provider that answered ("openai", "replay", ...).
+	Served string `json:"served,omitempty"`
+}
+
+// StepTask is what a coordinator publishes on harness.steps.<pool> for a
+// worker: one provider call for one step of one run.
+type StepTask struct {
+	Run     string            `json:"run"`
+	Step    int               `json:"step"`
+	Attempt int               `json:"attempt"`
+	Request CompletionRequest `json:"request"`
+	// Deadline is when the run's wall clock runs out; zero for none. A
+	// worker does not start a call it cannot finish before it.
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// Key is the task's idempotency key: run, step and attempt.
+func (t *StepTask) Key() string { return StepKey(t.Run, t.Step, t.Attempt) }
+
+// StepKey formats the idempotency key of one provider call.
+func StepKey(run string, step, attempt int) string {
+	return fmt.Sprintf("%s.%d.%d", run, step, attempt)
+}
+
+// TurnResult is what a worker publishes on harness.turns.<run>: the turn, or
+// the typed error that stopped it.
+type TurnResult struct {
+	Run       string `json:"run"`
+	Step      int    `json:"step"`
+	Attempt   int    `json:"attempt"`
+	Turn      *Turn  `json:"turn,omitempty"`
+	Error     *Error `json:"error,omitempty"`
+	Worker    string `json:"worker,omitempty"`
+	LatencyMS int64  `json:"latency_ms"`
+}
