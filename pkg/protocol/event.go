@@ -10,6 +10,7 @@ const (
 	EventObserved = "observation"
 	EventStep     = "step"
 	EventCheck    = "check"
+	EventRefused  = "refused"
 	EventFinished = "finished"
 	EventError    = "error"
 )
@@ -28,4 +29,5 @@ type Event struct {
 	Outcome Outcome   `json:"outcome,omitempty"`
 	Passed  *bool     `json:"passed,omitempty"`
 	IsError bool      `json:"is_error,omitempty"`
+	Refused *Refusal  `json:"refused,omitempty"`
 }

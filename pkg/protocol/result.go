@@ -74,3 +74,10 @@ type RunState struct {
 	Started     time.Time `json:"started"`
 	Updated     time.Time `json:"updated"`
 }
+
+// SubmitReply answers a submitted contract on the subject named in its
+// Harness-Reply header: the run id, or the typed error that refused it.
+type SubmitReply struct {
+	Run   string `json:"run,omitempty"`
+	Error *Error `json:"error,omitempty"`
+}

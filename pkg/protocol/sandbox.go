@@ -18,6 +18,9 @@ type SandboxOp struct {
 	Call         *ToolCall     `json:"call,omitempty"`
 	Verification *Verification `json:"verification,omitempty"`
 	Sandbox      *SandboxSpec  `json:"sandbox,omitempty"`
+	// Policy is the run's policy, for the sandboxer to omit from grep and
+	// find what the policy does not allow to read.
+	Policy *Policy `json:"policy,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
@@ -28,7 +31,9 @@ type SandboxReply struct {
 	Node        string       `json:"node,omitempty"`
 	Observation *Observation `json:"observation,omitempty"`
 	Check       *CheckResult `json:"check,omitempty"`
-	Error       *Error       `json:"error,omitempty"`
+	// Tools answers an open: the tools this sandboxer offers the model.
+	Tools []ToolSpec `json:"tools,omitempty"`
+	Error *Error     `json:"error,omitempty"`
 }
 
 // Observation is what one tool call produced, as the model will see it.
@@ -43,6 +48,19 @@ type Observation struct {
 	IsError bool        `json:"is_error,omitempty"`
 	Changed bool        `json:"changed,omitempty"`
 	Exec    *ExecReport `json:"exec,omitempty"`
+	// Refused is set when the policy refused the call: nothing ran.
+	Refused *Refusal `json:"refused,omitempty"`
+}
+
+// Refusal records a policy verdict that stopped a call: the act, its
+// target, the effect, and the rule and layer that decided it (empty when
+// the act's default did).
+type Refusal struct {
+	Act    string `json:"act"`
+	Target string `json:"target"`
+	Effect string `json:"effect"`
+	Rule   string `json:"rule,omitempty"`
+	Layer  string `json:"layer,omitempty"`
 }
 
 // ExecReport says how a command ran: which backend really ran it, how it

@@ -1,0 +1,184 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/coordinator"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/trace"
+)
+
+// Client submits contracts to a harness cluster, waits for their outcomes
+// and reads their traces. It is safe for concurrent use.
+type Client struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	assets *streams.Assets
+	trace  *trace.Trace
+	index  *trace.Index
+	blobs  *trace.Blobs
+	own    bool // the client opened nc and closes it
+}
+
+// Connect dials the NATS server at url and returns a client. Errors: the
+// server cannot be reached, or JetStream is not enabled on it.
+func Connect(ctx context.Context, url string, opts ...nats.Option) (*Client, error) {
+	opts = append([]nats.Option{nats.Name("harness-client"), nats.MaxReconnects(-1)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	c, err := NewClient(ctx, nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.own = true
+	return c, nil
+}
+
+// NewClient returns a client over an established connection, creating the
+// streams and buckets if they do not exist yet. Errors: JetStream is not
+// available.
+func NewClient(ctx context.Context, nc *nats.Conn) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	assets, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, js: js, assets: assets, trace: trace.New(js, assets.Trace),
+		index: trace.NewIndex(assets.Runs), blobs: trace.NewBlobs(assets.Blobs)}, nil
+}
+
+// Close closes the connection if the client opened it.
+func (c *Client) Close() {
+	if c.own {
+		c.nc.Close()
+	}
+}
+
+// Conn returns the client's NATS connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// NewRunID returns a fresh, readable run id: the UTC time and random hex.
+func NewRunID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+// Submit publishes a contract on harness.submit with id as its idempotency
+// key (a fresh one when id is empty) and waits for a coordinator to accept
+// it. It returns the run id. Submitting the same id again returns the same
+// run without starting another.
+//
+// Errors: a *protocol.Error when a coordinator refused the contract
+// (errors.Is matches protocol.ErrUnknownField and the others); a timeout
+// when no coordinator answered, which leaves the contract queued.
+func (c *Client) Submit(ctx context.Context, contract []byte, id string) (string, error) {
+	if id == "" {
+		id = NewRunID()
+	}
+	run := protocol.RunIDFor(id)
+	inbox := c.nc.NewRespInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return "", fmt.Errorf("subscribe for the answer: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	msg := &nats.Msg{Subject: streams.SubjectSubmit, Data: contract, Header: nats.Header{}}
+	msg.Header.Set(streams.HeaderReply, inbox)
+	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
+			return "", protocol.FieldError(protocol.CodeTooLarge, "", "keep the contract under 256 KiB", "contract is %d bytes", len(contract))
+		}
+		return "", fmt.Errorf("submit: %w", err)
+	}
+	if ack.Duplicate {
+		return run, nil // submitted before under this id: the same run
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return "", fmt.Errorf("no coordinator answered (the contract stays queued as run %s): %w", run, err)
+	}
+	var reply protocol.SubmitReply
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		return "", fmt.Errorf("undecodable answer from the coordinator: %w", err)
+	}
+	if reply.Error != nil {
+		return "", reply.Error
+	}
+	return reply.Run, nil
+}
+
+// Status returns where a run stands. Errors: protocol.ErrUnknownRun.
+func (c *Client) Status(ctx context.Context, run string) (*protocol.RunState, error) {
+	return c.index.Get(ctx, run)
+}
+
+// Wait blocks until the run is no longer running (completed, paused or
+// failed) and returns its result. Errors: the context's.
+func (c *Client) Wait(ctx context.Context, run string) (*protocol.Result, error) {
+	st, err := c.index.Wait(ctx, run, func(st *protocol.RunState) bool { return st.Status != protocol.StatusRunning })
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.Result{Run: st.Run, Outcome: st.Outcome, Success: st.Outcome == protocol.OutcomeSuccess, Steps: st.Step,
+		Tokens: st.Tokens, Reason: st.Reason, Started: st.Started, Finished: st.Updated}, nil
+}
+
+// Trace returns a run's trace, every record in order, with content held by
+// reference filled in. Errors: protocol.ErrUnknownRun when the run has no
+// trace; a damaged or too-new trace as a *protocol.Error.
+func (c *Client) Trace(ctx context.Context, run string) ([]protocol.Record, error) {
+	if !protocol.ValidToken(run) {
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run)
+	}
+	recs, _, err := c.trace.Read(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
+	}
+	if err := coordinator.Resolve(ctx, c.blobs, recs); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// Watch calls fn for every live event of a run until the returned stop is
+// called. Events are notifications: one published before Watch began is
+// not seen; the trace has everything.
+func (c *Client) Watch(run string, fn func(*protocol.Event)) (stop func(), err error) {
+	sub, err := c.nc.Subscribe(streams.EventsPrefix+run+".>", func(m *nats.Msg) {
+		var ev protocol.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			fn(&ev)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch run %s: %w", run, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// Runs returns the state of every run the cluster's index holds.
+func (c *Client) Runs(ctx context.Context) ([]protocol.RunState, error) {
+	return c.index.List(ctx)
+}

@@ -1,0 +1,243 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/coordinator"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/worker"
+)
+
+// Config configures an embedded cluster. The zero value is not enough: a
+// Provider is required.
+type Config struct {
+	// DataDir holds the JetStream store (the trace, the run index, the
+	// blobs). Default DefaultDataDir().
+	DataDir string
+	// Listen is the host:port NATS listens on for other processes; "" for
+	// none (in-process connections only). Port 0 picks a free port.
+	Listen string
+	// Provider answers the worker's step tasks. Required.
+	Provider worker.Provider
+	// Roots are the directories whose workspaces the sandboxer serves;
+	// default the working directory.
+	Roots []string
+	// Backend runs the sandboxer's commands; default the floor.
+	Backend sandbox.Backend
+	// SyncInterval is how often JetStream flushes to disk; 0 (the default)
+	// means every write is synced before it is acknowledged, so an
+	// acknowledged step survives the machine losing power.
+	SyncInterval time.Duration
+	// Logger receives the roles' logs; default discards them.
+	Logger *slog.Logger
+}
+
+// DefaultDataDir is where the CLI and the Go API keep their data when told
+// nothing else: $XDG_DATA_HOME/harness, or ~/.local/share/harness.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "harness")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "harness")
+	}
+	return filepath.Join(home, ".local", "share", "harness")
+}
+
+// Cluster is a whole harness cluster in one process: a NATS server with
+// JetStream and one coordinator, worker and sandboxer, each on its own
+// in-process connection. It is the same code as a cluster of many
+// processes.
+type Cluster struct {
+	*Client
+	srv    *server.Server
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	conns  []*nats.Conn
+
+	mu   sync.Mutex
+	errs []error
+	once sync.Once
+}
+
+// Start starts an embedded cluster. Errors: no provider, a data directory
+// that cannot be used, or a server or role that does not start.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("harness: no provider: pass one in Config.Provider")
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	srv, err := StartServer(cfg.DataDir, cfg.Listen, cfg.SyncInterval)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{srv: srv}
+	connect := func(name string) (*nats.Conn, error) {
+		nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", name, err)
+		}
+		c.conns = append(c.conns, nc)
+		return nc, nil
+	}
+	fail := func(err error) (*Cluster, error) {
+		c.Close()
+		return nil, err
+	}
+	cnc, err := connect("harness-client")
+	if err != nil {
+		return fail(err)
+	}
+	if c.Client, err = NewClient(ctx, cnc); err != nil {
+		return fail(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+
+	nc, err := connect("harness-coordinator")
+	if err != nil {
+		return fail(err)
+	}
+	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger})
+	if err != nil {
+		return fail(err)
+	}
+	if nc, err = connect("harness-worker"); err != nil {
+		return fail(err)
+	}
+	wk, err := worker.New(nc, mustJS(nc), c.assets, cfg.Provider, worker.Config{Logger: cfg.Logger})
+	if err != nil {
+		return fail(err)
+	}
+	if nc, err = connect("harness-sandboxer"); err != nil {
+		return fail(err)
+	}
+	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backend: cfg.Backend, Logger: cfg.Logger})
+	if err != nil {
+		return fail(err)
+	}
+	for _, role := range []interface{ Run(context.Context) error }{sb, wk, co} {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := role.Run(rctx); err != nil {
+				c.mu.Lock()
+				c.errs = append(c.errs, err)
+				c.mu.Unlock()
+				cfg.Logger.Error("role stopped", "err", err)
+			}
+		}()
+	}
+	return c, nil
+}
+
+func mustJS(nc *nats.Conn) jetstream.JetStream {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		panic(err) // jetstream.New fails only on invalid options
+	}
+	return js
+}
+
+// StartServer starts an in-process NATS server with JetStream storing in
+// dir/jetstream. listen is "" for no network listener, or host:port (port 0
+// for a free one). syncInterval 0 syncs every write before acknowledging it.
+// Errors: the directory or the listener cannot be used.
+func StartServer(dir, listen string, syncInterval time.Duration) (*server.Server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	opts := &server.Options{
+		ServerName: "harness",
+		JetStream:  true,
+		StoreDir:   filepath.Join(dir, "jetstream"),
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: 8 << 20,
+	}
+	if syncInterval == 0 {
+		opts.SyncAlways = true
+	} else {
+		opts.SyncInterval = syncInterval
+	}
+	if listen == "" {
+		opts.DontListen = true
+	} else {
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen address %q: %w", listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("listen port %q: %w", port, err)
+		}
+		if p == 0 {
+			p = server.RANDOM_PORT
+		}
+		opts.Host, opts.Port = host, p
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("nats server did not become ready in 10s")
+	}
+	return srv, nil
+}
+
+// URL is the NATS URL other processes connect to, or "" without a
+// listener.
+func (c *Cluster) URL() string {
+	if c.srv == nil || c.srv.Addr() == nil {
+		return ""
+	}
+	return c.srv.ClientURL()
+}
+
+// Server returns the embedded NATS server.
+func (c *Cluster) Server() *server.Server { return c.srv }
+
+// Close stops the roles (runs in hand stop at a step boundary and stay
+// running in the trace, to be picked up again), then the server. It
+// returns the roles' errors, if any.
+func (c *Cluster) Close() error {
+	c.once.Do(func() {
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.wg.Wait()
+		for _, nc := range c.conns {
+			nc.Close()
+		}
+		if c.srv != nil {
+			c.srv.Shutdown()
+			c.srv.WaitForShutdown()
+		}
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return errors.Join(c.errs...)
+}

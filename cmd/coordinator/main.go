@@ -1,0 +1,54 @@
+// Command coordinator runs the harness coordinator role against a NATS
+// server: it takes contracts from harness.submit and drives their runs.
+//
+// Usage: coordinator [--nats URL] [--id ID] [--max-runs N]
+// The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/coordinator"
+)
+
+func main() {
+	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
+	id := flag.String("id", os.Getenv("HARNESS_ID"), "coordinator id ($HARNESS_ID; default random)")
+	maxRuns := flag.Int("max-runs", 0, "runs driven at once (default 64)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, *natsURL, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Logger: log}); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, url string, cfg coordinator.Config) error {
+	nc, js, assets, err := streams.Connect(ctx, url, "harness-coordinator")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c, err := coordinator.New(nc, js, assets, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("connected", "nats", nc.ConnectedUrl(), "id", c.ID())
+	return c.Run(ctx)
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}

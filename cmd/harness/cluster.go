@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/worker"
+)
+
+func cmdUp(ctx context.Context, env *environ, args []string) int {
+	fs := newFlags(env, "up", "[flags]",
+		`Runs a whole cluster in this process (a NATS server with JetStream, one
+coordinator, worker and sandboxer) listening on a NATS port, and prints the
+URL clients connect to. Stops on SIGINT or SIGTERM; runs in hand stay in the
+trace.
+
+The worker's provider is --replay FILE, or OpenAI when OPENAI_API_KEY is set.`)
+	data := fs.String("data", "", "data directory (default $HARNESS_DATA or ~/.local/share/harness)")
+	listen := fs.String("listen", "127.0.0.1:4222", "host:port NATS listens on (port 0 for a free one)")
+	replay := fs.String("replay", "", "answer turns from this cassette")
+	var roots listFlag
+	fs.Var(&roots, "root", "a directory whose workspaces the sandboxer serves (repeatable; default the working directory)")
+	verbose := fs.Bool("v", false, "log what the roles do to stderr")
+	if _, err := parse(fs, args); err != nil {
+		return exitForParse(err)
+	}
+	var p worker.Provider
+	switch {
+	case *replay != "":
+		r, err := provider.LoadReplay(*replay)
+		if err != nil {
+			fail(env.stderr, "cassette %s: %v", *replay, err)
+			return exitUsage
+		}
+		p = r
+	case env.getenv("OPENAI_API_KEY") != "":
+		o, err := provider.NewOpenAI(openAIConfig(env))
+		if err != nil {
+			fail(env.stderr, "%v", err)
+			return exitUsage
+		}
+		p = o
+	default:
+		fail(env.stderr, "no provider: set OPENAI_API_KEY or pass --replay CASSETTE")
+		return exitUsage
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	dir := dataDir(env, *data)
+	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots,
+		Logger: slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))})
+	if err != nil {
+		fail(env.stderr, "start the cluster: %v", err)
+		return exitError
+	}
+	release := advertise(dir, cl.URL())
+	fmt.Fprintf(env.stdout, "NATS URL: %s\n", cl.URL())
+	fmt.Fprintf(env.stdout, "data:     %s\n", dir)
+	fmt.Fprintf(env.stdout, "submit:   NATS_URL=%s harness submit CONTRACT --wait\n", cl.URL())
+	<-ctx.Done()
+	release()
+	if err := cl.Close(); err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func cmdSubmit(ctx context.Context, env *environ, args []string) int {
+	fs := newFlags(env, "submit", "[flags] CONTRACT.json|DIR",
+		`Submits a contract to a cluster (--nats, $NATS_URL, or the harness process
+serving the data directory) and prints the run id. With --wait it prints the
+run's progress and exits with its outcome's code. A relative workspace root
+is resolved by the sandboxer against its base directory.`)
+	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
+	data := fs.String("data", "", "data directory to find a local cluster in")
+	wait := fs.Bool("wait", false, "wait for the outcome")
+	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
+	id := fs.String("id", "", "idempotency key; submitting again with it returns the same run")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for a coordinator to accept the contract")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitForParse(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	_, raw, _, err := loadContract(pos[0])
+	if err != nil {
+		return reportContractError(env, err)
+	}
+	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	defer closeFn()
+	runID := *id
+	if runID == "" {
+		runID = harness.NewRunID()
+	}
+	run := protocol.RunIDFor(runID)
+	var stop func()
+	if *wait {
+		if stop, err = c.Watch(run, progress(env.stderr)); err != nil {
+			fail(env.stderr, "%v", err)
+			return exitError
+		}
+		defer stop()
+	}
+	sctx, cancel := context.WithTimeout(ctx, *timeout)
+	run, err = c.Submit(sctx, raw, runID)
+	cancel()
+	if err != nil {
+		return reportContractError(env, err)
+	}
+	if !*wait {
+		if *asJSON {
+			_ = json.NewEncoder(env.stdout).Encode(map[string]string{"run": run})
+		} else {
+			fmt.Fprintln(env.stdout, run)
+		}
+		return exitOK
+	}
+	fmt.Fprintf(env.stderr, "run %s\n", run)
+	res, err := c.Wait(ctx, run)
+	if err != nil {
+		fail(env.stderr, "wait for run %s: %v", run, err)
+		return exitError
+	}
+	return printResult(env, res, *asJSON)
+}
+
+func cmdStatus(ctx context.Context, env *environ, args []string) int {
+	fs := newFlags(env, "status", "[flags] RUN", "Shows where a run stands: its status, outcome, steps and tokens.")
+	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
+	data := fs.String("data", "", "data directory")
+	asJSON := fs.Bool("json", false, "print the state as JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitForParse(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	defer closeFn()
+	st, err := c.Status(ctx, pos[0])
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+		return exitOK
+	}
+	w := env.stdout
+	fmt.Fprintf(w, "run      %s\nstatus   %s\n", st.Run, st.Status)
+	if st.Outcome != "" {
+		fmt.Fprintf(w, "outcome  %s\n", st.Outcome)
+	}
+	fmt.Fprintf(w, "steps    %d\ntokens   %d\ntask     %s\nstarted  %s\nupdated  %s\n",
+		st.Step, st.Tokens, oneLine(st.Task, 100), st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339))
+	if st.Reason != "" {
+		fmt.Fprintf(w, "reason   %s\n", st.Reason)
+	}
+	if st.Coordinator != "" {
+		fmt.Fprintf(w, "owner    %s\n", st.Coordinator)
+	}
+	return exitOK
+}
+
+func cmdTrace(ctx context.Context, env *environ, args []string) int {
+	fs := newFlags(env, "trace", "[flags] RUN", "Shows the durable trace of a run, finished or not, record by record.")
+	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
+	data := fs.String("data", "", "data directory")
+	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitForParse(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	defer closeFn()
+	recs, err := c.Trace(ctx, pos[0])
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		for i := range recs {
+			_ = enc.Encode(&recs[i])
+		}
+		return exitOK
+	}
+	for i := range recs {
+		writeRecord(env.stdout, &recs[i])
+	}
+	return exitOK
+}
+
+// writeRecord renders one trace record as readable text.
+func writeRecord(w interface{ Write([]byte) (int, error) }, r *protocol.Record) {
+	t := r.Time.Format("15:04:05.000")
+	switch r.Kind {
+	case protocol.RecordStarted:
+		fmt.Fprintf(w, "%s started run %s\n", t, r.Run)
+		if c := r.Contract; c != nil {
+			fmt.Fprintf(w, "    task: %s\n    workspace: %s\n    verification: %s\n    budget: %d steps",
+				oneLine(c.Task, 200), c.Workspace.Root, c.Verification.Kind(), c.Budget.MaxSteps)
+			if c.Budget.MaxWall > 0 {
+				fmt.Fprintf(w, ", %s", time.Duration(c.Budget.MaxWall))
+			}
+			if c.Budget.MaxTokens > 0 {
+				fmt.Fprintf(w, ", %d tokens", c.Budget.MaxTokens)
+			}
+			fmt.Fprintln(w)
+		}
+	case protocol.RecordStep:
+		fmt.Fprintf(w, "%s step %d (%d tokens in all)\n", t, r.Step, r.Tokens)
+		if r.Turn != nil {
+			if r.Turn.Text != "" {
+				fmt.Fprintf(w, "    says: %s\n", oneLine(r.Turn.Text, 300))
+			}
+			for i, call := range r.Turn.ToolCalls {
+				fmt.Fprintf(w, "    call %s %s\n", call.Name, oneLine(string(call.Arguments), 200))
+				if i < len(r.Observations) {
+					o := r.Observations[i]
+					mark := "→"
+					if o.IsError {
+						mark = "✗"
+					}
+					for _, line := range strings.Split(strings.TrimRight(o.Content, "\n"), "\n")[:min(8, lineCount(o.Content))] {
+						fmt.Fprintf(w, "      %s %s\n", mark, line)
+						mark = " "
+					}
+					if n := lineCount(o.Content); n > 8 {
+						fmt.Fprintf(w, "        …%d more line(s); --json shows all\n", n-8)
+					}
+				}
+			}
+		}
+		if r.Check != nil {
+			v := "failed"
+			if r.Check.Passed {
+				v = "passed"
+			}
+			fmt.Fprintf(w, "    verification %s: %s\n", v, r.Check.Detail)
+		}
+	case protocol.RecordFinished:
+		fmt.Fprintf(w, "%s finished: %s after %d step(s), %d tokens: %s\n", t, r.Outcome, r.Step, r.Tokens, r.Reason)
+	default:
+		fmt.Fprintf(w, "%s %s\n", t, r.Kind)
+	}
+}
+
+func lineCount(s string) int {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return 0
+	}
+	return strings.Count(s, "\n") + 1
+}

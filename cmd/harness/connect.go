@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness"
+)
+
+// advertise writes DIR/server.json naming the URL of this process's NATS
+// server, so other harness commands on the same data directory talk to it
+// instead of opening the store a second time. The returned func removes it.
+func advertise(dir, url string) func() {
+	if url == "" {
+		return func() {}
+	}
+	path := filepath.Join(dir, "server.json")
+	data, _ := json.Marshal(map[string]any{"url": url, "pid": os.Getpid()})
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return func() {}
+	}
+	return func() { _ = os.Remove(path) }
+}
+
+// client connects to the cluster a command talks to: --nats or $NATS_URL if
+// given; else the harness process serving the data directory, if one is
+// up; else an embedded server opened on the data directory itself. The
+// returned close releases what was opened.
+func client(ctx context.Context, env *environ, natsURL, dir string) (*harness.Client, func(), error) {
+	if natsURL == "" {
+		natsURL = env.getenv("NATS_URL")
+	}
+	if natsURL != "" {
+		c, err := harness.Connect(ctx, natsURL, nats.Timeout(5*time.Second))
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.Close, nil
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "server.json")); err == nil {
+		var s struct{ URL string }
+		if json.Unmarshal(data, &s) == nil && s.URL != "" {
+			if c, err := harness.Connect(ctx, s.URL, nats.Timeout(2*time.Second), nats.MaxReconnects(0)); err == nil {
+				return c, c.Close, nil
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
+		return nil, nil, fmt.Errorf("no harness data in %s and no cluster to ask (set NATS_URL or pass --nats, or --data DIR)", dir)
+	}
+	srv, err := harness.StartServer(dir, "", 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, err
+	}
+	c, err := harness.NewClient(ctx, nc)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, nil, err
+	}
+	return c, func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }, nil
+}

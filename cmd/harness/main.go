@@ -1,0 +1,100 @@
+// Command harness is the user's command line for harness: run a contract on
+// the embedded default, bring up a whole cluster in one process, submit to a
+// cluster, and read the status and trace of any run. `harness help` lists
+// the commands; `harness COMMAND --help` describes one.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes. 0 is success or finished; the outcome codes are stable and
+// documented in the README and `harness help`.
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitStepCap   = 3
+	exitTime      = 4
+	exitCost      = 5
+	exitCeiling   = 6
+	exitPaused    = 7
+	exitDenied    = 8
+	exitStalled   = 9
+	exitEscalated = 10
+	exitCancelled = 11
+	exitFailed    = 12
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *environ, args []string) int
+}
+
+var commands = []command{
+	{"run", "run a contract to its outcome on the embedded default", cmdRun},
+	{"up", "run a whole cluster in this process, listening on a NATS port", cmdUp},
+	{"submit", "submit a contract to a cluster", cmdSubmit},
+	{"status", "show where a run stands", cmdStatus},
+	{"trace", "show the durable trace of a run", cmdTrace},
+}
+
+// environ is what a command may read of its surroundings; main fills it so
+// commands never touch the process's globals.
+type environ struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := dispatch(ctx, &environ{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func dispatch(ctx context.Context, env *environ, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(env.stdout)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	fmt.Fprintf(env.stderr, "harness: unknown command %q; run `harness help` for the list\n", args[0])
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, `harness: a distributed agent runtime.
+
+Usage: harness COMMAND [flags] [args]
+
+Commands:`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, `
+Every command takes --help. Data lives in --data DIR (default
+$HARNESS_DATA, else $XDG_DATA_HOME/harness, else ~/.local/share/harness).
+
+Exit codes: 0 success or finished; 1 error; 2 usage or a refused contract;
+3 step_cap_reached; 4 time_budget_exceeded; 5 cost_budget_exceeded;
+6 budget_ceiling_reached; 7 awaiting_approval (paused); 8 denied or refused;
+9 stalled; 10 escalated; 11 cancelled; 12 failed.`)
+}
+
+// errUsage marks an error the user fixes by changing the command line.
+var errUsage = errors.New("usage")

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/worker"
+)
+
+func cmdRun(ctx context.Context, env *environ, args []string) int {
+	fs := newFlags(env, "run", "[flags] CONTRACT.json|DIR",
+		`Runs one contract to its outcome on the embedded default: a NATS server with
+JetStream on the data directory and one coordinator, worker and sandboxer in
+this process. DIR means DIR/contract.json. The run id is printed first;
+progress goes to stderr as it happens.
+
+The provider is, in order: --replay FILE; OpenAI (or any OpenAI-compatible
+server) when OPENAI_API_KEY is set, with OPENAI_BASE_URL and OPENAI_MODEL
+(which overrides the contract's model) if set; else a cassette.json beside
+the contract, replayed.`)
+	data := fs.String("data", "", "data directory (default $HARNESS_DATA or ~/.local/share/harness)")
+	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
+	replay := fs.String("replay", "", "answer turns from this cassette")
+	record := fs.String("record", "", "record every exchange with the provider to this cassette")
+	copyWS := fs.Bool("copy", false, "run on a private copy of the workspace under the data directory; the original stays as it was")
+	id := fs.String("id", "", "run id (idempotency key); running again with the same id reports that run")
+	verbose := fs.Bool("v", false, "log what the roles do to stderr")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitForParse(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	path, raw, c, err := loadContract(pos[0])
+	if err != nil {
+		return reportContractError(env, err)
+	}
+	dir := dataDir(env, *data)
+	runID := *id
+	if runID == "" {
+		runID = harness.NewRunID()
+	}
+	// A relative workspace is relative to the contract file.
+	root := c.Workspace.Root
+	if !filepath.IsAbs(root) {
+		root = filepath.Join(filepath.Dir(path), root)
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		fail(env.stderr, "workspace: %v", err)
+		return exitError
+	}
+	if *copyWS {
+		dst := filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
+		if err := copyTree(root, dst); err != nil {
+			fail(env.stderr, "copy workspace: %v", err)
+			return exitError
+		}
+		root = dst
+	}
+	if raw, err = withRoot(raw, root); err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+
+	p, source, err := chooseProvider(env, *replay, path)
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitUsage
+	}
+	var rec *provider.Record
+	if *record != "" {
+		rec = provider.NewRecord(p)
+		p = rec
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: "127.0.0.1:0", Provider: p, Roots: []string{root}, Logger: logger})
+	if err != nil {
+		fail(env.stderr, "start the embedded cluster: %v", err)
+		return exitError
+	}
+	defer cl.Close()
+	release := advertise(dir, cl.URL())
+	defer release()
+
+	run := protocol.RunIDFor(runID)
+	fmt.Fprintf(env.stderr, "run %s\n", run)
+	fmt.Fprintf(env.stderr, "  workspace %s\n  provider  %s\n  data      %s\n", root, source, dir)
+	res, err := cl.RunContract(ctx, raw, runID, progress(env.stderr))
+	if rec != nil {
+		if serr := rec.Save(*record); serr != nil {
+			fail(env.stderr, "save the recording: %v", serr)
+		} else {
+			fmt.Fprintf(env.stderr, "recorded %d exchange(s) to %s\n", len(rec.Exchanges()), *record)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(env.stderr, "interrupted; run %s stays in the trace (harness trace %s)\n", run, run)
+			return exitCancelled
+		}
+		return reportContractError(env, err)
+	}
+	return printResult(env, res, *asJSON)
+}
+
+// loadContract reads a contract file, or DIR/contract.json, and decodes it
+// strictly. It returns the file's path, its bytes and the contract.
+func loadContract(arg string) (string, []byte, *protocol.Contract, error) {
+	path := arg
+	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
+		path = filepath.Join(arg, "contract.json")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("read contract: %w", err)
+	}
+	c, err := protocol.DecodeContract(raw)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return path, raw, c, nil
+}
+
+// withRoot returns the contract with its workspace root replaced, keeping
+// every other field as the user wrote it.
+func withRoot(raw []byte, root string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("contract: %w", err)
+	}
+	ws := map[string]string{"root": root}
+	b, err := json.Marshal(ws)
+	if err != nil {
+		return nil, err
+	}
+	m["workspace"] = b
+	return json.Marshal(m)
+}
+
+// chooseProvider picks the provider for the embedded run and says which.
+func chooseProvider(env *environ, replay, contractPath string) (worker.Provider, string, error) {
+	if replay != "" {
+		r, err := provider.LoadReplay(replay)
+		if err != nil {
+			return nil, "", fmt.Errorf("cassette %s: %w", replay, err)
+		}
+		return r, "replay of " + replay, nil
+	}
+	if env.getenv("OPENAI_API_KEY") != "" {
+		o, err := provider.NewOpenAI(openAIConfig(env))
+		if err != nil {
+			return nil, "", err
+		}
+		return o, "openai (" + orDefault(env.getenv("OPENAI_BASE_URL"), "https://api.openai.com/v1") + ")", nil
+	}
+	cassette := filepath.Join(filepath.Dir(contractPath), "cassette.json")
+	if _, err := os.Stat(cassette); err == nil {
+		r, err := provider.LoadReplay(cassette)
+		if err != nil {
+			return nil, "", fmt.Errorf("cassette %s: %w", cassette, err)
+		}
+		return r, "replay of " + cassette + " (set OPENAI_API_KEY for a real model)", nil
+	}
+	return nil, "", errors.New("no provider: set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server), or pass --replay CASSETTE")
+}
+
+func openAIConfig(env *environ) provider.OpenAIConfig {
+	return provider.OpenAIConfig{
+		APIKey:       env.getenv("OPENAI_API_KEY"),
+		BaseURL:      env.getenv("OPENAI_BASE_URL"),
+		Model:        env.getenv("OPENAI_MODEL"),
+		Organization: env.getenv("OPENAI_ORG_ID"),
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// reportContractError prints a refused contract or another error and
+// returns the exit code.
+func reportContractError(env *environ, err error) int {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		fail(env.stderr, "contract refused: %s", pe.Error())
+		return exitUsage
+	}
+	fail(env.stderr, "%v", err)
+	return exitError
+}
+
+// progress returns an observer that prints each event as a line.
+func progress(w io.Writer) func(*protocol.Event) {
+	return func(ev *protocol.Event) {
+		switch ev.Kind {
+		case protocol.EventStarted:
+			fmt.Fprintf(w, "started: %s\n", oneLine(ev.Text, 100))
+		case protocol.EventTurn:
+			if t := oneLine(ev.Text, 100); t != "" {
+				fmt.Fprintf(w, "step %d  says: %s\n", ev.Step, t)
+			}
+		case protocol.EventToolCall:
+			fmt.Fprintf(w, "step %d  %s %s\n", ev.Step, ev.Tool, oneLine(ev.Target, 80))
+		case protocol.EventObserved:
+			mark := "→"
+			if ev.IsError {
+				mark = "✗"
+			}
+			fmt.Fprintf(w, "        %s %s\n", mark, oneLine(ev.Text, 100))
+		case protocol.EventCheck:
+			verdict := "failed"
+			if ev.Passed != nil && *ev.Passed {
+				verdict = "passed"
+			}
+			fmt.Fprintf(w, "step %d  verification %s: %s\n", ev.Step, verdict, oneLine(ev.Text, 100))
+		case protocol.EventStep:
+			fmt.Fprintf(w, "step %d  committed (%s, %d tokens so far)\n", ev.Step, ev.Text, ev.Tokens)
+		}
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// printResult prints a run's result and returns the exit code of its
+// outcome.
+func printResult(env *environ, res *protocol.Result, asJSON bool) int {
+	if asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(res)
+	} else {
+		fmt.Fprintf(env.stdout, "outcome %s after %d step(s), %d tokens: %s\n", res.Outcome, res.Steps, res.Tokens, res.Reason)
+		fmt.Fprintf(env.stdout, "trace: harness trace %s\n", res.Run)
+	}
+	return exitFor(res.Outcome)
+}
+
+// exitFor maps an outcome to its documented exit code.
+func exitFor(o protocol.Outcome) int {
+	switch o {
+	case protocol.OutcomeSuccess, protocol.OutcomeFinished:
+		return exitOK
+	case protocol.OutcomeStepCapReached:
+		return exitStepCap
+	case protocol.OutcomeTimeBudgetExceeded:
+		return exitTime
+	case protocol.OutcomeCostBudgetExceeded:
+		return exitCost
+	case protocol.OutcomeBudgetCeilingReached:
+		return exitCeiling
+	case protocol.OutcomeAwaitingApproval:
+		return exitPaused
+	case protocol.OutcomeDenied, protocol.OutcomeRefused:
+		return exitDenied
+	case protocol.OutcomeStalled:
+		return exitStalled
+	case protocol.OutcomeEscalatedRetryable, protocol.OutcomeEscalatedTerminal:
+		return exitEscalated
+	case protocol.OutcomeCancelled:
+		return exitCancelled
+	}
+	return exitFailed
+}
+
+// copyTree copies the regular files and directories of src to dst, which
+// must not exist yet. Symlinks are copied as links; other files are
+// skipped.
+func copyTree(src, dst string) error {
+	if _, err := os.Stat(dst); err == nil {
+		return fmt.Errorf("%s exists already; pick another --id", dst)
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, to)
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, data, info.Mode().Perm())
+		}
+		return nil
+	})
+}

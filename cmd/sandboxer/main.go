@@ -1,0 +1,64 @@
+// Command sandboxer runs the harness sandboxer role against a NATS server:
+// it serves the workspaces under its roots, running tools and verification
+// commands for the runs that open them.
+//
+// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N]
+// The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the roots
+// default to the working directory.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/sandboxer"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func main() {
+	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
+	id := flag.String("id", os.Getenv("HARNESS_ID"), "node id ($HARNESS_ID; default random)")
+	var roots listFlag
+	flag.Var(&roots, "root", "a directory whose workspaces this node serves (repeatable; default the working directory)")
+	maxConc := flag.Int("max-concurrent", 0, "operations at once (default 4)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, *natsURL, sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Logger: log}); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxer:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, url string, cfg sandboxer.Config) error {
+	nc, _, _, err := streams.Connect(ctx, url, "harness-sandboxer")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	s, err := sandboxer.New(nc, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("connected", "nats", nc.ConnectedUrl(), "id", s.ID())
+	return s.Run(ctx)
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}

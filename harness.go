@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/worker"
+)
+
+// Option configures Run.
+type Option func(*Config, *runOptions)
+
+type runOptions struct {
+	observer func(*protocol.Event)
+	id       string
+}
+
+// WithProvider sets the provider that answers the agent's turns. Required.
+func WithProvider(p worker.Provider) Option { return func(c *Config, _ *runOptions) { c.Provider = p } }
+
+// WithObserver calls fn for every live event of the run, in order, on one
+// goroutine. A slow observer does not slow the run.
+func WithObserver(fn func(*protocol.Event)) Option {
+	return func(_ *Config, o *runOptions) { o.observer = fn }
+}
+
+// WithDataDir sets the data directory that keeps the trace; default
+// DefaultDataDir().
+func WithDataDir(dir string) Option { return func(c *Config, _ *runOptions) { c.DataDir = dir } }
+
+// WithLogger sends the roles' logs to l.
+func WithLogger(l *slog.Logger) Option { return func(c *Config, _ *runOptions) { c.Logger = l } }
+
+// WithBackend sets the sandbox backend; default the floor.
+func WithBackend(b sandbox.Backend) Option { return func(c *Config, _ *runOptions) { c.Backend = b } }
+
+// WithRunID sets the run's idempotency key, and so its id; default a fresh
+// one. Running again with the same id reports that run's outcome.
+func WithRunID(id string) Option { return func(_ *Config, o *runOptions) { o.id = id } }
+
+// Run runs one contract to its outcome on the embedded default: a NATS
+// server with JetStream on the data directory and one coordinator, worker
+// and sandboxer in this process. A relative workspace root is taken from
+// the working directory, and the sandboxer serves that workspace only.
+//
+// Errors: a *protocol.Error for a contract that does not validate (nothing
+// runs); a cluster that does not start; the context ending before the run
+// does (the run stays in the trace and can be resumed). An outcome other
+// than success is not an error: read Result.Outcome.
+func Run(ctx context.Context, contract *protocol.Contract, opts ...Option) (*protocol.Result, error) {
+	var cfg Config
+	var ro runOptions
+	for _, o := range opts {
+		o(&cfg, &ro)
+	}
+	c := *contract
+	if c.Schema == "" {
+		c.Schema = protocol.ContractSchema
+	}
+	root, err := filepath.Abs(c.Workspace.Root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace root: %w", err)
+	}
+	c.Workspace.Root = root
+	cfg.Roots = []string{root}
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encode contract: %w", err)
+	}
+	if _, err := protocol.DecodeContract(data); err != nil {
+		return nil, err
+	}
+	cl, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return cl.RunContract(ctx, data, ro.id, ro.observer)
+}
+
+// RunContract submits an encoded contract to the cluster, delivers its
+// events to observer (nil for none) in order, and waits for its outcome.
+// Errors: as Client.Submit and Client.Wait.
+func (c *Client) RunContract(ctx context.Context, contract []byte, id string, observer func(*protocol.Event)) (*protocol.Result, error) {
+	if id == "" {
+		id = NewRunID()
+	}
+	run := protocol.RunIDFor(id)
+	if observer != nil {
+		events := make(chan *protocol.Event, 1024)
+		quit, done := make(chan struct{}), make(chan struct{})
+		stop, err := c.Watch(run, func(ev *protocol.Event) {
+			select {
+			case events <- ev:
+			case <-quit:
+			default: // a stalled observer loses events, never the run
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case ev := <-events:
+					observer(ev)
+				case <-quit:
+					for {
+						select {
+						case ev := <-events:
+							observer(ev)
+						default:
+							return
+						}
+					}
+				}
+			}
+		}()
+		defer func() {
+			_ = c.nc.Flush()
+			stop()
+			close(quit)
+			<-done
+		}()
+	}
+	if _, err := c.Submit(ctx, contract, id); err != nil {
+		return nil, err
+	}
+	return c.Wait(ctx, run)
+}

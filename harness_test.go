@@ -1,0 +1,346 @@
+package harness_test
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+var update = flag.Bool("update", false, "rewrite the example's cassette from the scripted agent")
+
+// exampleTurns is the scripted agent the shipped cassette was recorded
+// from: look, read, fix.
+func exampleTurns() []*protocol.Turn {
+	return []*protocol.Turn{
+		{Text: "Let me see which Go files the module has.", Usage: protocol.Usage{InputTokens: 412, OutputTokens: 24},
+			ToolCalls: []protocol.ToolCall{{ID: "call_find", Name: "find", Arguments: json.RawMessage(`{"name_glob":"*.go"}`)}}},
+		{Text: "Reading the code and its test.", Usage: protocol.Usage{InputTokens: 498, OutputTokens: 41},
+			ToolCalls: []protocol.ToolCall{
+				{ID: "call_read_code", Name: "read_file", Arguments: json.RawMessage(`{"path":"calc.go"}`)},
+				{ID: "call_read_test", Name: "read_file", Arguments: json.RawMessage(`{"path":"calc_test.go"}`)},
+			}},
+		{Text: "Add subtracts instead of adding. Fixing the code, not the test.", Usage: protocol.Usage{InputTokens: 702, OutputTokens: 52},
+			ToolCalls: []protocol.ToolCall{{ID: "call_fix", Name: "edit_file",
+				Arguments: json.RawMessage(`{"path":"calc.go","search":"return a - b","replace":"return a + b"}`)}}},
+	}
+}
+
+// exampleContract loads the example's contract with its workspace copied
+// to a fresh directory.
+func exampleContract(t *testing.T) *protocol.Contract {
+	t.Helper()
+	raw, err := os.ReadFile("examples/fix-a-test/contract.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := protocol.DecodeContract(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Workspace.Root = copyDir(t, "examples/fix-a-test/workspace")
+	return c
+}
+
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "ws")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// recorder collects events for assertions.
+type recorder struct {
+	mu     sync.Mutex
+	events []*protocol.Event
+}
+
+func (r *recorder) observe(ev *protocol.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+func (r *recorder) kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events {
+		out = append(out, fmt.Sprintf("%d:%s", e.Step, e.Kind))
+	}
+	return out
+}
+
+func TestExampleCassette(t *testing.T) {
+	c := exampleContract(t)
+	rec := provider.NewRecord(provider.NewScripted(exampleTurns()...))
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(rec), harness.WithDataDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeSuccess {
+		t.Fatalf("scripted example: outcome %s (%s), want success", res.Outcome, res.Reason)
+	}
+	path := "examples/fix-a-test/cassette.json"
+	if *update {
+		if err := rec.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	shipped, err := provider.LoadCassette(path)
+	if err != nil {
+		t.Fatalf("load the shipped cassette: %v (regenerate with go test -run TestExampleCassette -update .)", err)
+	}
+	// Compare as both look once saved: the file stores JSON indented.
+	now := filepath.Join(t.TempDir(), "now.json")
+	if err := rec.Save(now); err != nil {
+		t.Fatal(err)
+	}
+	current, err := provider.LoadCassette(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(shipped.Exchanges, current.Exchanges); diff != "" {
+		t.Errorf("the shipped cassette is out of date with the prompt or tools (-shipped +now):\n%s\nregenerate with go test -run TestExampleCassette -update .", diff)
+	}
+}
+
+// TestExampleRunsToSuccess is the README's first command, in process: the
+// shipped cassette fixes the example and go test verifies it.
+func TestExampleRunsToSuccess(t *testing.T) {
+	c := exampleContract(t)
+	replay, err := provider.LoadReplay("examples/fix-a-test/cassette.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev recorder
+	data := t.TempDir()
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(replay), harness.WithDataDir(data),
+		harness.WithObserver(ev.observe), harness.WithRunID("example-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 || !res.Success {
+		t.Fatalf("Run = %s after %d steps (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
+	}
+	code, err := os.ReadFile(filepath.Join(c.Workspace.Root, "calc.go"))
+	if err != nil || !strings.Contains(string(code), "return a + b") {
+		t.Fatalf("calc.go after the run = %q, %v; want the fix", code, err)
+	}
+	recs := readTrace(t, data, "example-1")
+	wantKinds := []string{"started", "step", "step", "step", "finished"}
+	if got := recordKinds(recs); !cmp.Equal(got, wantKinds) {
+		t.Fatalf("trace kinds = %v, want %v", got, wantKinds)
+	}
+	// Step by step: what was called, what was seen, what the gate said.
+	s1, s2, s3 := recs[1], recs[2], recs[3]
+	if s1.Turn.ToolCalls[0].Name != "find" || !strings.Contains(s1.Observations[0].Content, "calc.go") {
+		t.Errorf("step 1 = %s → %q, want find listing calc.go", s1.Turn.ToolCalls[0].Name, s1.Observations[0].Content)
+	}
+	if s1.Check == nil || s1.Check.Passed || !strings.Contains(s1.Check.Detail, "exited 1") {
+		t.Errorf("step 1 check = %+v, want a failed go test", s1.Check)
+	}
+	if len(s2.Observations) != 2 || !strings.Contains(s2.Observations[0].Content, "return a - b") {
+		t.Errorf("step 2 observations = %+v, want both files read", s2.Observations)
+	}
+	if s3.Check == nil || !s3.Check.Passed || s3.Check.Exec == nil || s3.Check.Exec.Backend == "" {
+		t.Errorf("step 3 check = %+v, want go test passing with its backend recorded", s3.Check)
+	}
+	if !s3.Changed || s1.Changed || s2.Changed {
+		t.Errorf("changed flags = %v %v %v, want only step 3", s1.Changed, s2.Changed, s3.Changed)
+	}
+	var tokens int64
+	for _, turn := range exampleTurns() {
+		tokens += turn.Usage.Total()
+	}
+	if s3.Tokens != tokens || res.Tokens != tokens {
+		t.Errorf("tokens = %d (trace) %d (result), want %d", s3.Tokens, res.Tokens, tokens)
+	}
+	if f := recs[4]; f.Outcome != protocol.OutcomeSuccess || f.Step != 3 {
+		t.Errorf("finished record = %s at %d, want success at 3", f.Outcome, f.Step)
+	}
+	kinds := ev.kinds()
+	for _, want := range []string{"1:tool_call", "1:observation", "1:check", "1:step", "3:check", "3:step"} {
+		if !contains(kinds, want) {
+			t.Errorf("events %v lack %s", kinds, want)
+		}
+	}
+
+	// Running it again with the same id reports the same run; nothing
+	// calls the provider.
+	again, err := harness.Run(t.Context(), c, harness.WithProvider(provider.NewScripted()), harness.WithDataDir(data),
+		harness.WithRunID("example-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Outcome != protocol.OutcomeSuccess || again.Steps != 3 {
+		t.Errorf("second Run with the same id = %s after %d, want the first run's success after 3", again.Outcome, again.Steps)
+	}
+}
+
+func TestStopConditions(t *testing.T) {
+	readCall := func(step int) *protocol.Turn {
+		return &protocol.Turn{Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5},
+			ToolCalls: []protocol.ToolCall{{ID: fmt.Sprintf("c%d", step), Name: "read_file", Arguments: json.RawMessage(`{"path":"calc.go"}`)}}}
+	}
+	always := func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) { return readCall(call), nil }
+	tests := []struct {
+		name      string
+		edit      func(c *protocol.Contract)
+		answer    func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error)
+		want      protocol.Outcome
+		wantSteps int
+	}{
+		{
+			name: "verification that never passes ends at the step cap",
+			edit: func(c *protocol.Contract) {
+				c.Budget.MaxSteps = 3
+				c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "calc.go", Needle: "never there"}}
+			},
+			answer: always, want: protocol.OutcomeStepCapReached, wantSteps: 3,
+		},
+		{
+			name: "no verification ends on a turn without a tool call",
+			edit: func(c *protocol.Contract) { c.Verification = protocol.Verification{None: &struct{}{}} },
+			answer: func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+				if call < 2 {
+					return readCall(call), nil
+				}
+				return &protocol.Turn{Text: "Done.", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}, nil
+			},
+			want: protocol.OutcomeFinished, wantSteps: 2,
+		},
+		{
+			name:   "token budget",
+			edit:   func(c *protocol.Contract) { c.Budget.MaxTokens = 40 },
+			answer: always, want: protocol.OutcomeCostBudgetExceeded, wantSteps: 3,
+		},
+		{
+			name: "wall clock",
+			edit: func(c *protocol.Contract) { c.Budget.MaxWall = protocol.Duration(300 * time.Millisecond) },
+			answer: func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+				time.Sleep(120 * time.Millisecond)
+				return readCall(call), nil
+			},
+			want: protocol.OutcomeTimeBudgetExceeded,
+		},
+		{
+			name: "a terminal provider failure escalates",
+			answer: func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+				return nil, protocol.Errorf(protocol.CodeProviderAuth, "bad key")
+			},
+			want: protocol.OutcomeEscalatedTerminal,
+		},
+		{
+			name: "a retryable failure is retried, then escalates",
+			answer: func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+				return nil, protocol.Errorf(protocol.CodeProviderServer, "overloaded")
+			},
+			want: protocol.OutcomeEscalatedRetryable,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := exampleContract(t)
+			if tt.edit != nil {
+				tt.edit(c)
+			}
+			res, err := harness.Run(t.Context(), c, harness.WithProvider(provider.NewScriptedFunc(tt.answer)),
+				harness.WithDataDir(t.TempDir()), harness.WithRunID("stop"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != tt.want {
+				t.Fatalf("outcome = %s (%s), want %s", res.Outcome, res.Reason, tt.want)
+			}
+			if tt.wantSteps != 0 && res.Steps != tt.wantSteps {
+				t.Errorf("steps = %d, want %d", res.Steps, tt.wantSteps)
+			}
+		})
+	}
+}
+
+// TestTranscriptIsMultiTurn checks the model sees its own earlier turns and
+// the tool results matched to them, not one rebuilt user string.
+func TestTranscriptIsMultiTurn(t *testing.T) {
+	c := exampleContract(t)
+	c.Verification = protocol.Verification{None: &struct{}{}}
+	var second *protocol.CompletionRequest
+	p := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		if call == 1 {
+			return &protocol.Turn{Text: "reading", ToolCalls: []protocol.ToolCall{{ID: "abc", Name: "read_file", Arguments: json.RawMessage(`{"path":"calc.go"}`)}}}, nil
+		}
+		second = req
+		return &protocol.Turn{Text: "done"}, nil
+	})
+	if _, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithDataDir(t.TempDir())); err != nil {
+		t.Fatal(err)
+	}
+	if second == nil {
+		t.Fatal("the provider was not called twice")
+	}
+	var roles []string
+	for _, m := range second.Messages {
+		roles = append(roles, m.Role)
+	}
+	if want := []string{"user", "assistant", "tool"}; !cmp.Equal(roles, want) {
+		t.Fatalf("second request roles = %v, want %v", roles, want)
+	}
+	if a, tool := second.Messages[1], second.Messages[2]; a.Content != "reading" || len(a.ToolCalls) != 1 || a.ToolCalls[0].ID != "abc" ||
+		tool.ToolCallID != "abc" || !strings.Contains(tool.Content, "func Add") {
+		t.Errorf("second request = %+v, want the assistant turn and its matched tool result", second.Messages)
+	}
+	if !strings.Contains(second.Messages[0].Content, "Task:") || second.System == "" || len(second.Tools) == 0 {
+		t.Errorf("request lacks the task, system prompt or tools: %+v", second)
+	}
+}
+
+func readTrace(t *testing.T, data, run string) []protocol.Record {
+	t.Helper()
+	srv, err := harness.StartServer(data, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	c, err := harness.Connect(t.Context(), "", natsInProcess(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	recs, err := c.Trace(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func recordKinds(recs []protocol.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Kind)
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}

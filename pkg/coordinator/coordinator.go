@@ -1,0 +1,309 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/trace"
+)
+
+// Version is reported by the coordinator's micro service.
+const Version = "0.1.0"
+
+// Config configures a coordinator. The zero value means the defaults.
+type Config struct {
+	// ID names this coordinator in the trace, its micro service and logs;
+	// default "coordinator-<random>".
+	ID string
+	// MaxRuns bounds the runs this coordinator drives at once; default 64.
+	MaxRuns int
+	// TurnTimeout bounds the wait for one turn before the step task is
+	// published again as a new attempt; default 10 minutes.
+	TurnTimeout time.Duration
+	// OpTimeout bounds a sandbox operation beyond its own wall-clock cap;
+	// default 30 seconds.
+	OpTimeout time.Duration
+	// OpenTimeout bounds the wait for a sandboxer to take a workspace;
+	// default 10 seconds.
+	OpenTimeout time.Duration
+	// MaxRetries is how many times a retryable provider failure is tried
+	// again before the run escalates; default 2.
+	MaxRetries int
+	// RetryBase is the first back-off; each retry doubles it; default 500ms.
+	RetryBase time.Duration
+	// InlineLimit is the largest observation or turn text kept inside a
+	// trace record; larger content goes to the blob store; default 4 KiB.
+	InlineLimit int
+	// Logger receives structured logs; default discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.ID == "" {
+		c.ID = "coordinator-" + randomHex(4)
+	}
+	if c.MaxRuns == 0 {
+		c.MaxRuns = 64
+	}
+	if c.TurnTimeout == 0 {
+		c.TurnTimeout = 10 * time.Minute
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = 30 * time.Second
+	}
+	if c.OpenTimeout == 0 {
+		c.OpenTimeout = 10 * time.Second
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 2
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = 500 * time.Millisecond
+	}
+	if c.InlineLimit == 0 {
+		c.InlineLimit = 4 << 10
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	if c.ID != "" && !protocol.ValidToken(c.ID) {
+		return fmt.Errorf("coordinator id %q: use letters, digits, '-' and '_'", c.ID)
+	}
+	if c.MaxRuns < 0 || c.MaxRetries < 0 {
+		return errors.New("coordinator: MaxRuns and MaxRetries must not be negative")
+	}
+	return nil
+}
+
+// Coordinator drives runs. Create it with New.
+type Coordinator struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	assets *streams.Assets
+	trace  *trace.Trace
+	index  *trace.Index
+	blobs  *trace.Blobs
+	log    *slog.Logger
+
+	slots chan struct{} // one per run in hand
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[string]bool // runs this coordinator is driving
+}
+
+// New returns a coordinator over an established NATS connection and the
+// streams from streams.Ensure. Errors: an invalid Config.
+func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Config) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Coordinator{
+		cfg:    cfg,
+		nc:     nc,
+		js:     js,
+		assets: assets,
+		trace:  trace.New(js, assets.Trace),
+		index:  trace.NewIndex(assets.Runs),
+		blobs:  trace.NewBlobs(assets.Blobs),
+		log:    cfg.Logger.With("coordinator", cfg.ID),
+		slots:  make(chan struct{}, cfg.MaxRuns),
+		active: make(map[string]bool),
+	}, nil
+}
+
+// ID returns the coordinator's id.
+func (c *Coordinator) ID() string { return c.cfg.ID }
+
+// Run takes submitted contracts and drives their runs until ctx ends, then
+// waits for the runs in hand to reach a step boundary and returns. Errors:
+// the consumer or micro service could not be set up.
+func (c *Coordinator) Run(ctx context.Context) error {
+	svc, err := micro.AddService(c.nc, micro.Config{
+		Name:        "harness-coordinator",
+		Version:     Version,
+		Description: "drives harness runs: loop, trace, stop conditions",
+		Metadata:    map[string]string{"id": c.cfg.ID},
+	})
+	if err != nil {
+		return fmt.Errorf("register micro service: %w", err)
+	}
+	defer svc.Stop()
+	if err := svc.AddEndpoint("status", micro.HandlerFunc(c.handleStatus),
+		micro.WithEndpointSubject("harness.coordinator."+c.cfg.ID+".status")); err != nil {
+		return fmt.Errorf("register status endpoint: %w", err)
+	}
+
+	cons, err := streams.EnsureCoordinatorConsumer(ctx, c.assets)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", streams.StreamSubmit, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
+	for {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			it.Stop()
+			c.wg.Wait()
+			return nil
+		}
+		msg, err := it.Next()
+		if err != nil {
+			<-c.slots
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				c.wg.Wait()
+				return nil
+			}
+			c.log.Warn("next contract", "err", err)
+			continue
+		}
+		c.accept(ctx, msg)
+	}
+}
+
+func (c *Coordinator) handleStatus(req micro.Request) {
+	c.mu.Lock()
+	runs := make([]string, 0, len(c.active))
+	for r := range c.active {
+		runs = append(runs, r)
+	}
+	c.mu.Unlock()
+	_ = req.RespondJSON(map[string]any{"id": c.cfg.ID, "runs": runs, "max_runs": c.cfg.MaxRuns})
+}
+
+// accept takes one submitted contract: it refuses it with a typed error,
+// or starts (or picks up) its run and replies with the run id. It owns one
+// slot, released when the run's driver ends.
+func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
+	reply := msg.Headers().Get(streams.HeaderReply)
+	contract, err := protocol.DecodeContract(msg.Data())
+	if err != nil {
+		pe := protocol.AsError(err)
+		c.log.Info("contract refused", "err", pe)
+		c.respond(reply, &protocol.SubmitReply{Error: pe})
+		_ = msg.Term()
+		<-c.slots
+		return
+	}
+	run := c.runIDOf(msg)
+	recs, last, err := c.trace.Read(ctx, run)
+	if err != nil {
+		c.log.Error("read trace", "run", run, "err", err)
+		_ = msg.Nak()
+		<-c.slots
+		return
+	}
+	if len(recs) == 0 {
+		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC()}
+		w := c.trace.Writer(run, 0)
+		if err := w.Append(ctx, started); err != nil {
+			if errors.Is(err, protocol.ErrFenced) {
+				// Another coordinator started it a moment ago; it owns it.
+				c.respond(reply, &protocol.SubmitReply{Run: run})
+				_ = msg.Ack()
+				<-c.slots
+				return
+			}
+			c.log.Error("start run", "run", run, "err", err)
+			_ = msg.Nak()
+			<-c.slots
+			return
+		}
+		recs, last = []protocol.Record{*started}, w.LastSeq()
+		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
+			Coordinator: c.cfg.ID, Started: started.Time})
+		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
+	}
+	c.respond(reply, &protocol.SubmitReply{Run: run})
+	_ = msg.Ack()
+
+	c.mu.Lock()
+	if c.active[run] {
+		c.mu.Unlock()
+		<-c.slots
+		return
+	}
+	c.active[run] = true
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.active, run)
+			c.mu.Unlock()
+			<-c.slots
+		}()
+		c.drive(ctx, run, recs, last)
+	}()
+}
+
+// runIDOf names the run of a submitted message: from its idempotency key
+// when it has one, else from the time and sequence it was stored at.
+func (c *Coordinator) runIDOf(msg jetstream.Msg) string {
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+		return protocol.RunIDFor(id)
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		return "r" + randomHex(8)
+	}
+	return meta.Timestamp.UTC().Format("20060102-150405") + "-s" + strconv.FormatUint(meta.Sequence.Stream, 10)
+}
+
+func (c *Coordinator) respond(subject string, r *protocol.SubmitReply) {
+	if subject == "" {
+		return
+	}
+	data, _ := json.Marshal(r)
+	if err := c.nc.Publish(subject, data); err != nil {
+		c.log.Warn("reply to submitter", "err", err)
+	}
+}
+
+func (c *Coordinator) putState(ctx context.Context, st *protocol.RunState) {
+	st.Updated = time.Now().UTC()
+	if err := c.index.Put(ctx, st); err != nil {
+		c.log.Warn("update run index", "run", st.Run, "err", err)
+	}
+}
+
+// emit publishes a live event. Events are notifications; losing one loses
+// nothing, so a failed publish is only logged.
+func (c *Coordinator) emit(run string, step int, kind string, ev *protocol.Event) {
+	ev.Run, ev.Step, ev.Kind = run, step, kind
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	if err := c.nc.Publish(streams.Event(run, kind), data); err != nil {
+		c.log.Debug("publish event", "run", run, "kind", kind, "err", err)
+	}
+}

@@ -1,0 +1,16 @@
+// Package coordinator owns harness runs. A coordinator takes contracts from
+// harness.submit, starts each run with a fenced first trace record, and
+// drives it step by step: it publishes the step task for a worker, waits for
+// the turn (durable in the turns stream before anything acts on it), sends
+// each tool call to the sandboxer that holds the workspace, runs the
+// verification, commits the step as one trace record, and applies the stop
+// conditions in the order of io-harness 0.17.
+//
+// The loop's decisions live in a pure state machine (runState) rebuilt from
+// the trace; this package's I/O only feeds it. Because every run starts by
+// reading its trace, a run picked up again after a crash continues from the
+// step after its last committed one with the same code path.
+//
+// To embed: connect to NATS, call streams.Ensure, then New and Run. Run
+// returns when its context ends; Shutdown waits for the runs in hand.
+package coordinator

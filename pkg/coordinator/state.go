@@ -1,0 +1,179 @@
+package coordinator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// runState is the pure core of one run: what the trace says so far, and the
+// decisions that follow from it. It does no I/O and reads no clock; the
+// driver feeds it records and the time.
+type runState struct {
+	run      string
+	contract *protocol.Contract
+	started  time.Time
+	step     int   // the last committed step
+	tokens   int64 // tokens spent by committed steps
+	messages []protocol.Message
+	finished *protocol.Record
+}
+
+// newRunState rebuilds a run from its records. Records must have their
+// content resolved (no blob references left). Errors: a trace that does not
+// begin with a started record, or whose steps are out of order, is damaged.
+func newRunState(run string, recs []protocol.Record) (*runState, error) {
+	if len(recs) == 0 || recs[0].Kind != protocol.RecordStarted || recs[0].Contract == nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: it does not begin with a started record", run)
+	}
+	s := &runState{run: run, contract: recs[0].Contract, started: recs[0].Time}
+	s.messages = []protocol.Message{{Role: protocol.RoleUser, Content: taskMessage(s.contract)}}
+	for i := 1; i < len(recs); i++ {
+		if err := s.apply(&recs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// apply folds one committed record into the state.
+func (s *runState) apply(rec *protocol.Record) error {
+	switch rec.Kind {
+	case protocol.RecordStep:
+		if rec.Step != s.step+1 {
+			return protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: step %d follows step %d", s.run, rec.Step, s.step)
+		}
+		s.step = rec.Step
+		s.tokens = rec.Tokens
+		if rec.Turn != nil {
+			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls})
+		}
+		for _, o := range rec.Observations {
+			content := o.Content
+			if content == "" {
+				content = "(no output)" // providers refuse an empty tool result
+			}
+			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleTool, ToolCallID: o.CallID, Content: content})
+		}
+		if rec.Note != "" {
+			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
+		}
+	case protocol.RecordFinished:
+		s.finished = rec
+	}
+	return nil
+}
+
+// deadline is when the run's wall clock runs out, or zero for none. It is
+// measured from the started record, so time spent down counts.
+func (s *runState) deadline() time.Time {
+	if s.contract.Budget.MaxWall <= 0 {
+		return time.Time{}
+	}
+	return s.started.Add(time.Duration(s.contract.Budget.MaxWall))
+}
+
+// beforeStep says whether the run must stop before its next step, and why.
+func (s *runState) beforeStep(now time.Time) (protocol.Outcome, string) {
+	if d := s.deadline(); !d.IsZero() && !now.Before(d) {
+		return protocol.OutcomeTimeBudgetExceeded, fmt.Sprintf("the wall-clock budget of %s ran out", time.Duration(s.contract.Budget.MaxWall))
+	}
+	if s.step >= s.contract.Budget.MaxSteps {
+		return protocol.OutcomeStepCapReached, fmt.Sprintf("%d steps taken without passing verification", s.step)
+	}
+	return "", ""
+}
+
+// request is the provider call for the next step: the whole transcript.
+func (s *runState) request(tools []protocol.ToolSpec) *protocol.CompletionRequest {
+	msgs := make([]protocol.Message, len(s.messages))
+	copy(msgs, s.messages)
+	return &protocol.CompletionRequest{
+		Model:           s.contract.Provider.Model,
+		System:          systemPrompt,
+		Messages:        msgs,
+		Tools:           tools,
+		MaxOutputTokens: s.contract.Provider.MaxOutputTokens,
+	}
+}
+
+// overBudget reports whether tokens spent exceed the contract's cap.
+func (s *runState) overBudget(tokens int64) bool {
+	return s.contract.Budget.MaxTokens > 0 && tokens > s.contract.Budget.MaxTokens
+}
+
+// afterStep decides how a committed step ends the run, if it does: budgets,
+// then a verification-free run finished by a turn without tool calls, then
+// a passed check. The order is io-harness 0.17's.
+func (s *runState) afterStep(rec *protocol.Record) (protocol.Outcome, string) {
+	if s.overBudget(rec.Tokens) {
+		return protocol.OutcomeCostBudgetExceeded, fmt.Sprintf("%d tokens spent, the budget is %d", rec.Tokens, s.contract.Budget.MaxTokens)
+	}
+	if s.contract.Verification.None != nil && (rec.Turn == nil || len(rec.Turn.ToolCalls) == 0) {
+		return protocol.OutcomeFinished, "the agent replied without calling a tool"
+	}
+	if rec.Check != nil && rec.Check.Passed {
+		return protocol.OutcomeSuccess, rec.Check.Detail
+	}
+	return "", ""
+}
+
+// needsCheck reports whether the gate runs after a step with this turn:
+// not for a run without verification, and not when the budget already ended
+// the run.
+func (s *runState) needsCheck(turn *protocol.Turn, tokens int64) bool {
+	return s.contract.Verification.None == nil && !s.overBudget(tokens)
+}
+
+// note is the user message that follows a step's tool results, if any: a
+// reminder when the model called no tool, and the failed check.
+func (s *runState) note(turn *protocol.Turn, check *protocol.CheckResult) string {
+	var parts []string
+	if len(turn.ToolCalls) == 0 && s.contract.Verification.None == nil {
+		parts = append(parts, "You called no tool, and the task is not verified yet. Continue by calling a tool.")
+	}
+	if check != nil && !check.Passed {
+		parts = append(parts, "[verification] "+check.Detail+" The task is not done yet.")
+	}
+	return strings.Join(parts, "\n")
+}
+
+// result renders the run's result from its finished record.
+func (s *runState) result() *protocol.Result {
+	r := &protocol.Result{Run: s.run, Steps: s.step, Tokens: s.tokens, Started: s.started}
+	if s.finished != nil {
+		r.Outcome = s.finished.Outcome
+		r.Reason = s.finished.Reason
+		r.Finished = s.finished.Time
+		r.Success = r.Outcome == protocol.OutcomeSuccess
+	}
+	return r
+}
+
+const systemPrompt = `You are an agent working in a software workspace through tools. Every path is relative to the workspace root. Work in small steps: look before you change, change one thing at a time, and check your work. Commands run through the exec tool as an argument array, never a shell string. When a tool refuses an action, read why and try another way. The task is checked automatically as described in the first message.`
+
+// taskMessage is the first user message: the task and how success is
+// checked.
+func taskMessage(c *protocol.Contract) string {
+	return "Task: " + c.Task + "\n\nHow success is checked: " + describe(c.Verification)
+}
+
+// describe renders the verification for the model.
+func describe(v protocol.Verification) string {
+	switch {
+	case v.Command != nil:
+		return fmt.Sprintf("after each step the command %s is run in the workspace root, and the task is done when it exits with %d.",
+			quoteArgv(v.Command.Argv), v.Command.ExpectExit)
+	case v.FileContains != nil:
+		return fmt.Sprintf("the task is done when the file %s contains the text %q.", v.FileContains.Path, v.FileContains.Needle)
+	case v.None != nil:
+		return "there is no automated check; reply without calling a tool when you are done, and the run ends."
+	}
+	return "unknown."
+}
+
+func quoteArgv(argv []string) string {
+	return "`" + strings.Join(argv, " ") + "`"
+}

@@ -1,0 +1,175 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestDecodeContractDefaults(t *testing.T) {
+	c, err := DecodeContract([]byte(`{"schema":"harness.contract/v1","task":"fix it","workspace":{"root":"/w"},"verification":{"none":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Budget.MaxSteps != DefaultMaxSteps || c.Provider.Pool != DefaultPool || c.Sandbox.Backend != "auto" ||
+		c.Sandbox.Limits.WallSecs != DefaultWallSecs || c.Sandbox.Limits.Pids != DefaultPids {
+		t.Errorf("defaults not filled: %+v", c)
+	}
+}
+
+func TestDecodeContractErrors(t *testing.T) {
+	const good = `{"schema":"harness.contract/v1","task":"t","workspace":{"root":"/w"},"verification":{"command":{"argv":["go","test"]}}}`
+	tests := []struct {
+		name  string
+		in    string
+		want  *Error
+		field string
+	}{
+		{"empty", ``, ErrMalformed, ""},
+		{"trailing data", good + `{}`, ErrMalformed, ""},
+		{"case-folded field", strings.Replace(good, `"task"`, `"Task"`, 1), ErrUnknownField, "Task"},
+		{"unknown in list", strings.Replace(good, `"verification"`, `"policy":{"layers":[{"name":"a","rules":[{"act":"read","effect":"deny","pattern":"x","why":"y"}]}]},"verification"`, 1), ErrUnknownField, "policy.layers[0].rules[0].why"},
+		{"empty argv", strings.Replace(good, `["go","test"]`, `[]`, 1), ErrMissingField, "verification.command.argv"},
+		{"nul in root", strings.Replace(good, `"/w"`, `"/w\u0000x"`, 1), ErrInvalidField, "workspace.root"},
+		{"negative steps", strings.Replace(good, `"task"`, `"budget":{"max_steps":-1},"task"`, 1), ErrInvalidField, "budget.max_steps"},
+		{"bad backend", strings.Replace(good, `"task"`, `"sandbox":{"backend":"vm"},"task"`, 1), ErrInvalidField, "sandbox.backend"},
+		{"bad pool", strings.Replace(good, `"task"`, `"provider":{"pool":"a.b"},"task"`, 1), ErrInvalidField, "provider.pool"},
+		{"document check unsupported", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"document_contains":{"path":"a.docx","needle":"x"}}`, 1), ErrUnsupported, "verification.document_contains"},
+		{"file check without needle", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"file_contains":{"path":"a"}}`, 1), ErrMissingField, "verification.file_contains.needle"},
+		{"too large", `{"task":"` + strings.Repeat("a", MaxContractBytes) + `"}`, ErrTooLarge, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeContract([]byte(tt.in))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("DecodeContract = %v, want code %v", err, tt.want.Code)
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Field != tt.field {
+				t.Errorf("field = %q, want %q", pe.Field, tt.field)
+			}
+		})
+	}
+}
+
+// TestErrorCrossesTheWire checks a coded error still matches its sentinel
+// after a JSON round trip, as it does after a NATS round trip.
+func TestErrorCrossesTheWire(t *testing.T) {
+	data, err := json.Marshal(FieldError(CodeUnknownField, "budget.x", "fix it", "no such field"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"name":"unknown_field"`) {
+		t.Errorf("wire form %s lacks the code's name", data)
+	}
+	var back Error
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(&back, ErrUnknownField) || errors.Is(&back, ErrMissingField) {
+		t.Errorf("decoded error %v does not match by code", &back)
+	}
+	if !Errorf(CodeRateLimited, "x").Retryable() || Errorf(CodeProviderAuth, "x").Retryable() {
+		t.Error("retryability is wrong for rate_limited or provider_auth")
+	}
+}
+
+func TestRunIDFor(t *testing.T) {
+	if got := RunIDFor("job-42"); got != "job-42" {
+		t.Errorf("RunIDFor(job-42) = %q, want it kept", got)
+	}
+	got := RunIDFor("a.b/c")
+	if !ValidToken(got) || got != RunIDFor("a.b/c") || got == RunIDFor("a.b/d") {
+		t.Errorf("RunIDFor(a.b/c) = %q, want a stable valid token", got)
+	}
+}
+
+// TestGolden pins the wire JSON of every type that crosses a process
+// boundary. Regenerate with go test ./pkg/protocol -update.
+func TestGolden(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	call := ToolCall{ID: "call_1", Name: "edit_file", Arguments: json.RawMessage(`{"path":"calc.go","search":"a - b","replace":"a + b"}`)}
+	contract, err := DecodeContract(mustRead(t, "testdata/contract.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := &Turn{Text: "Fixing.", ToolCalls: []ToolCall{call}, Usage: Usage{InputTokens: 700, OutputTokens: 50}, Model: "gpt-4.1", FinishReason: "tool_calls", Served: "openai"}
+	exit := &ExecReport{Backend: "floor", Argv: []string{"go", "test", "./..."}, Exited: true, ExitCode: 0, DurationMS: 812, Unenforced: []string{"memory", "pids"}}
+	values := map[string]any{
+		"contract_defaults": contract,
+		"step_task": &StepTask{Run: "r1", Step: 3, Attempt: 1, Deadline: at, Request: CompletionRequest{
+			Model: "gpt-4.1", System: "sys", MaxOutputTokens: 4096,
+			Messages: []Message{{Role: RoleUser, Content: "Task: fix"}, {Role: RoleAssistant, ToolCalls: []ToolCall{call}}, {Role: RoleTool, ToolCallID: "call_1", Content: "ok"}},
+			Tools:    []ToolSpec{{Name: "read_file", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}},
+		}},
+		"turn_result":   &TurnResult{Run: "r1", Step: 3, Attempt: 1, Turn: turn, Worker: "worker-1", LatencyMS: 950},
+		"turn_error":    &TurnResult{Run: "r1", Step: 3, Attempt: 2, Error: &Error{Code: CodeRateLimited, Message: "slow down", RetryAfterMS: 2000}},
+		"sandbox_op":    &SandboxOp{OpID: "r1.3.0.1", Run: "r1", Kind: OpTool, Workspace: "/srv/w", Call: &call},
+		"sandbox_reply": &SandboxReply{OpID: "r1.3.0.1", Node: "sb-1", Observation: &Observation{CallID: "call_1", Tool: "edit_file", Content: "edited calc.go", Changed: true}},
+		"verify_reply":  &SandboxReply{OpID: "r1.3.verify.1", Node: "sb-1", Check: &CheckResult{Kind: "command", Passed: true, Detail: "`go test ./...` exited 0 as expected.", Exec: exit}},
+		"record_step": &Record{Format: TraceFormat, Kind: RecordStep, Run: "r1", Step: 3, Time: at, Turn: turn, Tokens: 1290, Changed: true,
+			Observations: []Observation{{CallID: "call_1", Tool: "edit_file", Content: "edited calc.go", Changed: true}, {CallID: "call_2", Tool: "read_file", Ref: "sha256-abc", Size: 9000}},
+			Check:        &CheckResult{Kind: "command", Passed: true, Detail: "ok", Exec: exit}},
+		"record_finished": &Record{Format: TraceFormat, Kind: RecordFinished, Run: "r1", Step: 3, Time: at, Outcome: OutcomeSuccess, Reason: "passed", Tokens: 1290},
+		"event":           &Event{Run: "r1", Step: 3, Kind: EventToolCall, Time: at, Tool: "edit_file", Target: "calc.go"},
+		"run_state":       &RunState{Run: "r1", Status: StatusCompleted, Outcome: OutcomeSuccess, Step: 3, Tokens: 1290, Task: "fix", Started: at, Updated: at},
+		"submit_reply":    &SubmitReply{Error: FieldError(CodeUnknownField, "budget.max_stepz", "known fields here: max_steps, max_tokens, max_wall", `"max_stepz" is not a field of budget`)},
+	}
+	for name, v := range values {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", name+".golden.json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want := mustRead(t, path)
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("%s changed (-golden +now):\n%s\nif intended, go test ./pkg/protocol -update", path, diff)
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func FuzzDecodeContract(f *testing.F) {
+	f.Add([]byte(`{"schema":"harness.contract/v1","task":"t","workspace":{"root":"/w"},"verification":{"none":{}}}`))
+	f.Add([]byte(`{"schema":"harness.contract/v1","budget":{"max_wall":"1m"},"policy":{"layers":[{"name":"a","rules":[]}]}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeContract(data)
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Code == 0 || pe.Message == "" {
+				t.Fatalf("DecodeContract(%q) = %v, want a coded *Error with a message", data, err)
+			}
+			return
+		}
+		if c.Schema != ContractSchema || c.Task == "" || c.Verification.Kind() == "" || c.Budget.MaxSteps <= 0 {
+			t.Fatalf("DecodeContract(%q) accepted an invalid contract: %+v", data, c)
+		}
+	})
+}

@@ -1,0 +1,197 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// failure is everything known about one provider call that did not produce
+// a turn. A client fills in what it learned; classify decides the code.
+type failure struct {
+	provider string      // the provider's Name, for the message
+	status   int         // HTTP status of the answer; 0 when none arrived
+	header   http.Header // the answer's headers, for Retry-After
+	apiCode  string      // the provider's own error code or type ("context_length_exceeded")
+	message  string      // the provider's explanation, or the client's
+	field    string      // the request field the client refused, if any
+	notSent  bool        // the client refused the request before sending it
+	bad      bool        // an answer arrived but could not be read as a completion
+	err      error       // the underlying error, if any
+	now      time.Time   // the time Retry-After dates are measured from; zero for time.Now
+}
+
+// maxMessage bounds the provider's text carried in an error message.
+const maxMessage = 500
+
+// classify is the one place that turns a failed provider call into a
+// *protocol.Error. The HTTP status decides when there is an error status;
+// otherwise the error decides: a deadline is a timeout, a cancellation or a
+// lost connection is a transport failure, a request the client would not
+// send is a request error, and an unreadable answer is malformed.
+// RetryAfterMS is set whenever the answer carried Retry-After.
+func classify(f failure) *protocol.Error {
+	name := f.provider
+	if name == "" {
+		name = "provider"
+	}
+	detail := f.message
+	if detail == "" && f.err != nil {
+		detail = f.err.Error()
+	}
+	detail = truncate(detail, maxMessage)
+
+	var e *protocol.Error
+	switch s := f.status; {
+	case s == 0 || s >= 200 && s < 300:
+		switch {
+		case isTimeout(f.err):
+			e = protocol.FieldError(protocol.CodeProviderTimeout, "",
+				"try again, or give the provider a longer timeout",
+				"%s did not answer in time: %s", name, detail)
+		case errors.Is(f.err, context.Canceled):
+			e = protocol.FieldError(protocol.CodeProviderTransport, "",
+				"the caller cancelled the call; nothing to fix here",
+				"%s call cancelled: %s", name, detail)
+		case f.notSent:
+			e = protocol.FieldError(protocol.CodeProviderRequest, "",
+				"change the request or the model; it was never sent",
+				"%s client refused the request: %s", name, detail)
+		case f.bad:
+			e = protocol.FieldError(protocol.CodeProviderMalformed, "",
+				"check that the base URL points at the provider's API, then try again",
+				"%s answered HTTP %d with no usable completion: %s", name, s, detail)
+		default:
+			e = protocol.FieldError(protocol.CodeProviderTransport, "",
+				"check the worker's network access to the provider, then try again",
+				"the connection to %s failed: %s", name, detail)
+		}
+	case s == http.StatusTooManyRequests:
+		e = protocol.FieldError(protocol.CodeRateLimited, "",
+			"wait for retry_after_ms, or lower the request rate",
+			"%s rate limited the call (HTTP 429): %s", name, detail)
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		e = protocol.FieldError(protocol.CodeProviderAuth, "",
+			"check the API key the worker uses and that it may use this model",
+			"%s refused the credentials (HTTP %d): %s", name, s, detail)
+	case s >= 500:
+		e = protocol.FieldError(protocol.CodeProviderServer, "",
+			"the provider failed; try again later or fall back to another provider",
+			"%s failed (HTTP %d): %s", name, s, detail)
+	case s == http.StatusBadRequest && contextOverflow(f.apiCode, f.message):
+		e = protocol.FieldError(protocol.CodeContextOverflow, "",
+			"shorten the transcript (compact it) or use a model with a larger context window",
+			"%s: the request is longer than the model's context window (HTTP 400): %s", name, detail)
+	default:
+		e = protocol.FieldError(protocol.CodeProviderRequest, "",
+			"the provider refused the request as written; read its message",
+			"%s refused the request (HTTP %d): %s", name, s, detail)
+	}
+	e.Field = f.field
+	now := f.now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	e.RetryAfterMS = retryAfterMS(f.header, now)
+	return e
+}
+
+// isTimeout reports whether err is a deadline: the context's, the HTTP
+// client's, or the network's.
+func isTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// overflowPhrases are the ways OpenAI-compatible servers say the prompt is
+// longer than the context window (OpenAI, vLLM, llama.cpp, Anthropic).
+var overflowPhrases = []string{
+	"context length",
+	"context_length",
+	"context window",
+	"maximum context",
+	"prompt is too long",
+	"exceeds the available context",
+}
+
+// contextOverflow reports whether a 400's error code or message says the
+// context length was exceeded.
+func contextOverflow(apiCode, message string) bool {
+	if apiCode == "context_length_exceeded" {
+		return true
+	}
+	m := strings.ToLower(message)
+	for _, p := range overflowPhrases {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRetryAfterMS caps a requested wait at a day; a server asking for more
+// is treated as asking for a day.
+const maxRetryAfterMS = int64(24 * time.Hour / time.Millisecond)
+
+// retryAfterMS returns the wait an answer asked for, in milliseconds, or 0
+// when it asked for none. It reads Retry-After-Ms (OpenAI's own header,
+// milliseconds) first, then Retry-After as delta-seconds or as an HTTP date
+// measured from now. A value that does not parse, or a date already past,
+// counts as absent.
+func retryAfterMS(h http.Header, now time.Time) int64 {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && !math.IsInf(ms, 0) {
+			return min(int64(math.Ceil(ms)), maxRetryAfterMS)
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 || math.IsNaN(secs) {
+			return 0
+		}
+		ms := math.Ceil(secs * 1000)
+		if ms > float64(maxRetryAfterMS) {
+			return maxRetryAfterMS
+		}
+		return int64(ms)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		d := t.Sub(now)
+		if d <= 0 {
+			return 0
+		}
+		return min(int64((d+time.Millisecond-1)/time.Millisecond), maxRetryAfterMS)
+	}
+	return 0
+}
+
+// truncate returns s cut to at most n runes, marking the cut with "...".
+func truncate(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "..."
+		}
+		i++
+	}
+	return s
+}

@@ -1,0 +1,516 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// OpenAIName is the Name of an OpenAI provider, and the Served of its turns.
+const OpenAIName = "openai"
+
+// DefaultOpenAIBaseURL is the API root used when OpenAIConfig.BaseURL is
+// empty.
+const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// DefaultOpenAITimeout bounds one call when OpenAIConfig.Timeout is zero.
+const DefaultOpenAITimeout = 600 * time.Second
+
+// emptySchema is sent for a tool that declares no parameters: the API wants
+// an object schema, not null.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// OpenAIConfig configures an OpenAI client. The zero value with APIKey set
+// talks to api.openai.com with the defaults below.
+type OpenAIConfig struct {
+	// APIKey is sent as the bearer token. Required; main reads it from
+	// OPENAI_API_KEY.
+	APIKey string
+	// BaseURL is the API root that /chat/completions is appended to. Any
+	// OpenAI-compatible server works (vLLM, llama.cpp, OpenRouter, a
+	// gateway). Default DefaultOpenAIBaseURL, https://api.openai.com/v1.
+	BaseURL string
+	// Model, when set, replaces the model named in every request. Default
+	// empty: the request's Model is sent.
+	Model string
+	// Organization is sent as the OpenAI-Organization header. Default
+	// empty: no header.
+	Organization string
+	// Headers are extra HTTP headers sent with every request. They are set
+	// after the client's own headers, so one with the same name (even
+	// Authorization) replaces it. Default none.
+	Headers map[string]string
+	// HTTPClient sends the requests. It is copied, and its Transport
+	// wrapped, never modified. When its CheckRedirect is nil the copy does
+	// not follow redirects, so requests go only to BaseURL's host. Default
+	// a client on http.DefaultTransport.
+	HTTPClient *http.Client
+	// Timeout bounds one call, from sending the request to reading the
+	// whole answer. Default DefaultOpenAITimeout, 600s. A shorter deadline
+	// on the context passed to Complete wins.
+	Timeout time.Duration
+}
+
+// Validate checks the config. It returns a *protocol.Error: CodeMissingField
+// when APIKey is empty, CodeInvalidField when BaseURL is not an absolute
+// http(s) URL, a header name or value cannot be sent, or Timeout is
+// negative.
+func (c OpenAIConfig) Validate() error {
+	if strings.TrimSpace(c.APIKey) == "" {
+		return protocol.FieldError(protocol.CodeMissingField, "APIKey",
+			"set OPENAI_API_KEY to an API key for the provider",
+			"the OpenAI provider has no API key")
+	}
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return protocol.FieldError(protocol.CodeInvalidField, "BaseURL",
+				"give an absolute URL such as "+DefaultOpenAIBaseURL,
+				"base URL %q is not an http or https URL", c.BaseURL)
+		}
+	}
+	for k, v := range c.Headers {
+		if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+			return protocol.FieldError(protocol.CodeInvalidField, "Headers",
+				"use a token for the name and no line breaks in the value",
+				"header %q cannot be sent", k)
+		}
+	}
+	if c.Timeout < 0 {
+		return protocol.FieldError(protocol.CodeInvalidField, "Timeout",
+			"use a positive duration, or zero for 600s",
+			"timeout is negative")
+	}
+	return nil
+}
+
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// OpenAI is a Provider for the OpenAI chat completions API and servers
+// compatible with it. It is safe for concurrent use.
+type OpenAI struct {
+	client  *openai.Client
+	model   string
+	timeout time.Duration
+}
+
+var _ Provider = (*OpenAI)(nil)
+
+// NewOpenAI returns a client configured by cfg. It returns cfg.Validate's
+// error when the config is not usable; an empty APIKey is a
+// CodeMissingField error saying to set OPENAI_API_KEY.
+func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cc := openai.DefaultConfig(cfg.APIKey)
+	if cfg.BaseURL != "" {
+		cc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	}
+	cc.OrgID = cfg.Organization
+
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		hc = &c
+	}
+	if hc.CheckRedirect == nil {
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	extra := make(http.Header, len(cfg.Headers))
+	for k, v := range cfg.Headers {
+		extra.Set(k, v)
+	}
+	hc.Transport = &transport{base: base, headers: extra}
+	cc.HTTPClient = hc
+
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultOpenAITimeout
+	}
+	return &OpenAI{client: openai.NewClientWithConfig(cc), model: cfg.Model, timeout: timeout}, nil
+}
+
+// Name returns "openai".
+func (o *OpenAI) Name() string { return OpenAIName }
+
+// Complete sends req as one non-streaming chat completion and returns the
+// first choice as a turn whose Served is "openai".
+//
+// The request is refused before sending, with CodeProviderRequest whose
+// Field names the offending field ("messages[2].role"), when no model is known (neither OpenAIConfig.Model nor
+// req.Model), a message has an unknown role, a tool message has no
+// ToolCallID, or a tool's Parameters is not valid JSON. Every other error
+// is classified from the HTTP status or the failure as described on
+// Provider: 429 is CodeRateLimited with RetryAfterMS from Retry-After-Ms or
+// Retry-After (seconds or an HTTP date), 401 and 403 CodeProviderAuth, 5xx
+// and 529 CodeProviderServer, a 400 saying the context length is exceeded
+// CodeContextOverflow, any other 4xx or a redirect CodeProviderRequest, a
+// body that is not a completion or has no choices CodeProviderMalformed, a
+// deadline CodeProviderTimeout, and a lost connection or a cancelled ctx
+// CodeProviderTransport.
+//
+// Tool call arguments the model wrote are kept verbatim when they are valid
+// JSON; otherwise they are kept as a JSON string holding the model's text,
+// so the caller can report bad arguments. Empty arguments become {}. A tool
+// call without an id is given "call_<index>".
+func (o *OpenAI) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
+	if err := ctxError(ctx, OpenAIName); err != nil {
+		return nil, err
+	}
+	wire, f := o.chatRequest(req)
+	if f != nil {
+		return nil, classify(*f)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	call := &wireCall{}
+	ctx = context.WithValue(ctx, wireCallKey{}, call)
+
+	resp, err := o.client.CreateChatCompletion(ctx, wire)
+	if err != nil {
+		return nil, classify(o.failed(call, err))
+	}
+	status, header, _ := call.result()
+	if status >= 300 && status < 400 {
+		return nil, classify(failure{provider: OpenAIName, status: status, header: header,
+			message: redirectMessage(status, header)})
+	}
+	if len(resp.Choices) == 0 {
+		return nil, classify(failure{provider: OpenAIName, status: status, header: header, bad: true,
+			message: "the answer has no choices"})
+	}
+	return o.turn(&resp, wire.Model), nil
+}
+
+// chatRequest maps req onto the chat completions request, or says why it
+// cannot be sent.
+func (o *OpenAI) chatRequest(req *protocol.CompletionRequest) (openai.ChatCompletionRequest, *failure) {
+	refuse := func(field, format string, args ...any) (openai.ChatCompletionRequest, *failure) {
+		return openai.ChatCompletionRequest{}, &failure{provider: OpenAIName, notSent: true,
+			field: field, message: fmt.Sprintf(format, args...)}
+	}
+	if req == nil {
+		return refuse("", "no request")
+	}
+	w := openai.ChatCompletionRequest{Model: o.model}
+	if w.Model == "" {
+		w.Model = req.Model
+	}
+	if w.Model == "" {
+		return refuse("model", "no model is named; set the contract's provider.model or the worker's model")
+	}
+	w.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages)+1)
+	if req.System != "" {
+		w.Messages = append(w.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: req.System})
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case protocol.RoleUser:
+			w.Messages = append(w.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: m.Content})
+		case protocol.RoleAssistant:
+			wm := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: m.Content}
+			for _, c := range m.ToolCalls {
+				wm.ToolCalls = append(wm.ToolCalls, openai.ToolCall{
+					ID:       c.ID,
+					Type:     openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: c.Name, Arguments: wireArguments(c.Arguments)},
+				})
+			}
+			w.Messages = append(w.Messages, wm)
+		case protocol.RoleTool:
+			if m.ToolCallID == "" {
+				return refuse(fmt.Sprintf("messages[%d].tool_call_id", i), "a tool result must name the call it answers")
+			}
+			w.Messages = append(w.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, Content: m.Content, ToolCallID: m.ToolCallID})
+		default:
+			return refuse(fmt.Sprintf("messages[%d].role", i), "unknown role %q; use user, assistant or tool", m.Role)
+		}
+	}
+	for i, t := range req.Tools {
+		params := t.Parameters
+		if len(bytes.TrimSpace(params)) == 0 {
+			params = emptySchema
+		} else if !json.Valid(params) {
+			return refuse(fmt.Sprintf("tools[%d].parameters", i), "the schema of tool %q is not valid JSON", t.Name)
+		}
+		w.Tools = append(w.Tools, openai.Tool{
+			Type:     openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
+		})
+	}
+	if n := req.MaxOutputTokens; n > 0 {
+		// max_tokens is what most compatible servers read; the models the
+		// library knows to refuse it get max_completion_tokens instead.
+		w.MaxTokens = n
+		if errors.Is(openai.NewReasoningValidator().Validate(w), openai.ErrReasoningModelMaxTokensDeprecated) {
+			w.MaxTokens, w.MaxCompletionTokens = 0, n
+		}
+	}
+	return w, nil
+}
+
+// failed gathers what is known about a call that returned err.
+func (o *OpenAI) failed(call *wireCall, err error) failure {
+	f := failure{provider: OpenAIName, err: err}
+	status, header, readErr := call.result()
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		f.status = apiErr.HTTPStatusCode
+		f.apiCode = apiCode(apiErr.Code)
+		f.message = apiErr.Message
+		if f.apiCode != "" {
+			f.message += " (" + f.apiCode + ")"
+		}
+	case errors.As(err, &reqErr):
+		f.status = reqErr.HTTPStatusCode
+		f.message = strings.TrimSpace(string(reqErr.Body))
+		if f.message == "" && reqErr.Err != nil {
+			f.message = reqErr.Err.Error()
+		}
+	}
+	if f.status == 0 {
+		f.status = status
+	}
+	f.header = header
+	switch {
+	case !call.wasSent():
+		f.notSent = true
+	case readErr != nil:
+		// The answer was cut off on the way: a transport failure or a
+		// timeout, not a malformed answer.
+		f.err = readErr
+	case status != 0:
+		f.bad = true
+		if f.message == "" {
+			f.message = "the body is not a chat completion: " + err.Error()
+			if errors.Is(err, io.EOF) {
+				f.message = "the body is empty"
+			}
+		}
+	}
+	if f.status >= 300 && f.status < 400 {
+		f.message = redirectMessage(f.status, header)
+	}
+	return f
+}
+
+// turn maps the first choice of resp onto a turn.
+func (o *OpenAI) turn(resp *openai.ChatCompletionResponse, model string) *protocol.Turn {
+	c := resp.Choices[0]
+	t := &protocol.Turn{
+		Text:         c.Message.Content,
+		Model:        resp.Model,
+		FinishReason: string(c.FinishReason),
+		Served:       OpenAIName,
+		Usage: protocol.Usage{
+			InputTokens:  int64(resp.Usage.PromptTokens),
+			OutputTokens: int64(resp.Usage.CompletionTokens),
+		},
+	}
+	if t.Text == "" {
+		t.Text = c.Message.Refusal
+	}
+	if t.Model == "" {
+		t.Model = model
+	}
+	if d := resp.Usage.PromptTokensDetails; d != nil {
+		t.Usage.CachedTokens = int64(d.CachedTokens)
+	}
+	if d := resp.Usage.CompletionTokensDetails; d != nil {
+		t.Usage.ReasoningTokens = int64(d.ReasoningTokens)
+	}
+	calls := c.Message.ToolCalls
+	if len(calls) == 0 && c.Message.FunctionCall != nil {
+		calls = []openai.ToolCall{{Function: *c.Message.FunctionCall}}
+	}
+	for i, wc := range calls {
+		id := wc.ID
+		if id == "" {
+			id = "call_" + strconv.Itoa(i)
+		}
+		t.ToolCalls = append(t.ToolCalls, protocol.ToolCall{
+			ID:        id,
+			Name:      wc.Function.Name,
+			Arguments: toolArguments(wc.Function.Arguments),
+		})
+	}
+	return t
+}
+
+// toolArguments keeps the model's arguments verbatim when they are JSON,
+// as a JSON string of its text when they are not, and as {} when empty.
+func toolArguments(s string) json.RawMessage {
+	if strings.TrimSpace(s) == "" {
+		return json.RawMessage(`{}`)
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// wireArguments is the inverse of toolArguments: the text to send back as a
+// tool call's arguments string. A JSON string is unquoted, so arguments the
+// model wrote as invalid JSON go back exactly as it wrote them.
+func wireArguments(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "{}"
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	return string(raw)
+}
+
+// apiCode returns an API error's code as text: OpenAI sends a string,
+// some compatible servers a number.
+func apiCode(c any) string {
+	switch v := c.(type) {
+	case string:
+		return v
+	case int:
+		if v == 0 {
+			return "" // go-openai reads "code": null as 0
+		}
+		return strconv.Itoa(v)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return ""
+}
+
+func redirectMessage(status int, h http.Header) string {
+	loc := ""
+	if h != nil {
+		loc = h.Get("Location")
+	}
+	return fmt.Sprintf("the endpoint redirected (HTTP %d to %q); redirects are not followed, so set the base URL to the final address", status, loc)
+}
+
+// wireCallKey is the context key under which Complete leaves a *wireCall
+// for the transport to fill in.
+type wireCallKey struct{}
+
+// wireCall is what the transport saw of one call: whether a request went
+// out, the status and headers of the last answer, and an error that cut
+// its body short. go-openai returns neither headers nor body read errors
+// with its errors, so the transport keeps them here for classify.
+type wireCall struct {
+	mu      sync.Mutex
+	sent    bool
+	status  int
+	header  http.Header
+	readErr error
+}
+
+func (c *wireCall) markSent() {
+	c.mu.Lock()
+	c.sent = true
+	c.mu.Unlock()
+}
+
+func (c *wireCall) answered(resp *http.Response) {
+	c.mu.Lock()
+	c.status, c.header, c.readErr = resp.StatusCode, resp.Header, nil
+	c.mu.Unlock()
+}
+
+func (c *wireCall) failedRead(err error) {
+	c.mu.Lock()
+	if c.readErr == nil {
+		c.readErr = err
+	}
+	c.mu.Unlock()
+}
+
+func (c *wireCall) wasSent() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+func (c *wireCall) result() (int, http.Header, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status, c.header, c.readErr
+}
+
+// transport sends the configured extra headers and records each answer in
+// the call's *wireCall, found through the request's context.
+type transport struct {
+	base    http.RoundTripper
+	headers http.Header
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		req = req.Clone(req.Context())
+		for k, vs := range t.headers {
+			req.Header[k] = slices.Clone(vs)
+		}
+	}
+	call, _ := req.Context().Value(wireCallKey{}).(*wireCall)
+	if call == nil {
+		return t.base.RoundTrip(req)
+	}
+	call.markSent()
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	call.answered(resp)
+	resp.Body = &watchedBody{ReadCloser: resp.Body, call: call}
+	return resp, nil
+}
+
+// watchedBody records an error that cuts a response body short, so a lost
+// connection is told apart from an answer that is not JSON.
+type watchedBody struct {
+	io.ReadCloser
+	call *wireCall
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.call.failedRead(err)
+	}
+	return n, err
+}

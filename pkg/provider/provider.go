@@ -1,0 +1,123 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// Provider answers one completion request with one turn. It is the plugin
+// boundary between a worker and a model API; OpenAI, Scripted, Record and
+// Replay implement it.
+//
+// Complete must be safe for concurrent use. On success the returned turn's
+// Served is Name(). Every error Complete returns is a *protocol.Error whose
+// code is one of the provider codes (3001 to 3009), so the caller can branch
+// with errors.Is and decide a retry with (*protocol.Error).Retryable:
+//
+//   - CodeProviderTransport: the request or its answer was lost on the way,
+//     or ctx was cancelled (retryable).
+//   - CodeProviderTimeout: no complete answer before the deadline (retryable).
+//   - CodeRateLimited: the provider said to slow down (HTTP 429); RetryAfterMS
+//     holds its requested wait when it gave one (retryable).
+//   - CodeProviderServer: the provider failed (HTTP 5xx, 529) (retryable).
+//   - CodeProviderAuth: the credentials were refused (HTTP 401, 403).
+//   - CodeProviderRequest: the provider, or the client before sending,
+//     refused the request as written (other 4xx, unexpected 1xx and 3xx).
+//   - CodeProviderMalformed: the answer could not be read as a completion,
+//     or held nothing (retryable).
+//   - CodeContextOverflow: the transcript is longer than the model's
+//     context window (an HTTP 400 that says so).
+//   - CodeUnrecorded: a replayed provider has no answer for the request.
+//
+// Complete does not modify req, and the caller owns the returned turn.
+type Provider interface {
+	// Name identifies the provider in traces and turns ("openai",
+	// "scripted", "replay").
+	Name() string
+	// Complete sends the whole transcript in req and returns the model's
+	// turn, or a *protocol.Error as described on Provider.
+	Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error)
+}
+
+// providerError returns err as a *protocol.Error with a provider code: err
+// itself when it is (or wraps) one, otherwise err classified as a call that
+// got no answer (a timeout, a cancellation, or a transport failure).
+func providerError(name string, err error) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return classify(failure{provider: name, err: err})
+}
+
+// ctxError returns the error for a call that is not started because ctx is
+// already done, or nil when ctx is live.
+func ctxError(ctx context.Context, name string) *protocol.Error {
+	if err := ctx.Err(); err != nil {
+		return classify(failure{provider: name, err: err})
+	}
+	return nil
+}
+
+// cloneRequest returns a deep copy of req, so a recorder keeps what was
+// asked even if the caller later changes its transcript.
+func cloneRequest(req *protocol.CompletionRequest) *protocol.CompletionRequest {
+	if req == nil {
+		return nil
+	}
+	c := *req
+	if req.Messages != nil {
+		c.Messages = make([]protocol.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			m.ToolCalls = cloneCalls(m.ToolCalls)
+			c.Messages[i] = m
+		}
+	}
+	if req.Tools != nil {
+		c.Tools = make([]protocol.ToolSpec, len(req.Tools))
+		for i, t := range req.Tools {
+			t.Parameters = bytes.Clone(t.Parameters)
+			c.Tools[i] = t
+		}
+	}
+	return &c
+}
+
+// cloneTurn returns a deep copy of t.
+func cloneTurn(t *protocol.Turn) *protocol.Turn {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.ToolCalls = cloneCalls(t.ToolCalls)
+	return &c
+}
+
+func cloneCalls(calls []protocol.ToolCall) []protocol.ToolCall {
+	if calls == nil {
+		return nil
+	}
+	c := slices.Clone(calls)
+	for i := range c {
+		c[i].Arguments = bytes.Clone(c[i].Arguments)
+	}
+	return c
+}
+
+// compactJSON returns raw with insignificant whitespace removed. Raw that is
+// not valid JSON is returned unchanged; empty raw stays empty.
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}

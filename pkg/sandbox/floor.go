@@ -1,0 +1,277 @@
+//go:build unix
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// defaultSearchPath is where a program is looked for when Spec.Env has no
+// PATH, as execvp(3) does.
+const defaultSearchPath = "/usr/local/bin:/usr/bin:/bin"
+
+// pipeGrace is how long Run waits, after the process group is gone, for
+// the output pipes to close. A process that left the group (setsid) may
+// hold them open for ever; after the grace Run stops reading.
+const pipeGrace = time.Second
+
+// escapedNote ends Stderr when a process outside the group held the output
+// pipes open after the command ended.
+const escapedNote = "\n…[the sandbox stopped reading here: a process that left the command's process group (setsid) still holds the output open and may still be running]…\n"
+
+// Floor is the portable backend: a plain child process with no isolation
+// beyond what is listed here.
+//
+//   - argv is executed directly, never through a shell;
+//   - the environment is exactly Spec.Env (nothing is inherited);
+//   - stdin is /dev/null; stdout and stderr are captured, each bounded;
+//   - the command runs in its own process group; the wall-clock cap, the
+//     end of ctx, and the end of the command itself each SIGKILL the whole
+//     group, so background children do not outlive the command (a child
+//     that called setsid(2) has left the group and is not killed);
+//   - on Linux, RLIMIT_CPU (soft = CPUSecs, hard = CPUSecs+1) and
+//     RLIMIT_NOFILE (OpenFiles) are applied with prlimit(2) right after the
+//     child starts. The child runs for a moment before that, so a process
+//     it forks in that moment keeps the sandboxer's limits; both limits
+//     are per process, not per process tree.
+//
+// Memory, process count and network are not enforced: Report.Unenforced
+// always lists "memory" and "pids", lists "network" unless Spec.Network
+// allows it, and lists "cpu" or "open_files" when prlimit failed or is not
+// available (non-Linux systems). Floor has no state; one value may run any
+// number of commands at once.
+type Floor struct{}
+
+var _ Backend = (*Floor)(nil)
+
+// NewFloor returns the floor backend.
+func NewFloor() *Floor { return &Floor{} }
+
+// Name returns "floor".
+func (*Floor) Name() string { return "floor" }
+
+// Run runs spec as described on Floor and Backend. Errors (the command was
+// not started): ctx already done (ctx.Err(), wrapped); CodeBadArguments
+// for an empty argv or NUL bytes; CodeNotFound when the program is not
+// installed on the sandboxer (or a path given for it does not exist);
+// CodeSandbox when Dir does not exist, the program is not executable, or
+// the start failed otherwise.
+func (f *Floor) Run(ctx context.Context, spec Spec) (*Result, error) {
+	if err := checkSpec(ctx, spec); err != nil {
+		return nil, err
+	}
+	lim := limitsOf(spec.Limits)
+	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
+		return nil, protocol.Errorf(protocol.CodeSandbox, "the working directory %s does not exist on the sandboxer", spec.Dir)
+	}
+	env := spec.Env
+	if env == nil {
+		env = []string{} // nil would mean "inherit the sandboxer's environment"
+	}
+	prog, err := lookPath(spec.Argv[0], spec.Dir, env)
+	if err != nil {
+		return nil, err
+	}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeSandbox, "create output pipe: %v", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, protocol.Errorf(protocol.CodeSandbox, "create output pipe: %v", err)
+	}
+	argv := append([]string(nil), spec.Argv...)
+	cmd := &exec.Cmd{
+		Path:        prog,
+		Args:        argv,
+		Dir:         spec.Dir,
+		Env:         env,
+		Stdout:      outW, // *os.File: passed to the child as is, no copying goroutine
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	start := time.Now()
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, startError(spec.Argv[0], err)
+	}
+	pid := cmd.Process.Pid
+
+	unenforced := []string{CapMemory, CapPids}
+	if !spec.Network {
+		unenforced = append(unenforced, CapNetwork)
+	}
+	cpuEnforced := setLimit(pid, syscall.RLIMIT_CPU, uint64(lim.CPUSecs), uint64(lim.CPUSecs)+1) == nil
+	if !cpuEnforced {
+		unenforced = append(unenforced, CapCPU)
+	}
+	if setLimit(pid, syscall.RLIMIT_NOFILE, uint64(lim.OpenFiles), uint64(lim.OpenFiles)) != nil {
+		unenforced = append(unenforced, CapOpenFiles)
+	}
+
+	stdout, stderr := newCapture(lim.OutputBytes), newCapture(lim.OutputBytes)
+	var readers sync.WaitGroup
+	readers.Go(func() { io.Copy(stdout, outR) })
+	readers.Go(func() { io.Copy(stderr, errR) })
+
+	ld := &leader{cmd: cmd}
+	exited := make(chan struct{})
+	go func() {
+		ld.waitExit()
+		close(exited)
+	}()
+	wall := time.NewTimer(time.Duration(lim.WallSecs) * time.Second)
+	defer wall.Stop()
+	capHit, killed := "", false
+	select {
+	case <-exited:
+	case <-wall.C:
+		capHit, killed = CapWall, true
+		killGroup(pid)
+	case <-ctx.Done():
+		killed = true
+		killGroup(pid)
+	}
+	<-exited
+	// The leader has exited but is not reaped yet, so its pid, which is
+	// the group's id, cannot be reused: sweep the group.
+	killGroup(pid)
+	ld.reap()
+	dur := time.Since(start)
+
+	escaped := !waitTimeout(&readers, pipeGrace)
+	outR.Close() // unblocks a reader still waiting on an escaped holder
+	errR.Close()
+	readers.Wait()
+
+	rep := protocol.ExecReport{
+		Backend:    f.Name(),
+		Argv:       argv,
+		DurationMS: dur.Milliseconds(),
+		Unenforced: unenforced,
+	}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Exited():
+		rep.Exited = true
+		rep.ExitCode = ws.ExitStatus()
+		capHit = "" // it ended on its own before the kill landed
+	case ws.Signaled():
+		rep.ExitCode = -1
+		sig := ws.Signal()
+		rep.Signal = SignalName(sig)
+		if !killed && cpuEnforced && hitCPU(sig, cmd.ProcessState, lim.CPUSecs) {
+			capHit = CapCPU
+		}
+	default:
+		rep.ExitCode = -1
+	}
+	rep.CapHit = capHit
+
+	res := &Result{Report: rep, Stdout: stdout.String(), Stderr: stderr.String()}
+	if escaped {
+		res.Stderr += escapedNote
+	}
+	return res, nil
+}
+
+// hitCPU reports whether a process that died of sig was ended by its CPU
+// limit: SIGXCPU at the soft limit, or SIGKILL at the hard limit (for
+// programs, such as Go ones, that ignore SIGXCPU).
+func hitCPU(sig syscall.Signal, ps *os.ProcessState, cpuSecs int) bool {
+	if sig == syscall.SIGXCPU {
+		return true
+	}
+	used := ps.UserTime() + ps.SystemTime()
+	return sig == syscall.SIGKILL && used >= time.Duration(cpuSecs)*time.Second
+}
+
+// killGroup sends SIGKILL to every process in the group led by pid.
+// ESRCH (the group is already empty) is the normal case after a command
+// that left nothing behind.
+func killGroup(pid int) {
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+}
+
+// waitTimeout waits for wg for at most d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// lookPath finds the program to run for name, searching the PATH of env
+// (not the sandboxer's). A name with a slash is taken relative to dir.
+// It returns a *protocol.Error with CodeNotFound when nothing is found.
+func lookPath(name, dir string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		return name, nil
+	}
+	search := defaultSearchPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			search = v // the last PATH wins, as in exec.Cmd's dedup
+		}
+	}
+	for _, d := range filepath.SplitList(search) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue // never run a program from the working directory by accident
+		}
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", notInstalled(name, search)
+}
+
+// startError turns an error from exec.Cmd.Start into a *protocol.Error.
+func startError(name string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		e := notInstalled(name, "")
+		if strings.Contains(name, "/") {
+			e.Message = fmt.Sprintf("program %q does not exist on the sandboxer (or the interpreter named on its #! line is not installed)", name)
+		}
+		return e
+	case errors.Is(err, fs.ErrPermission):
+		return protocol.Errorf(protocol.CodeSandbox, "program %q cannot be executed: permission denied (is it marked executable?)", name)
+	case errors.Is(err, syscall.ENOEXEC):
+		return protocol.Errorf(protocol.CodeSandbox, "program %q is not an executable the sandboxer can run (a script needs a #! line)", name)
+	default:
+		return protocol.Errorf(protocol.CodeSandbox, "could not start %q: %v", name, err)
+	}
+}

@@ -1,0 +1,136 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// Cap labels, used in protocol.ExecReport.CapHit (which cap ended a command)
+// and protocol.ExecReport.Unenforced (which caps a backend did not apply).
+// They match the field names of protocol.Limits.
+const (
+	CapCPU       = "cpu"        // Limits.CPUSecs: CPU time of the process
+	CapWall      = "wall"       // Limits.WallSecs: wall-clock time
+	CapMemory    = "memory"     // Limits.MemoryBytes
+	CapPids      = "pids"       // Limits.Pids: number of processes
+	CapOpenFiles = "open_files" // Limits.OpenFiles: file descriptors per process
+	CapNetwork   = "network"    // Spec.Network == false: no network access
+)
+
+// Spec describes one command to run.
+type Spec struct {
+	// Argv is the program and its arguments. No shell is involved. A
+	// program name without a slash is looked up in the PATH of Env (or in
+	// /usr/local/bin:/usr/bin:/bin when Env has no PATH); a relative path
+	// with a slash is taken relative to Dir.
+	Argv []string
+	// Dir is the working directory. It must exist.
+	Dir string
+	// Env is the complete environment of the command, as "KEY=value"
+	// strings. Nothing of the sandboxer's own environment is added; build
+	// it with MinimalEnv.
+	Env []string
+	// Limits caps the command; zero (or negative) fields take the defaults
+	// of protocol.Limits.WithDefaults.
+	Limits protocol.Limits
+	// Network allows the command to reach the network. A backend that
+	// cannot deny it lists CapNetwork in Report.Unenforced.
+	Network bool
+}
+
+// Result is a command that ran. Stdout and Stderr are each bounded to
+// Limits.OutputBytes: when a stream was longer, its head and tail are kept
+// and an elision line such as "…[elided 12345 bytes]…" stands for the
+// middle (see ElidedBytes).
+type Result struct {
+	Report protocol.ExecReport
+	Stdout string
+	Stderr string
+}
+
+// Backend runs commands. Implementations must pass sandboxtest.Run.
+type Backend interface {
+	// Name is the backend's name as reported in ExecReport.Backend.
+	Name() string
+	// Run runs spec to completion and returns its Result, whether the
+	// command exited zero, exited non-zero, or was killed by a cap.
+	//
+	// Run returns an error only when the command could not be started at
+	// all: a *protocol.Error with CodeNotFound when the program is not
+	// installed on the sandboxer, CodeBadArguments when spec is malformed
+	// (empty argv, NUL bytes), and CodeSandbox for anything else. If ctx
+	// is already done Run starts nothing and returns ctx.Err(), wrapped.
+	// If ctx ends while the command runs, Run kills it and returns its
+	// Result (Exited false); the caller checks ctx.Err().
+	Run(ctx context.Context, spec Spec) (*Result, error)
+}
+
+// checkSpec refuses a spec that no backend could start.
+func checkSpec(ctx context.Context, spec Spec) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("run %s: %w", argv0(spec.Argv), err)
+	}
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return protocol.Errorf(protocol.CodeBadArguments, "the command is empty; give the program first, then its arguments")
+	}
+	for i, a := range spec.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return protocol.Errorf(protocol.CodeBadArguments, "argument %d of the command contains a NUL byte, which no program can receive; remove it", i)
+		}
+	}
+	for _, kv := range spec.Env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			return protocol.Errorf(protocol.CodeBadArguments, "an environment entry contains a NUL byte")
+		}
+	}
+	if spec.Dir == "" {
+		return protocol.Errorf(protocol.CodeSandbox, "no working directory was given for %s", argv0(spec.Argv))
+	}
+	return nil
+}
+
+// limitsOf returns l with every zero or negative field at its default.
+func limitsOf(l protocol.Limits) protocol.Limits {
+	d := protocol.Limits{}.WithDefaults()
+	l = l.WithDefaults()
+	if l.CPUSecs < 0 {
+		l.CPUSecs = d.CPUSecs
+	}
+	if l.WallSecs < 0 {
+		l.WallSecs = d.WallSecs
+	}
+	if l.MemoryBytes < 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.Pids < 0 {
+		l.Pids = d.Pids
+	}
+	if l.OpenFiles < 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	if l.OutputBytes < 0 {
+		l.OutputBytes = d.OutputBytes
+	}
+	return l
+}
+
+func argv0(argv []string) string {
+	if len(argv) == 0 {
+		return `""`
+	}
+	return strconv.Quote(argv[0])
+}
+
+// notInstalled is the error for a program the sandboxer does not have.
+func notInstalled(name, searched string) *protocol.Error {
+	e := protocol.Errorf(protocol.CodeNotFound, "program %q is not installed on the sandboxer", name)
+	if searched != "" {
+		e.Message += " (searched PATH " + searched + ")"
+	}
+	e.Hint = "use a program that is installed, or ask for it to be added to the sandboxer"
+	return e
+}

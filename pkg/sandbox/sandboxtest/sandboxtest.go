@@ -1,0 +1,374 @@
+// Package sandboxtest is the conformance suite every sandbox.Backend must
+// pass. A backend's tests call Run with a constructor:
+//
+//	func TestConformance(t *testing.T) {
+//		sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return sandbox.NewFloor() })
+//	}
+//
+// The suite runs real commands (sh, sleep, env, seq, true, false, pwd, cat)
+// that a backend must find on its PATH, which it takes from
+// sandbox.MinimalEnv. A cap that a backend lists in Report.Unenforced is
+// skipped, with the reason, rather than failed.
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+)
+
+// Run runs the conformance suite against the backends newBackend returns.
+// newBackend is called once per subtest; it may call t.Skip when the
+// backend cannot run on this machine.
+func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend) {
+	t.Helper()
+	tests := []struct {
+		name   string
+		fn     func(*testing.T, sandbox.Backend)
+		serial bool // uses t.Setenv
+	}{
+		{"ExitCodes", testExitCodes, false},
+		{"Streams", testStreams, false},
+		{"OutputBounded", testOutputBounded, false},
+		{"WorkingDir", testWorkingDir, false},
+		{"StdinIsEmpty", testStdinIsEmpty, false},
+		{"EnvIsExactlySpecEnv", testEnvIsolation, true},
+		{"MissingProgram", testMissingProgram, false},
+		{"EmptyArgv", testEmptyArgv, false},
+		{"KilledBySignal", testKilledBySignal, false},
+		{"WallCapKillsGroup", testWallCap, false},
+		{"BackgroundChildDoesNotOutliveCommand", testBackgroundChild, false},
+		{"CPUCap", testCPUCap, false},
+		{"ContextCancel", testContextCancel, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !tt.serial {
+				t.Parallel()
+			}
+			tt.fn(t, newBackend(t))
+		})
+	}
+}
+
+// spec returns a spec running argv in a fresh directory with the minimal
+// environment and limits short enough for tests.
+func spec(t *testing.T, argv ...string) sandbox.Spec {
+	return sandbox.Spec{
+		Argv:   argv,
+		Dir:    t.TempDir(),
+		Env:    sandbox.MinimalEnv(),
+		Limits: protocol.Limits{WallSecs: 20, CPUSecs: 20},
+	}
+}
+
+// run runs s and fails the test if the command could not be started.
+func run(t *testing.T, b sandbox.Backend, s sandbox.Spec) *sandbox.Result {
+	t.Helper()
+	res, err := b.Run(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Run(%q) error = %v, want a result", s.Argv, err)
+	}
+	if res.Report.Backend != b.Name() {
+		t.Errorf("Run(%q).Report.Backend = %q, want %q", s.Argv, res.Report.Backend, b.Name())
+	}
+	if diff := cmp.Diff(s.Argv, res.Report.Argv); diff != "" {
+		t.Errorf("Run(%q).Report.Argv mismatch (-want +got):\n%s", s.Argv, diff)
+	}
+	if res.Report.DurationMS < 0 {
+		t.Errorf("Run(%q).Report.DurationMS = %d, want >= 0", s.Argv, res.Report.DurationMS)
+	}
+	return res
+}
+
+func testExitCodes(t *testing.T, b sandbox.Backend) {
+	tests := []struct {
+		name string
+		argv []string
+		want int
+	}{
+		{"true", []string{"true"}, 0},
+		{"false", []string{"false"}, 1},
+		{"exit 7", []string{"sh", "-c", "exit 7"}, 7},
+		{"exit 255", []string{"sh", "-c", "exit 255"}, 255},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, b, spec(t, tt.argv...))
+			r := res.Report
+			if !r.Exited || r.ExitCode != tt.want || r.Signal != "" || r.CapHit != "" {
+				t.Errorf("Run(%q) = exited %v code %d signal %q cap %q, want exited with %d",
+					tt.argv, r.Exited, r.ExitCode, r.Signal, r.CapHit, tt.want)
+			}
+		})
+	}
+}
+
+func testStreams(t *testing.T, b sandbox.Backend) {
+	res := run(t, b, spec(t, "sh", "-c", "echo out; echo err >&2; echo more"))
+	if res.Stdout != "out\nmore\n" || res.Stderr != "err\n" {
+		t.Errorf("Run(echo) = stdout %q stderr %q, want %q and %q", res.Stdout, res.Stderr, "out\nmore\n", "err\n")
+	}
+}
+
+func testOutputBounded(t *testing.T, b sandbox.Backend) {
+	const n, limit = 20000, 1000
+	var full strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&full, "%d\n", i)
+	}
+	tests := []struct {
+		name   string
+		argv   []string
+		stream func(*sandbox.Result) string
+	}{
+		{"stdout", []string{"seq", "1", strconv.Itoa(n)}, func(r *sandbox.Result) string { return r.Stdout }},
+		{"stderr", []string{"sh", "-c", "seq 1 " + strconv.Itoa(n) + " >&2"}, func(r *sandbox.Result) string { return r.Stderr }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := spec(t, tt.argv...)
+			s.Limits.OutputBytes = limit
+			got := tt.stream(run(t, b, s))
+			if len(got) > limit {
+				t.Errorf("len(output) = %d, want <= %d", len(got), limit)
+			}
+			if !strings.HasPrefix(got, "1\n2\n3\n") || !strings.HasSuffix(got, "\n19999\n20000\n") {
+				t.Errorf("output = %q, want the head and the tail of the sequence", got)
+			}
+			elided := sandbox.ElidedBytes(got)
+			line := fmt.Sprintf("…[elided %d bytes]…", elided)
+			i := strings.Index(got, line)
+			if elided == 0 || i < 0 {
+				t.Fatalf("output = %q, want an elision line", got)
+			}
+			head, tail := got[:i], got[i+len(line):]
+			kept := len(strings.TrimSuffix(head, "\n")) + len(strings.TrimPrefix(tail, "\n"))
+			if int64(kept)+elided != int64(full.Len()) {
+				t.Errorf("kept %d + elided %d bytes = %d, want %d", kept, elided, int64(kept)+elided, full.Len())
+			}
+			if !strings.HasPrefix(full.String(), strings.TrimSuffix(head, "\n")) || !strings.HasSuffix(full.String(), strings.TrimPrefix(tail, "\n")) {
+				t.Errorf("head or tail are not the start and end of the real output")
+			}
+		})
+	}
+}
+
+func testWorkingDir(t *testing.T, b sandbox.Backend) {
+	s := spec(t, "pwd", "-P")
+	want, err := filepath.EvalSymlinks(s.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, b, s)
+	if got := strings.TrimSpace(res.Stdout); got != want {
+		t.Errorf("Run(pwd) = %q, want %q", got, want)
+	}
+}
+
+func testStdinIsEmpty(t *testing.T, b sandbox.Backend) {
+	res := run(t, b, spec(t, "cat"))
+	if !res.Report.Exited || res.Report.ExitCode != 0 || res.Stdout != "" {
+		t.Errorf("Run(cat) = %+v stdout %q, want an immediate clean exit with no output", res.Report, res.Stdout)
+	}
+}
+
+func testEnvIsolation(t *testing.T, b sandbox.Backend) {
+	const secret = "HARNESS_SANDBOXTEST_SECRET"
+	t.Setenv(secret, "sk-should-never-leak")
+	tests := []struct {
+		name string
+		env  []string
+		want []string // entries that must be present
+	}{
+		{"minimal", sandbox.MinimalEnv("EXTRA=1"), []string{"EXTRA=1"}},
+		{"explicit", []string{"PATH=" + os.Getenv("PATH"), "ONLY=this"}, []string{"ONLY=this"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := spec(t, "env")
+			s.Env = tt.env
+			res := run(t, b, s)
+			if strings.Contains(res.Stdout, secret) || strings.Contains(res.Stdout, "sk-should-never-leak") {
+				t.Errorf("Run(env) output shows the sandboxer's %s:\n%s", secret, res.Stdout)
+			}
+			lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+			for _, w := range tt.want {
+				found := false
+				for _, l := range lines {
+					found = found || l == w
+				}
+				if !found {
+					t.Errorf("Run(env) output lacks %q:\n%s", w, res.Stdout)
+				}
+			}
+		})
+	}
+}
+
+func testMissingProgram(t *testing.T, b sandbox.Backend) {
+	tests := []struct {
+		name string
+		argv []string
+	}{
+		{"on PATH", []string{"harness-no-such-program-xyz", "--version"}},
+		{"by path", []string{"./no-such-script"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := b.Run(context.Background(), spec(t, tt.argv...))
+			if !errors.Is(err, protocol.ErrNotFound) {
+				t.Fatalf("Run(%q) = %v, %v; want a not_found error", tt.argv, res, err)
+			}
+			if msg := protocol.AsError(err).Message; !strings.Contains(msg, "sandboxer") {
+				t.Errorf("Run(%q) error message %q does not say the sandboxer lacks the program", tt.argv, msg)
+			}
+		})
+	}
+}
+
+func testEmptyArgv(t *testing.T, b sandbox.Backend) {
+	tests := []struct {
+		name string
+		argv []string
+	}{
+		{"nil", nil},
+		{"empty program", []string{""}},
+		{"NUL byte", []string{"echo", "a\x00b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := b.Run(context.Background(), spec(t, tt.argv...))
+			if !errors.Is(err, protocol.ErrBadArguments) {
+				t.Errorf("Run(%q) = %v, %v; want a bad_arguments error", tt.argv, res, err)
+			}
+		})
+	}
+}
+
+func testKilledBySignal(t *testing.T, b sandbox.Backend) {
+	res := run(t, b, spec(t, "sh", "-c", "kill -TERM $$"))
+	r := res.Report
+	if r.Exited || r.Signal != "SIGTERM" || r.CapHit != "" {
+		t.Errorf("Run(kill -TERM $$) = exited %v signal %q cap %q, want killed by SIGTERM, no cap", r.Exited, r.Signal, r.CapHit)
+	}
+}
+
+func testWallCap(t *testing.T, b sandbox.Backend) {
+	s := spec(t, "sh", "-c", "sleep 30 & echo $!; sleep 30")
+	s.Limits.WallSecs = 1
+	start := time.Now()
+	res := run(t, b, s)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Run(sleep 30) with a 1 s wall cap took %v", took)
+	}
+	r := res.Report
+	if r.Exited || r.CapHit != sandbox.CapWall || r.Signal != "SIGKILL" {
+		t.Errorf("Run(sleep 30) = exited %v cap %q signal %q, want killed by the wall cap (SIGKILL)", r.Exited, r.CapHit, r.Signal)
+	}
+	waitGone(t, childPID(t, res.Stdout))
+}
+
+func testBackgroundChild(t *testing.T, b sandbox.Backend) {
+	start := time.Now()
+	res := run(t, b, spec(t, "sh", "-c", "sleep 30 & echo $!"))
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("Run(sleep 30 &) took %v, want it to end with its leader", took)
+	}
+	if r := res.Report; !r.Exited || r.ExitCode != 0 {
+		t.Errorf("Run(sleep 30 &) = %+v, want exit 0", r)
+	}
+	waitGone(t, childPID(t, res.Stdout))
+}
+
+func testCPUCap(t *testing.T, b sandbox.Backend) {
+	probe := run(t, b, spec(t, "true"))
+	for _, c := range probe.Report.Unenforced {
+		if c == sandbox.CapCPU {
+			t.Skipf("backend %s does not enforce the CPU cap", b.Name())
+		}
+	}
+	s := spec(t, "sh", "-c", "while :; do :; done")
+	s.Limits.CPUSecs = 1
+	s.Limits.WallSecs = 15
+	res := run(t, b, s)
+	if r := res.Report; r.Exited || r.CapHit != sandbox.CapCPU {
+		t.Errorf("Run(busy loop) with cpu_secs 1 = exited %v cap %q signal %q, want cap %q", r.Exited, r.CapHit, r.Signal, sandbox.CapCPU)
+	}
+}
+
+func testContextCancel(t *testing.T, b sandbox.Backend) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := b.Run(ctx, spec(t, "sleep", "30"))
+	if err != nil {
+		t.Fatalf("Run(sleep 30) with a cancelled context error = %v, want the result of the killed command", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Run(sleep 30) took %v after its context ended", took)
+	}
+	if r := res.Report; r.Exited || r.CapHit != "" {
+		t.Errorf("Run(sleep 30) = exited %v cap %q, want killed with no cap", r.Exited, r.CapHit)
+	}
+	if _, err := b.Run(ctx, spec(t, "true")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run(true) with a done context error = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// childPID reads the pid a script printed on the first line of out.
+func childPID(t *testing.T, out string) int {
+	t.Helper()
+	line, _, _ := strings.Cut(out, "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		t.Fatalf("script output %q does not start with a pid", out)
+	}
+	return pid
+}
+
+// waitGone polls until pid no longer runs. A zombie (killed, waiting for
+// its new parent to reap it) counts as gone.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() error {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			// pid (comm) state ...; comm may hold spaces, so read after the last ')'.
+			s := string(b)
+			if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 && strings.ContainsRune("ZX", rune(s[i+2])) {
+				return nil
+			}
+		}
+		return fmt.Errorf("process %d is still running", pid)
+	})
+}
+
+// waitFor polls fn until it returns nil or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,517 @@
+// Package sandboxer holds workspaces for harness. A sandboxer answers
+// harness.sandbox.open for the workspace roots it is configured to serve,
+// then takes a run's operations on its own subject
+// (harness.sandbox.<node>.op): tool calls, run by the tools package inside
+// the workspace, and the contract's verification, run inside a sandbox.
+//
+// It resolves every path itself, whatever the coordinator decided: a path
+// that climbs out of the workspace, is absolute, or resolves through a
+// symlink to outside is refused here. Each operation carries an op id, and
+// an operation repeated with the same id is answered from the first result
+// instead of running again.
+//
+// Sandboxers hold workspaces and sandboxes, never provider keys or run
+// state. To embed (with your own tools, say): connect to NATS, then New and
+// Run.
+package sandboxer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/tools"
+)
+
+// Version is reported by the sandboxer's micro service.
+const Version = "0.1.0"
+
+// Config configures a sandboxer. The zero value means the defaults.
+type Config struct {
+	// ID names the node; its operations subject is harness.sandbox.<ID>.op.
+	// Default "sandboxer-<random>".
+	ID string
+	// Roots are the directories whose workspaces this node serves: a
+	// workspace must be one of them or lie beneath one. Default: the
+	// working directory.
+	Roots []string
+	// Base is what a relative workspace root is resolved against; default
+	// the first root.
+	Base string
+	// MaxConcurrent bounds operations running at once; default 4.
+	MaxConcurrent int
+	// Backend runs commands; default the floor backend.
+	Backend sandbox.Backend
+	// Tools are the tools offered; default tools.Builtins().
+	Tools *tools.Set
+	// CmdEnv is the whole environment commands see; default
+	// sandbox.MinimalEnv(). The sandboxer's own environment never leaks.
+	CmdEnv []string
+	// RememberOps is how many completed op results are kept to answer a
+	// repeated op id; default 4096.
+	RememberOps int
+	// Logger receives structured logs; default discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.ID == "" {
+		c.ID = "sandboxer-" + randomHex(4)
+	}
+	if len(c.Roots) == 0 {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("sandboxer roots: %w", err)
+		}
+		c.Roots = []string{wd}
+	}
+	for i, r := range c.Roots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return fmt.Errorf("sandboxer root %q: %w", r, err)
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+		c.Roots[i] = abs
+	}
+	if c.Base == "" {
+		c.Base = c.Roots[0]
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = 4
+	}
+	if c.Backend == nil {
+		c.Backend = sandbox.NewFloor()
+	}
+	if c.Tools == nil {
+		c.Tools = tools.Builtins()
+	}
+	if c.CmdEnv == nil {
+		c.CmdEnv = sandbox.MinimalEnv()
+	}
+	if c.RememberOps == 0 {
+		c.RememberOps = 4096
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	if c.ID != "" && !protocol.ValidToken(c.ID) {
+		return fmt.Errorf("sandboxer id %q: use letters, digits, '-' and '_'", c.ID)
+	}
+	if c.MaxConcurrent < 0 {
+		return errors.New("sandboxer: MaxConcurrent must not be negative")
+	}
+	return nil
+}
+
+// Sandboxer serves workspace operations. Create it with New.
+type Sandboxer struct {
+	cfg   Config
+	nc    *nats.Conn
+	log   *slog.Logger
+	slots chan struct{}
+
+	inflight atomic.Int64
+	wg       sync.WaitGroup
+
+	mu         sync.Mutex // guards workspaces, ops and opOrder
+	workspaces map[string]*workspace
+	ops        map[string]*opEntry
+	opOrder    []string
+}
+
+type workspace struct {
+	dir string
+	ws  *tools.Workspace
+}
+
+type opEntry struct {
+	done  chan struct{}
+	reply *protocol.SandboxReply
+}
+
+// New returns a sandboxer. Errors: an invalid Config or an unusable root.
+func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Sandboxer{
+		cfg:        cfg,
+		nc:         nc,
+		log:        cfg.Logger.With("sandboxer", cfg.ID),
+		slots:      make(chan struct{}, cfg.MaxConcurrent),
+		workspaces: make(map[string]*workspace),
+		ops:        make(map[string]*opEntry),
+	}, nil
+}
+
+// ID returns the node's id.
+func (s *Sandboxer) ID() string { return s.cfg.ID }
+
+// Run serves operations until ctx ends, then waits for those in flight.
+// Errors: the micro service could not be set up.
+func (s *Sandboxer) Run(ctx context.Context) error {
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        "harness-sandboxer",
+		Version:     Version,
+		Description: "workspaces, tools and sandboxed commands for harness runs",
+		Metadata:    map[string]string{"id": s.cfg.ID, "backend": s.cfg.Backend.Name(), "roots": strings.Join(s.cfg.Roots, ":")},
+		StatsHandler: func(*micro.Endpoint) any {
+			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backend": s.cfg.Backend.Name()}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("register micro service: %w", err)
+	}
+	defer svc.Stop()
+	// Every sandboxer hears every open and answers only for the roots it
+	// serves, so the open must not go through a queue group.
+	if err := svc.AddEndpoint("open", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, true) }),
+		micro.WithEndpointSubject(streams.SandboxOpenSubject), micro.WithEndpointQueueGroupDisabled()); err != nil {
+		return fmt.Errorf("register open endpoint: %w", err)
+	}
+	if err := svc.AddEndpoint("op", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, false) }),
+		micro.WithEndpointSubject(streams.SandboxOps(s.cfg.ID))); err != nil {
+		return fmt.Errorf("register op endpoint: %w", err)
+	}
+	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backend", s.cfg.Backend.Name())
+	<-ctx.Done()
+	s.wg.Wait()
+	s.mu.Lock()
+	for run, w := range s.workspaces {
+		_ = w.ws.Close()
+		delete(s.workspaces, run)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// handle decodes one operation and runs it on its own goroutine, bounded by
+// MaxConcurrent, so a long command does not hold up the others.
+func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
+	var op protocol.SandboxOp
+	if err := json.Unmarshal(r.Data(), &op); err != nil || op.OpID == "" || !protocol.ValidToken(op.Run) {
+		s.respond(r, &protocol.SandboxReply{Error: protocol.Errorf(protocol.CodeMalformed, "undecodable sandbox operation")})
+		return
+	}
+	if open {
+		dir, err := s.resolveRoot(op.Workspace)
+		if err != nil {
+			return // not ours: another sandboxer may serve it
+		}
+		op.Workspace = dir
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-s.slots }()
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		s.respond(r, s.once(ctx, &op))
+	}()
+}
+
+func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
+	reply.Node = s.cfg.ID
+	data, err := json.Marshal(reply)
+	if err != nil {
+		s.log.Error("encode reply", "err", err)
+		return
+	}
+	if err := r.Respond(data); err != nil {
+		s.log.Debug("respond", "err", err)
+	}
+}
+
+// once runs an operation at most once per op id: a repeat waits for the
+// first and gets its result.
+func (s *Sandboxer) once(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
+	if op.Kind == protocol.OpOpen || op.Kind == protocol.OpClose {
+		return s.do(ctx, op)
+	}
+	s.mu.Lock()
+	if e, ok := s.ops[op.OpID]; ok {
+		s.mu.Unlock()
+		select {
+		case <-e.done:
+			return e.reply
+		case <-ctx.Done():
+			return &protocol.SandboxReply{OpID: op.OpID, Error: protocol.Errorf(protocol.CodeUnavailable, "sandboxer shutting down")}
+		}
+	}
+	e := &opEntry{done: make(chan struct{})}
+	s.ops[op.OpID] = e
+	s.opOrder = append(s.opOrder, op.OpID)
+	if len(s.opOrder) > s.cfg.RememberOps {
+		delete(s.ops, s.opOrder[0])
+		s.opOrder = s.opOrder[1:]
+	}
+	s.mu.Unlock()
+	e.reply = s.do(ctx, op)
+	close(e.done)
+	return e.reply
+}
+
+func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
+	reply := &protocol.SandboxReply{OpID: op.OpID}
+	log := s.log.With("run", op.Run, "op", op.OpID)
+	switch op.Kind {
+	case protocol.OpOpen:
+		if _, err := s.workspace(op.Run, op.Workspace); err != nil {
+			reply.Error = protocol.AsError(err)
+			return reply
+		}
+		reply.Tools = s.cfg.Tools.Specs()
+		log.Info("workspace opened", "dir", op.Workspace)
+	case protocol.OpClose:
+		s.mu.Lock()
+		if w, ok := s.workspaces[op.Run]; ok {
+			_ = w.ws.Close()
+			delete(s.workspaces, op.Run)
+		}
+		s.mu.Unlock()
+	case protocol.OpTool:
+		w, err := s.workspaceFor(op)
+		if err != nil {
+			reply.Error = protocol.AsError(err)
+			return reply
+		}
+		reply.Observation = s.tool(ctx, w, op)
+	case protocol.OpVerify:
+		w, err := s.workspaceFor(op)
+		if err != nil {
+			reply.Error = protocol.AsError(err)
+			return reply
+		}
+		if op.Verification == nil {
+			reply.Error = protocol.Errorf(protocol.CodeMalformed, "verify without a verification")
+			return reply
+		}
+		reply.Check = s.verify(ctx, w, op)
+		log.Info("verified", "passed", reply.Check.Passed, "detail", reply.Check.Detail)
+	default:
+		reply.Error = protocol.Errorf(protocol.CodeUnsupported, "unknown operation %q", op.Kind)
+	}
+	return reply
+}
+
+// workspaceFor returns the run's open workspace, opening it again from the
+// op's root if this node lost it (a restart).
+func (s *Sandboxer) workspaceFor(op *protocol.SandboxOp) (*workspace, error) {
+	s.mu.Lock()
+	w, ok := s.workspaces[op.Run]
+	s.mu.Unlock()
+	if ok {
+		return w, nil
+	}
+	dir, err := s.resolveRoot(op.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	return s.workspace(op.Run, dir)
+}
+
+func (s *Sandboxer) workspace(run, dir string) (*workspace, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.workspaces[run]; ok {
+		return w, nil
+	}
+	ws, err := tools.OpenWorkspace(dir)
+	if err != nil {
+		return nil, err
+	}
+	w := &workspace{dir: dir, ws: ws}
+	s.workspaces[run] = w
+	return w, nil
+}
+
+// resolveRoot turns a contract's workspace root into a directory this node
+// serves. Errors: CodeWorkspaceRefused when it lies outside every root,
+// CodeNotFound when it does not exist or is not a directory.
+func (s *Sandboxer) resolveRoot(root string) (string, error) {
+	if root == "" || strings.ContainsRune(root, 0) {
+		return "", protocol.Errorf(protocol.CodeWorkspaceRefused, "no workspace root")
+	}
+	dir := root
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(s.cfg.Base, dir)
+	}
+	dir = filepath.Clean(dir)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	served := false
+	for _, r := range s.cfg.Roots {
+		if dir == r || strings.HasPrefix(dir, r+string(filepath.Separator)) {
+			served = true
+			break
+		}
+	}
+	if !served {
+		return "", protocol.Errorf(protocol.CodeWorkspaceRefused, "workspace %s is outside the roots this sandboxer serves", root)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "", protocol.Errorf(protocol.CodeNotFound, "workspace %s: %s", root, err.Error())
+	}
+	if !fi.IsDir() {
+		return "", protocol.Errorf(protocol.CodeNotFound, "workspace %s is not a directory", root)
+	}
+	return dir, nil
+}
+
+func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
+	var spec protocol.SandboxSpec
+	if op.Sandbox != nil {
+		spec = *op.Sandbox
+	}
+	env := &tools.Env{
+		Workspace: w.ws,
+		Sandbox:   s.cfg.Backend,
+		Limits:    spec.Limits.WithDefaults(),
+		Network:   spec.Network,
+		CmdEnv:    s.cfg.CmdEnv,
+	}
+	if op.Policy != nil {
+		// grep and find omit what the run's policy does not let the agent
+		// read; a policy that does not compile allows nothing.
+		pol, err := policy.Restore(op.Policy)
+		env.Allow = func(act, path string) bool {
+			return err == nil && pol.CheckPath(policy.Read, path).Effect == policy.Allow
+		}
+	}
+	return env
+}
+
+// tool runs one tool call. A failure is an observation, written for the
+// model.
+func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.Observation {
+	call := op.Call
+	if call == nil {
+		return &protocol.Observation{IsError: true, Content: "[tool failed] no tool call"}
+	}
+	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
+	t, ok := s.cfg.Tools.Get(call.Name)
+	if !ok {
+		obs.IsError = true
+		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, strings.Join(s.cfg.Tools.Names(), ", "))
+		return obs
+	}
+	out, err := t.Invoke(ctx, s.env(op, w), call.Arguments)
+	if err != nil {
+		obs.IsError = true
+		msg := err.Error()
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			msg = pe.Message
+			if pe.Hint != "" {
+				msg += " (" + pe.Hint + ")"
+			}
+		}
+		obs.Content = fmt.Sprintf("[%s failed] %s", call.Name, msg)
+		return obs
+	}
+	obs.Content, obs.Changed, obs.Exec = out.Content, out.Changed, out.Exec
+	return obs
+}
+
+// verify runs the contract's check. A command killed by a cap or a signal
+// never passes, whatever it printed.
+func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.CheckResult {
+	v := op.Verification
+	res := &protocol.CheckResult{Kind: v.Kind()}
+	switch {
+	case v.Command != nil:
+		env := s.env(op, w)
+		r, err := s.cfg.Backend.Run(ctx, sandbox.Spec{Argv: v.Command.Argv, Dir: w.dir, Env: env.CmdEnv, Limits: env.Limits})
+		cmd := "`" + strings.Join(v.Command.Argv, " ") + "`"
+		if err != nil {
+			res.Detail = fmt.Sprintf("%s could not start: %s", cmd, protocol.AsError(err).Message)
+			return res
+		}
+		rep := r.Report
+		res.Exec = &rep
+		res.Output = boundBoth(r.Stdout+r.Stderr, 4000)
+		switch {
+		case rep.CapHit != "":
+			res.Detail = fmt.Sprintf("%s was killed by the %s cap; a killed command never passes.", cmd, rep.CapHit)
+		case !rep.Exited:
+			res.Detail = fmt.Sprintf("%s was killed by %s; a killed command never passes.", cmd, orWord(rep.Signal, "a signal"))
+		case rep.ExitCode == v.Command.ExpectExit:
+			res.Passed = true
+			res.Detail = fmt.Sprintf("%s exited %d as expected.", cmd, rep.ExitCode)
+		default:
+			res.Detail = fmt.Sprintf("%s exited %d (expected %d).", cmd, rep.ExitCode, v.Command.ExpectExit)
+		}
+	case v.FileContains != nil:
+		path := v.FileContains.Path
+		data, err := w.ws.ReadFile(path)
+		switch {
+		case errors.Is(err, protocol.ErrNotFound):
+			res.Detail = fmt.Sprintf("%s does not exist yet.", path)
+		case err != nil:
+			res.Detail = fmt.Sprintf("%s cannot be checked: %s", path, protocol.AsError(err).Message)
+		case strings.Contains(string(data), v.FileContains.Needle):
+			res.Passed = true
+			res.Detail = fmt.Sprintf("%s contains the expected text.", path)
+		default:
+			res.Detail = fmt.Sprintf("%s does not contain the expected text.", path)
+		}
+	default:
+		res.Detail = "this sandboxer cannot run a " + v.Kind() + " verification"
+	}
+	return res
+}
+
+func orWord(s, w string) string {
+	if s == "" {
+		return w
+	}
+	return s
+}
+
+// boundBoth keeps the head and the tail of s within n bytes.
+func boundBoth(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	h := n / 2
+	return s[:h] + fmt.Sprintf("\n…[elided %d bytes]…\n", len(s)-n) + s[len(s)-(n-h):]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,156 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+)
+
+// DefaultEntryCap is Env.EntryCap's default: the most characters one
+// observation may hold.
+const DefaultEntryCap = 12000
+
+// minEntryCap is the least EntryCap honoured; below it the truncation
+// notes alone would not fit.
+const minEntryCap = 512
+
+// Env is what a tool call runs against. The zero value of each optional
+// field means its default.
+type Env struct {
+	// Workspace is the directory the file tools are confined to and where
+	// exec runs. Required by every built-in tool.
+	Workspace *Workspace
+	// Sandbox runs exec's commands. Required by exec only.
+	Sandbox sandbox.Backend
+	// Limits caps each command exec runs; zero fields take the defaults
+	// of protocol.Limits.WithDefaults.
+	Limits protocol.Limits
+	// Network allows exec's commands to reach the network.
+	Network bool
+	// CmdEnv is the complete environment of exec's commands (see
+	// sandbox.MinimalEnv). Nil means an empty environment.
+	CmdEnv []string
+	// EntryCap is the most characters (Unicode code points) one
+	// observation may hold; default DefaultEntryCap, at least 512.
+	EntryCap int
+	// Allow, when set, is asked by grep and find whether a path may be
+	// read (act "read", path relative to the workspace); a path it refuses
+	// is silently left out of their output. Nil allows everything. The
+	// other tools do not consult it: their calls are decided by the
+	// coordinator's policy before they reach a tool.
+	Allow func(act, path string) bool
+}
+
+// entryCap returns EntryCap with its default and floor applied.
+func (e *Env) entryCap() int {
+	switch {
+	case e.EntryCap == 0:
+		return DefaultEntryCap
+	case e.EntryCap < minEntryCap:
+		return minEntryCap
+	}
+	return e.EntryCap
+}
+
+// allowed reports whether Allow lets path be read.
+func (e *Env) allowed(path string) bool {
+	return e.Allow == nil || e.Allow("read", path)
+}
+
+// workspace returns the workspace or the error a tool returns without one.
+func (e *Env) workspace(tool string) (*Workspace, error) {
+	if e == nil || e.Workspace == nil {
+		return nil, protocol.Errorf(protocol.CodeUnsupported, "%s is not available: no workspace is open for this run", tool)
+	}
+	return e.Workspace, nil
+}
+
+// Output is what a successful tool call produced.
+type Output struct {
+	// Content is the observation the model sees, at most Env.EntryCap
+	// characters.
+	Content string
+	// Changed says the call may have changed the workspace: true for a
+	// write or edit that changed bytes, and always for exec.
+	Changed bool
+	// Exec is how exec's command ran; nil for the other tools.
+	Exec *protocol.ExecReport
+}
+
+// Tool is one capability offered to the model.
+type Tool interface {
+	// Spec describes the tool: its name, a description for the model and
+	// the JSON Schema of its arguments.
+	Spec() protocol.ToolSpec
+	// Invoke runs one call with the JSON arguments the model wrote. A
+	// returned error is a failed call the model will read: a
+	// *protocol.Error whose message says what was refused and what to do
+	// instead. The one exception is the end of ctx, returned as ctx.Err()
+	// (wrapped), which means the call was abandoned, not failed.
+	Invoke(ctx context.Context, env *Env, args json.RawMessage) (*Output, error)
+}
+
+// Set is a toolbox: tools by name, in the order they were added.
+type Set struct {
+	tools map[string]Tool
+	order []string
+}
+
+// validName is what providers accept as a function name.
+var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// NewSet returns a Set holding tools in the given order. It fails when a
+// tool is nil, when a name is not 1 to 64 letters, digits, '_' or '-', or
+// when two tools share a name.
+func NewSet(tools ...Tool) (*Set, error) {
+	s := &Set{tools: make(map[string]Tool, len(tools))}
+	for i, t := range tools {
+		if t == nil {
+			return nil, fmt.Errorf("tool %d is nil", i)
+		}
+		name := t.Spec().Name
+		if !validName.MatchString(name) {
+			return nil, fmt.Errorf("tool %d: name %q is not 1 to 64 letters, digits, '_' or '-'", i, name)
+		}
+		if _, dup := s.tools[name]; dup {
+			return nil, fmt.Errorf("tool %d: duplicate tool name %q", i, name)
+		}
+		s.tools[name] = t
+		s.order = append(s.order, name)
+	}
+	return s, nil
+}
+
+// Builtins returns the six workspace tools, in this order: grep, find,
+// read_file, write_file, edit_file, exec.
+func Builtins() *Set {
+	s, err := NewSet(Grep{}, Find{}, ReadFile{}, WriteFile{}, EditFile{}, Exec{})
+	if err != nil {
+		panic(err) // the names above are fixed and distinct
+	}
+	return s
+}
+
+// Specs returns the tools' specs in the order the tools were added.
+func (s *Set) Specs() []protocol.ToolSpec {
+	specs := make([]protocol.ToolSpec, 0, len(s.order))
+	for _, n := range s.order {
+		specs = append(specs, s.tools[n].Spec())
+	}
+	return specs
+}
+
+// Get returns the tool called name, and whether there is one.
+func (s *Set) Get(name string) (Tool, bool) {
+	t, ok := s.tools[name]
+	return t, ok
+}
+
+// Names returns the tools' names in the order the tools were added.
+func (s *Set) Names() []string {
+	return append([]string(nil), s.order...)
+}

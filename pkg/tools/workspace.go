@@ -1,0 +1,269 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// MaxPathLen is the longest path, in bytes, that Resolve accepts.
+const MaxPathLen = 4096
+
+// Workspace is a directory the tools may read and write, and nothing
+// outside it. Every path goes through Resolve (a lexical check) and then
+// through an os.Root, which refuses, at each kernel call, a path that
+// leaves the directory through ".." or a symbolic link. A Workspace is
+// safe for concurrent use.
+type Workspace struct {
+	dir  string
+	root *os.Root
+	// escape is the error os.Root wraps when a path leaves the root. The
+	// os package does not export it, so OpenWorkspace captures it once.
+	escape error
+}
+
+// OpenWorkspace opens dir (made absolute) as a workspace. It fails, with an
+// error wrapping the os error, when dir does not exist (errors.Is
+// fs.ErrNotExist), is not a directory, or cannot be opened.
+func OpenWorkspace(dir string) (*Workspace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", abs, err)
+	}
+	w := &Workspace{dir: abs, root: root}
+	_, probe := root.Lstat("..")
+	var pe *fs.PathError
+	if errors.As(probe, &pe) {
+		w.escape = pe.Err
+	} else {
+		w.escape = probe
+	}
+	return w, nil
+}
+
+// Dir returns the workspace's absolute directory, where commands run.
+func (w *Workspace) Dir() string { return w.dir }
+
+// Close releases the workspace's directory handle. Using the workspace
+// afterwards fails.
+func (w *Workspace) Close() error { return w.root.Close() }
+
+// Resolve checks p lexically and returns it cleaned, slash-separated and
+// relative to the workspace root ("." for the root itself). It is the first
+// check every tool path goes through; it touches nothing on disk, so a
+// path it accepts may still be refused by the file operation (a symlink
+// leading out, for one).
+//
+// Errors, each a *protocol.Error with a message for the model:
+// CodeBadArguments for an empty path, a path longer than MaxPathLen bytes,
+// or one holding a NUL, newline or carriage-return byte; CodePathEscape for
+// an absolute path or one whose ".." climbs above the root ("a/../b" is
+// fine, "a/../../b" is not).
+func (w *Workspace) Resolve(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", protocol.Errorf(protocol.CodeBadArguments, "the path is empty; name a file relative to the workspace root, such as src/main.go")
+	case len(p) > MaxPathLen:
+		return "", protocol.Errorf(protocol.CodeBadArguments, "the path is %d bytes long, over the limit of %d; use a shorter path", len(p), MaxPathLen)
+	case strings.ContainsAny(p, "\x00\n\r"):
+		return "", protocol.Errorf(protocol.CodeBadArguments, "the path %q contains a NUL, newline or carriage-return byte, which the workspace does not allow in names; remove it", p)
+	case strings.HasPrefix(p, "/"):
+		return "", protocol.Errorf(protocol.CodePathEscape, "the path %q is absolute; only the workspace is reachable, so use a path relative to the workspace root", p)
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", protocol.Errorf(protocol.CodePathEscape, "the path %q climbs out of the workspace with \"..\"; use a path relative to the workspace root that stays inside it", p)
+	}
+	return c, nil
+}
+
+// ReadFile returns the contents of the regular file at p (a workspace
+// path, checked by Resolve). Errors are *protocol.Error: those of Resolve;
+// CodePathEscape when the path leads outside through a symbolic link or the
+// file has more than one hard link (it may be a link to a file outside);
+// CodeNotFound when it does not exist; CodeBadArguments for a directory, a
+// FIFO, a device or a socket; CodeInternal for other I/O failures.
+func (w *Workspace) ReadFile(p string) ([]byte, error) {
+	rel, err := w.Resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	f, _, err := w.openRegular(rel, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, w.fsError("read", rel, err)
+	}
+	return b, nil
+}
+
+// openRegular opens rel (already resolved) through the root with O_NONBLOCK
+// added, so that opening a FIFO does not block, and refuses anything but a
+// regular file with a single link. The caller closes the file.
+func (w *Workspace) openRegular(rel string, flag int, perm os.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := w.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		return nil, nil, w.fsError("open", rel, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, w.fsError("stat", rel, err)
+	}
+	if err := checkRegular(rel, fi); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// checkRegular refuses a directory, any special file and a regular file
+// with more than one hard link.
+func checkRegular(rel string, fi fs.FileInfo) error {
+	m := fi.Mode()
+	switch {
+	case m.IsDir():
+		return protocol.Errorf(protocol.CodeBadArguments, "%s is a directory, not a file; use find to see what it holds, or name a file inside it", rel)
+	case !m.IsRegular():
+		return protocol.Errorf(protocol.CodeBadArguments, "%s is a %s, not a regular file; the file tools only read and write regular files", rel, fileKind(m))
+	}
+	if n := linkCount(fi); n > 1 {
+		return protocol.Errorf(protocol.CodePathEscape, "%s has %d hard links; it may be a hard link to a file outside the workspace, so the file tools will not read or write it; write a new file instead", rel, n)
+	}
+	return nil
+}
+
+// fileKind names a non-regular file type for a message.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	default:
+		return "special file"
+	}
+}
+
+// fsError turns an error from a file operation on rel into a
+// *protocol.Error written for the model.
+func (w *Workspace) fsError(op, rel string, err error) *protocol.Error {
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch {
+	case w.escape != nil && errors.Is(err, w.escape):
+		return protocol.Errorf(protocol.CodePathEscape, "%s leads outside the workspace through a symbolic link (or through a link with an absolute target); only files inside the workspace can be used, so name the file by its real path inside the workspace", rel)
+	case errors.Is(err, fs.ErrNotExist):
+		return protocol.Errorf(protocol.CodeNotFound, "%s does not exist", rel)
+	case errno == syscall.ELOOP:
+		return protocol.Errorf(protocol.CodeBadArguments, "%s goes through too many symbolic links (a loop?); use the real path", rel)
+	case errno == syscall.ENOTDIR:
+		return protocol.Errorf(protocol.CodeBadArguments, "a parent of %s is a file, not a directory; check the path with find", rel)
+	case errno == syscall.EISDIR:
+		return protocol.Errorf(protocol.CodeBadArguments, "%s is a directory, not a file; name a file", rel)
+	case errno == syscall.ENAMETOOLONG:
+		return protocol.Errorf(protocol.CodeBadArguments, "a name in %s is too long for the file system; use shorter names", rel)
+	case errno == syscall.ENXIO:
+		return protocol.Errorf(protocol.CodeBadArguments, "%s is a special file (a FIFO or device with nothing behind it), not a regular file; the file tools only read and write regular files", rel)
+	case errors.Is(err, fs.ErrPermission):
+		return protocol.Errorf(protocol.CodeUnsupported, "the sandboxer is not permitted to %s %s", op, rel)
+	case errno == syscall.ENOSPC || errno == syscall.EDQUOT:
+		return protocol.Errorf(protocol.CodeUnsupported, "no space left on the sandboxer to %s %s", op, rel)
+	default:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path in it is ours; say it once
+		}
+		return protocol.Errorf(protocol.CodeInternal, "could not %s %s: %v", op, rel, err)
+	}
+}
+
+// writeResult says what writeFile did.
+type writeResult struct {
+	created bool  // the file did not exist
+	changed bool  // its bytes changed (always true when created)
+	oldSize int64 // its size before, when it existed
+}
+
+// writeFile makes the file rel (already resolved) hold data, creating it
+// (mode 0644 before the umask) and its missing parent directories (0755)
+// inside the root. An existing file must be a regular file with one link;
+// it keeps its inode and mode. When it already holds data, nothing is
+// written and its mtime does not move. Errors are those of openRegular,
+// plus CodeBadArguments for the workspace root itself.
+func (w *Workspace) writeFile(rel string, data []byte) (writeResult, error) {
+	if rel == "." {
+		return writeResult{}, protocol.Errorf(protocol.CodeBadArguments, "the path names the workspace root, a directory; name a file")
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return writeResult{}, protocol.Errorf(protocol.CodeBadArguments, "a parent of %s is a file, not a directory; check the path with find", rel)
+			}
+			return writeResult{}, w.fsError("create the directories of", rel, err)
+		}
+	}
+	const flag = os.O_RDWR | syscall.O_NONBLOCK
+	f, err := w.root.OpenFile(rel, flag|os.O_CREATE|os.O_EXCL, 0o644)
+	created := err == nil
+	if errors.Is(err, fs.ErrExist) {
+		// It exists (or is a symlink): open what it is, following links
+		// inside the root, creating the target of a dangling one.
+		f, err = w.root.OpenFile(rel, flag|os.O_CREATE, 0o644)
+	}
+	if err != nil {
+		return writeResult{}, w.fsError("open", rel, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return writeResult{}, w.fsError("stat", rel, err)
+	}
+	if err := checkRegular(rel, fi); err != nil {
+		return writeResult{}, err
+	}
+	res := writeResult{created: created, changed: true, oldSize: fi.Size()}
+	if !created && fi.Size() == int64(len(data)) {
+		old, err := io.ReadAll(io.LimitReader(f, fi.Size()+1))
+		if err != nil {
+			return writeResult{}, w.fsError("read", rel, err)
+		}
+		if string(old) == string(data) {
+			res.changed = false
+			return res, nil
+		}
+	}
+	if err := rewrite(f, data); err != nil {
+		return writeResult{}, w.fsError("write", rel, err)
+	}
+	return res, nil
+}
+
+// rewrite replaces the contents of f with data, in place.
+func rewrite(f *os.File, data []byte) error {
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	return f.Truncate(int64(len(data)))
+}

@@ -1,0 +1,101 @@
+package trace
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// Index is the run index: a key-value bucket mapping each run id to where
+// it stands. It is a cache of the trace, written after the trace.
+type Index struct {
+	kv jetstream.KeyValue
+}
+
+// NewIndex returns an Index over the bucket.
+func NewIndex(kv jetstream.KeyValue) *Index { return &Index{kv: kv} }
+
+// Put records a run's state.
+func (x *Index) Put(ctx context.Context, st *protocol.RunState) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode run state: %w", err)
+	}
+	if _, err := x.kv.Put(ctx, st.Run, data); err != nil {
+		return fmt.Errorf("index run %s: %w", st.Run, err)
+	}
+	return nil
+}
+
+// Get returns a run's state. Errors: protocol.ErrUnknownRun if the index
+// has no such run.
+func (x *Index) Get(ctx context.Context, run string) (*protocol.RunState, error) {
+	if !protocol.ValidToken(run) {
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run)
+	}
+	e, err := x.kv.Get(ctx, run)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up run %s: %w", run, err)
+	}
+	var st protocol.RunState
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return nil, fmt.Errorf("decode run state %s: %w", run, err)
+	}
+	return &st, nil
+}
+
+// Wait blocks until run's state satisfies done, and returns that state. It
+// watches the bucket, so it sees the current value first and then every
+// change. Errors: the context's error, or the watch's.
+func (x *Index) Wait(ctx context.Context, run string, done func(*protocol.RunState) bool) (*protocol.RunState, error) {
+	w, err := x.kv.Watch(ctx, run)
+	if err != nil {
+		return nil, fmt.Errorf("watch run %s: %w", run, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("watch run %s: closed", run)
+			}
+			if e == nil {
+				continue // the end of the initial values
+			}
+			var st protocol.RunState
+			if err := json.Unmarshal(e.Value(), &st); err != nil {
+				continue
+			}
+			if done(&st) {
+				return &st, nil
+			}
+		}
+	}
+}
+
+// List returns the state of every run in the index.
+func (x *Index) List(ctx context.Context) ([]protocol.RunState, error) {
+	lister, err := x.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var out []protocol.RunState
+	for k := range lister.Keys() {
+		st, err := x.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		out = append(out, *st)
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+// Package trace is the durable trace of harness runs on JetStream: one
+// subject per run (harness.trace.<run>) holding one small record per
+// committed step, appended with fencing so two coordinators can never both
+// advance a run; the run index, a key-value cache of where each run stands;
+// and the content-addressed blobs that records refer to.
+//
+// Writing: open a Writer with the last sequence you read for the run (zero
+// for a new run) and Append records in order. An append that finds the run
+// advanced by someone else fails with protocol.ErrFenced and writes
+// nothing; an append retried after a lost acknowledgement is recognised by
+// its message id and not written twice.
+//
+// Reading: Read returns every record of a run in order with the sequence of
+// the last one, ready to open a Writer that continues it.
+package trace
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// Names on the wire.
+const (
+	StreamName    = "HARNESS_TRACE"
+	SubjectPrefix = "harness.trace."
+)
+
+// Subject returns the trace subject of a run.
+func Subject(run string) string { return SubjectPrefix + run }
+
+// Trace reads and writes run traces.
+type Trace struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+}
+
+// New returns a Trace over the trace stream, which must exist.
+func New(js jetstream.JetStream, stream jetstream.Stream) *Trace {
+	return &Trace{js: js, stream: stream}
+}
+
+// Writer appends to one run's trace.
+type Writer struct {
+	t    *Trace
+	run  string
+	last uint64
+}
+
+// Writer returns a writer for run that expects lastSeq to be the sequence
+// of the run's last record (zero when the run has none yet).
+func (t *Trace) Writer(run string, lastSeq uint64) *Writer {
+	return &Writer{t: t, run: run, last: lastSeq}
+}
+
+// LastSeq is the stream sequence of the last record this writer appended or
+// was opened at.
+func (w *Writer) LastSeq() uint64 { return w.last }
+
+// Append writes rec as the run's next record. Its message id is
+// run.kind.step, so a retry after a lost acknowledgement is not written
+// twice. Errors: protocol.ErrFenced if the run's trace moved past what this
+// writer expected (another coordinator owns the run now); otherwise the
+// publish error, wrapped.
+func (w *Writer) Append(ctx context.Context, rec *protocol.Record) error {
+	rec.Format = protocol.TraceFormat
+	rec.Run = w.run
+	if rec.Time.IsZero() {
+		rec.Time = time.Now().UTC()
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode %s record: %w", rec.Kind, err)
+	}
+	msgID := w.run + "." + rec.Kind + "." + strconv.Itoa(rec.Step)
+	ack, err := w.t.js.PublishMsg(ctx, &nats.Msg{Subject: Subject(w.run), Data: data},
+		jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(w.last))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return protocol.Errorf(protocol.CodeFenced, "run %s was advanced by another writer; this one must stop", w.run)
+		}
+		return fmt.Errorf("append %s record to %s: %w", rec.Kind, Subject(w.run), err)
+	}
+	w.last = ack.Sequence
+	return nil
+}
+
+// Read returns every record of run in order and the sequence of the last.
+// A run with no records returns none and zero. Errors: a *protocol.Error
+// with CodeUnsupported for a record of a newer format than this build
+// reads ("upgrade harness"), CodeInternal for a record that does not decode
+// (a damaged trace), or the stream error, wrapped.
+func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64, error) {
+	var recs []protocol.Record
+	last, err := t.Each(ctx, run, func(rec *protocol.Record) error {
+		recs = append(recs, *rec)
+		return nil
+	})
+	return recs, last, err
+}
+
+// Each calls fn for every record of run in order, and returns the sequence
+// of the last. It reads with an ordered consumer filtered to the run's
+// subject, so its cost is linear in the run's records, not the stream's.
+func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) error) (uint64, error) {
+	subj := Subject(run)
+	lastMsg, err := t.stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", subj, err)
+	}
+	last := lastMsg.Sequence
+	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", subj, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(512))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", subj, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, fmt.Errorf("read %s: %w", subj, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", subj, err)
+		}
+		rec, err := Decode(msg.Data())
+		if err != nil {
+			return 0, fmt.Errorf("read %s at %d: %w", subj, meta.Sequence.Stream, err)
+		}
+		if err := fn(rec); err != nil {
+			return 0, err
+		}
+		if meta.Sequence.Stream >= last {
+			return last, nil
+		}
+	}
+}
+
+// Decode decodes one record and checks its format.
+func Decode(data []byte) (*protocol.Record, error) {
+	var rec protocol.Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace record: %s", err.Error())
+	}
+	if rec.Format > protocol.TraceFormat {
+		return nil, &protocol.Error{Code: protocol.CodeUnsupported, Name: protocol.CodeUnsupported.String(),
+			Message: fmt.Sprintf("trace record format %d is newer than this build reads (%d)", rec.Format, protocol.TraceFormat),
+			Hint:    "upgrade harness to read this run"}
+	}
+	if rec.Format < 1 || rec.Kind == "" {
+		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace record: no format or kind")
+	}
+	return &rec, nil
+}

@@ -1,0 +1,286 @@
+// Package worker runs provider turns for harness. A worker takes step tasks
+// from the pools it serves (harness.steps.<pool>), calls its provider once
+// per task, publishes the turn, or the typed error that stopped it, on
+// harness.turns.<run> through JetStream, and only then acknowledges the
+// task. So a turn is durable before any coordinator acts on it, and a worker
+// that dies mid-call leaves its task to be redelivered to another.
+//
+// Workers hold provider keys and nothing else: no workspace, no run state.
+//
+// To embed: connect to NATS, call streams.Ensure, then New and Run.
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// Version is reported by the worker's micro service.
+const Version = "0.1.0"
+
+// Provider answers one completion request. provider.Provider implements it.
+type Provider interface {
+	Name() string
+	Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error)
+}
+
+// Config configures a worker. The zero value means the defaults.
+type Config struct {
+	// ID names the worker in turns, its micro service and logs; default
+	// "worker-<random>".
+	ID string
+	// Pools are the pools served; default ["default"].
+	Pools []string
+	// Concurrency bounds provider calls in flight; default 8.
+	Concurrency int
+	// AckWait is how long a task may go unacknowledged before it is
+	// redelivered; the worker signals progress every third of it during a
+	// long call. Default 60 seconds.
+	AckWait time.Duration
+	// CallTimeout bounds one provider call; default 10 minutes.
+	CallTimeout time.Duration
+	// Logger receives structured logs; default discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	if c.ID != "" && !protocol.ValidToken(c.ID) {
+		return fmt.Errorf("worker id %q: use letters, digits, '-' and '_'", c.ID)
+	}
+	for _, p := range c.Pools {
+		if !protocol.ValidToken(p) {
+			return fmt.Errorf("worker pool %q: use letters, digits, '-' and '_'", p)
+		}
+	}
+	if c.Concurrency < 0 {
+		return errors.New("worker: Concurrency must not be negative")
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.ID == "" {
+		c.ID = "worker-" + randomHex(4)
+	}
+	if len(c.Pools) == 0 {
+		c.Pools = []string{protocol.DefaultPool}
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 8
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 60 * time.Second
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Worker serves step tasks. Create it with New.
+type Worker struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	assets *streams.Assets
+	p      Provider
+	log    *slog.Logger
+
+	inflight atomic.Int64
+	served   atomic.Int64
+	failed   atomic.Int64
+}
+
+// New returns a worker calling p. Errors: an invalid Config.
+func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, p Provider, cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, errors.New("worker: no provider")
+	}
+	cfg.setDefaults()
+	return &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, log: cfg.Logger.With("worker", cfg.ID)}, nil
+}
+
+// Run serves tasks until ctx ends, then waits for the calls in flight.
+// Errors: the consumers or the micro service could not be set up.
+func (w *Worker) Run(ctx context.Context) error {
+	svc, err := micro.AddService(w.nc, micro.Config{
+		Name:        "harness-worker",
+		Version:     Version,
+		Description: "provider turns for harness runs",
+		Metadata:    map[string]string{"id": w.cfg.ID, "provider": w.p.Name()},
+		StatsHandler: func(*micro.Endpoint) any {
+			return map[string]int64{"inflight": w.inflight.Load(), "served": w.served.Load(), "failed": w.failed.Load()}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("register micro service: %w", err)
+	}
+	defer svc.Stop()
+	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
+		_ = r.RespondJSON(map[string]any{"id": w.cfg.ID, "pools": w.cfg.Pools, "provider": w.p.Name(),
+			"inflight": w.inflight.Load(), "concurrency": w.cfg.Concurrency})
+	}), micro.WithEndpointSubject("harness.worker."+w.cfg.ID+".status")); err != nil {
+		return fmt.Errorf("register status endpoint: %w", err)
+	}
+
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	var wg sync.WaitGroup
+	var iters []jetstream.MessagesContext
+	for _, pool := range w.cfg.Pools {
+		cons, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
+		if err != nil {
+			return err
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessages(1))
+		if err != nil {
+			return fmt.Errorf("consume pool %s: %w", pool, err)
+		}
+		iters = append(iters, it)
+	}
+	w.log.Info("worker started", "pools", w.cfg.Pools, "provider", w.p.Name())
+	for _, it := range iters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				msg, err := it.Next()
+				if err != nil {
+					<-slots
+					if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+						return
+					}
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-slots }()
+					w.serve(ctx, msg)
+				}()
+			}
+		}()
+	}
+	<-ctx.Done()
+	for _, it := range iters {
+		it.Stop()
+	}
+	wg.Wait()
+	return nil
+}
+
+// serve handles one step task.
+func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
+	var task protocol.StepTask
+	if err := json.Unmarshal(msg.Data(), &task); err != nil || !protocol.ValidToken(task.Run) {
+		w.log.Warn("undecodable step task; dropping it", "err", err)
+		_ = msg.TermWithReason("undecodable step task")
+		return
+	}
+	w.inflight.Add(1)
+	defer w.inflight.Add(-1)
+	log := w.log.With("run", task.Run, "step", task.Step, "attempt", task.Attempt)
+
+	// Tell the server the task is alive while the provider thinks.
+	stopBeat := make(chan struct{})
+	go func() {
+		t := time.NewTicker(w.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopBeat:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	res := w.call(ctx, &task)
+	close(stopBeat)
+	if ctx.Err() != nil {
+		_ = msg.Nak() // shutting down: let another worker take it
+		return
+	}
+	res.Worker = w.cfg.ID
+	data, err := json.Marshal(res)
+	if err != nil {
+		log.Error("encode turn", "err", err)
+		_ = msg.Nak()
+		return
+	}
+	if _, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turns(task.Run), Data: data},
+		jetstream.WithMsgID(task.Key())); err != nil {
+		log.Warn("publish turn; the task will be redelivered", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if err := msg.Ack(); err != nil {
+		log.Debug("ack step task", "err", err)
+	}
+	if res.Error != nil {
+		w.failed.Add(1)
+		log.Info("provider call failed", "err", res.Error, "retryable", res.Error.Retryable())
+	} else {
+		w.served.Add(1)
+	}
+}
+
+// call runs the provider for a task, bounded by the call timeout and the
+// run's deadline.
+func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.TurnResult {
+	res := &protocol.TurnResult{Run: task.Run, Step: task.Step, Attempt: task.Attempt}
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+	defer cancel()
+	if !task.Deadline.IsZero() {
+		if !time.Now().Before(task.Deadline) {
+			res.Error = protocol.Errorf(protocol.CodeProviderTimeout, "the run's wall clock ran out before the call")
+			return res
+		}
+		var c2 context.CancelFunc
+		cctx, c2 = context.WithDeadline(cctx, task.Deadline)
+		defer c2()
+	}
+	start := time.Now()
+	turn, err := w.p.Complete(cctx, &task.Request)
+	res.LatencyMS = time.Since(start).Milliseconds()
+	if err != nil {
+		res.Error = protocol.AsError(err)
+		return res
+	}
+	if turn.Served == "" {
+		turn.Served = w.p.Name()
+	}
+	res.Turn = turn
+	return res
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,190 @@
+package harness_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// buildRoles builds the real role binaries once per test binary.
+func buildRoles(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/coordinator", "./cmd/worker", "./cmd/sandboxer", "./cmd/harness")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("build the role binaries: %v\n%s", err, out.String())
+	}
+	return dir
+}
+
+// startProcess starts a role binary and kills it at the end of the test.
+func startProcess(t *testing.T, bin string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), out.String())
+		}
+	})
+	return cmd
+}
+
+// TestAcrossProcesses runs the example on real coordinator, worker and
+// sandboxer processes against a NATS server, submitted with a raw publish
+// as `nats pub harness.submit` would, and checks it reaches the same
+// outcome and the same trace as the single-process run.
+func TestAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the role binaries; run without -short")
+	}
+	bin := buildRoles(t)
+	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	url := srv.ClientURL()
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	cassette, err := filepath.Abs("examples/fix-a-test/cassette.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client creates the streams, so the raw publish below is stored
+	// even if no role has connected yet.
+	c, err := harness.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	env := []string{"NATS_URL=" + url}
+	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
+	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
+	startProcess(t, filepath.Join(bin, "coordinator"), env)
+
+	raw, err := os.ReadFile("examples/fix-a-test/contract.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = bytes.Replace(raw, []byte(`"root": "workspace"`), []byte(`"root": "`+ws+`"`), 1)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Publish("harness.submit", raw); err != nil { // as `nats pub` does
+		t.Fatal(err)
+	}
+	var run string
+	waitFor(t, 30*time.Second, func() error {
+		runs, err := c.Runs(t.Context())
+		if err != nil {
+			return err
+		}
+		if len(runs) != 1 {
+			return errorf("%d runs in the index", len(runs))
+		}
+		run = runs[0].Run
+		return nil
+	})
+	res, err := c.Wait(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
+		t.Fatalf("across processes: %s after %d steps (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
+	}
+	distributed, err := c.Trace(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The same cassette in one process.
+	replay, err := provider.LoadReplay(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	if _, err := harness.Run(t.Context(), exampleContract(t), harness.WithProvider(replay), harness.WithDataDir(data),
+		harness.WithRunID("single")); err != nil {
+		t.Fatal(err)
+	}
+	single := readTrace(t, data, "single")
+	if diff := cmp.Diff(canonical(single), canonical(distributed)); diff != "" {
+		t.Errorf("traces differ (-one process +across processes):\n%s", diff)
+	}
+}
+
+// canonical strips what legitimately differs between two runs of the same
+// cassette: times, ids, paths, durations and the verification's raw output.
+func canonical(recs []protocol.Record) []protocol.Record {
+	out := make([]protocol.Record, len(recs))
+	for i, r := range recs {
+		r.Time, r.Run, r.Coordinator = time.Time{}, "", ""
+		if r.Contract != nil {
+			c := *r.Contract
+			c.Workspace.Root = ""
+			r.Contract = &c
+		}
+		if r.Check != nil {
+			ch := *r.Check
+			ch.Output = ""
+			if ch.Exec != nil {
+				e := *ch.Exec
+				e.DurationMS = 0
+				ch.Exec = &e
+			}
+			r.Check = &ch
+		}
+		obs := make([]protocol.Observation, len(r.Observations))
+		for j, o := range r.Observations {
+			if o.Exec != nil {
+				e := *o.Exec
+				e.DurationMS = 0
+				o.Exec = &e
+			}
+			obs[j] = o
+		}
+		r.Observations = obs
+		out[i] = r
+	}
+	return out
+}
+
+// waitFor polls f until it returns nil or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

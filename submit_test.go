@@ -1,0 +1,109 @@
+package harness_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+func natsInProcess(srv *server.Server) nats.Option { return nats.InProcessServer(srv) }
+
+// TestBadContractsOnSubmit publishes malformed contracts on harness.submit
+// the way `nats pub` does, and checks each is answered with its coded error
+// while the coordinator keeps serving: a good contract after them runs.
+func TestBadContractsOnSubmit(t *testing.T) {
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Roots: []string{ws},
+		Provider: provider.NewScripted(&protocol.Turn{Text: "nothing to do"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	nc, err := nats.Connect(cl.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	good := `{"schema":"harness.contract/v1","task":"say done","workspace":{"root":"` + ws + `"},"verification":{"none":{}}}`
+	tests := []struct {
+		name      string
+		body      string
+		want      *protocol.Error
+		wantField string
+	}{
+		{"not json", `{"schema":`, protocol.ErrMalformed, ""},
+		{"not an object", `[1,2]`, protocol.ErrMalformed, ""},
+		{"unknown top-level field", strings.Replace(good, `"task"`, `"tusk":"x","task"`, 1), protocol.ErrUnknownField, "tusk"},
+		{"unknown nested field", strings.Replace(good, `{"none":{}}`, `{"none":{"now":true}}`, 1), protocol.ErrUnknownField, "verification.none.now"},
+		{"misspelt budget field", strings.Replace(good, `"task"`, `"budget":{"max_stepz":3},"task"`, 1), protocol.ErrUnknownField, "budget.max_stepz"},
+		{"wrong schema", strings.Replace(good, "contract/v1", "contract/v9", 1), protocol.ErrSchemaVersion, "schema"},
+		{"no schema", strings.Replace(good, `"schema":"harness.contract/v1",`, "", 1), protocol.ErrMissingField, "schema"},
+		{"no task", strings.Replace(good, `"task":"say done"`, `"task":"  "`, 1), protocol.ErrMissingField, "task"},
+		{"no workspace", strings.Replace(good, `"workspace":{"root":"`+ws+`"},`, "", 1), protocol.ErrMissingField, "workspace.root"},
+		{"no verification", strings.Replace(good, `,"verification":{"none":{}}`, "", 1), protocol.ErrMissingField, "verification"},
+		{"two verifications", strings.Replace(good, `{"none":{}}`, `{"none":{},"command":{"argv":["true"]}}`, 1), protocol.ErrInvalidField, "verification"},
+		{"wrong type", strings.Replace(good, `"task"`, `"budget":{"max_steps":"many"},"task"`, 1), protocol.ErrInvalidField, "budget.max_steps"},
+		{"bad duration", strings.Replace(good, `"task"`, `"budget":{"max_wall":"soon"},"task"`, 1), protocol.ErrInvalidField, "budget.max_wall"},
+		{"bad policy effect", strings.Replace(good, `"task"`, `"policy":{"layers":[{"name":"x","rules":[{"act":"read","effect":"maybe","pattern":"*"}]}]},"task"`, 1),
+			protocol.ErrInvalidField, "policy.layers[0].rules[0].effect"},
+		{"oversize", strings.Replace(good, "say done", strings.Repeat("x", protocol.MaxContractBytes), 1), protocol.ErrTooLarge, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inbox := nats.NewInbox()
+			sub, err := nc.SubscribeSync(inbox)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			msg := &nats.Msg{Subject: "harness.submit", Data: []byte(tt.body), Header: nats.Header{"Harness-Reply": []string{inbox}}}
+			if err := nc.PublishMsg(msg); err != nil {
+				t.Fatal(err)
+			}
+			m, err := sub.NextMsg(10 * time.Second)
+			if err != nil {
+				if tt.want == protocol.ErrTooLarge {
+					// A payload over the stream's limit never reaches a
+					// coordinator; the client API refuses it instead.
+					_, err := cl.Submit(t.Context(), []byte(tt.body), "")
+					if !errors.Is(err, protocol.ErrTooLarge) {
+						t.Fatalf("Submit(oversize) = %v, want %v", err, tt.want)
+					}
+					return
+				}
+				t.Fatalf("no answer: %v", err)
+			}
+			var reply protocol.SubmitReply
+			if err := json.Unmarshal(m.Data, &reply); err != nil {
+				t.Fatal(err)
+			}
+			if reply.Error == nil || !errors.Is(reply.Error, tt.want) {
+				t.Fatalf("reply = %+v, want error %v", reply, tt.want.Code)
+			}
+			if reply.Error.Field != tt.wantField {
+				t.Errorf("error field = %q, want %q", reply.Error.Field, tt.wantField)
+			}
+			if reply.Error.Message == "" || (reply.Error.Hint == "" && tt.want != protocol.ErrMalformed) {
+				t.Errorf("error %+v lacks a message or a hint", reply.Error)
+			}
+		})
+	}
+	// The coordinator is still serving.
+	res, err := cl.RunContract(t.Context(), []byte(good), "after-bad-input", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("good contract after bad ones = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+}
