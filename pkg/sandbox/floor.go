@@ -170,8 +170,13 @@ func (f *Floor) Run(ctx context.Context, spec Spec) (*Result, error) {
 		DurationMS: dur.Milliseconds(),
 		Unenforced: unenforced,
 	}
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	var ws syscall.WaitStatus
+	if cmd.ProcessState != nil { // nil only if the reap itself failed
+		ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
+	}
 	switch {
+	case cmd.ProcessState == nil:
+		rep.ExitCode = -1
 	case ws.Exited():
 		rep.Exited = true
 		rep.ExitCode = ws.ExitStatus()
@@ -255,14 +260,14 @@ func lookPath(name, dir string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", notInstalled(name, search)
+	return "", notInstalled(name)
 }
 
 // startError turns an error from exec.Cmd.Start into a *protocol.Error.
 func startError(name string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		e := notInstalled(name, "")
+		e := notInstalled(name)
 		if strings.Contains(name, "/") {
 			e.Message = fmt.Sprintf("program %q does not exist on the sandboxer (or the interpreter named on its #! line is not installed)", name)
 		}

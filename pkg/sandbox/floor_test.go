@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,5 +165,42 @@ func BenchmarkForkExecTrue(b *testing.B) {
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestFloorSetsidEscapes documents the floor's limit: a child that calls
+// setsid leaves the process group and survives the group kill. Run must
+// still return (after a short grace for the output pipes) and say so.
+func TestFloorSetsidEscapes(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the test reads /proc")
+	}
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid(1) is not installed")
+	}
+	start := time.Now()
+	res, err := sandbox.NewFloor().Run(context.Background(), sandbox.Spec{
+		// Wait until the child has its own session before the leader exits,
+		// or the group kill would catch it first.
+		Argv: []string{"sh", "-c", `setsid sleep 30 & p=$!; until [ "$(cut -d' ' -f6 /proc/$p/stat)" = "$p" ]; do sleep 0.01; done; echo $p`},
+		Dir:  t.TempDir(), Env: sandbox.MinimalEnv(),
+		Limits: protocol.Limits{WallSecs: 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if err != nil {
+		t.Fatalf("stdout %q is not a pid", res.Stdout)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Run took %v with an escaped child holding its output", took)
+	}
+	if !strings.Contains(res.Stderr, "left the command's process group") {
+		t.Errorf("Stderr = %q, want a note that an escaped process held the output", res.Stderr)
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil || !strings.Contains(string(b), ") S ") {
+		t.Errorf("/proc/%d/stat = %q, %v; the escaped child was expected to survive, sleeping (if the floor now kills it, update the docs)", pid, b, err)
 	}
 }

@@ -47,8 +47,14 @@ type Spec struct {
 // and an elision line such as "…[elided 12345 bytes]…" stands for the
 // middle (see ElidedBytes).
 type Result struct {
+	// Report says how the command ran. ExitCode is -1 when the command did
+	// not exit on its own (Exited false); Signal then names what killed it.
 	Report protocol.ExecReport
+	// Stdout is what the command wrote to its standard output, bounded.
 	Stdout string
+	// Stderr is what it wrote to its standard error, bounded. The floor
+	// appends a note when a process that escaped the group kept the output
+	// open.
 	Stderr string
 }
 
@@ -126,11 +132,6 @@ func argv0(argv []string) string {
 }
 
 // notInstalled is the error for a program the sandboxer does not have.
-func notInstalled(name, searched string) *protocol.Error {
-	e := protocol.Errorf(protocol.CodeNotFound, "program %q is not installed on the sandboxer", name)
-	if searched != "" {
-		e.Message += " (searched PATH " + searched + ")"
-	}
-	e.Hint = "use a program that is installed, or ask for it to be added to the sandboxer"
-	return e
+func notInstalled(name string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeNotFound, "program %q is not installed on the sandboxer", name)
 }

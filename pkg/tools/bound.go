@@ -63,14 +63,22 @@ func keepHeadTail(s string, limit int, extraNote func(middle string) string) str
 	if n <= limit {
 		return s
 	}
-	keep := max(limit-utf8.RuneCountInString(middleNote(n, n, ""))-40, 0) // 40: room for extra
-	h := keep / 2
-	i, j := runeOffset(s, h), runeOffset(s, n-(keep-h))
 	extra := ""
-	if extraNote != nil {
-		extra = extraNote(s[i:j])
+	for {
+		keep := max(limit-utf8.RuneCountInString(middleNote(n, n, extra)), 0)
+		h := keep / 2
+		i, j := runeOffset(s, h), runeOffset(s, n-(keep-h))
+		e := ""
+		if extraNote != nil {
+			e = extraNote(s[i:j])
+		}
+		// A longer note shrinks what is kept, so the middle only grows and
+		// the note stays the same on the second pass.
+		if utf8.RuneCountInString(e) <= utf8.RuneCountInString(extra) {
+			return s[:i] + middleNote(n-keep, n, extra) + s[j:]
+		}
+		extra = e
 	}
-	return s[:i] + middleNote(n-keep, n, extra) + s[j:]
 }
 
 // truncateLine cuts one line of output to limit runes, marking the cut.

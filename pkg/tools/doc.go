@@ -34,6 +34,16 @@
 // sandbox backend allows, in the workspace directory. File rules do not
 // constrain commands.
 //
+// # Errors
+//
+// Besides the errors each Invoke lists, every built-in tool may return:
+// CodeBadArguments when the arguments are not a JSON object, name an
+// argument the tool does not have, give one the wrong JSON type, or leave a
+// required one out (Field names the argument; the message gives the
+// expected shape); CodeUnsupported when Env has no workspace, or when the
+// sandboxer lacks the permission or the space for a file operation; and
+// CodeInternal for any other I/O failure.
+//
 // Policy decisions (may this path be read or written, may this program
 // run) belong to the coordinator and are made before a call reaches a
 // tool; the Allow hook exists only so that grep and find do not name or

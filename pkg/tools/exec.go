@@ -69,14 +69,7 @@ func (Exec) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output,
 		var pe *protocol.Error
 		switch {
 		case errors.Is(err, protocol.ErrNotFound):
-			e := *protocol.AsError(err)
-			e.Hint = ""
-			if len(argv) == 1 && strings.ContainsAny(argv[0], " \t") {
-				e.Message = fmt.Sprintf("there is no program called %q: argv holds a whole command line in one string, but there is no shell; pass each argument as its own element, such as %s", argv[0], splitHint(argv[0]))
-				return nil, &e
-			}
-			e.Message = fmt.Sprintf("%s: it is unavailable on this sandboxer; use a program that is installed, or check the path", e.Message)
-			return nil, &e
+			return nil, unavailable(argv, protocol.AsError(err))
 		case errors.As(err, &pe):
 			return nil, err
 		case ctx.Err() != nil:
@@ -96,6 +89,20 @@ func (Exec) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output,
 	}, nil
 }
 
+// unavailable is the error for a program the sandbox could not find.
+func unavailable(argv []string, err *protocol.Error) *protocol.Error {
+	prog := argv[0]
+	switch {
+	case len(argv) == 1 && strings.ContainsAny(prog, " \t"):
+		return protocol.FieldError(protocol.CodeNotFound, "argv", "",
+			"there is no program called %q: argv holds a whole command line in one string, but there is no shell; pass each argument as its own element, such as %s", prog, splitHint(prog))
+	case strings.Contains(prog, "/"):
+		return protocol.FieldError(protocol.CodeNotFound, "argv", "", "%s; it is unavailable on this sandboxer, so check the path", err.Message)
+	default:
+		return protocol.FieldError(protocol.CodeNotFound, "argv", "", "program %q is unavailable on this sandboxer (it is not installed there); use a program that is installed", prog)
+	}
+}
+
 // splitHint suggests the argv for a command line given as one string.
 func splitHint(line string) string {
 	b, _ := json.Marshal(strings.Fields(line))
@@ -113,7 +120,7 @@ func execContent(res *sandbox.Result, limit int, lim protocol.Limits) string {
 			continue
 		}
 		b.WriteString(s.label + "\n")
-		b.WriteString(keepHeadTail(s.text, half, sandboxElided))
+		b.WriteString(keepHeadTail(strings.ToValidUTF8(s.text, "\uFFFD"), half, sandboxElided))
 		if !strings.HasSuffix(s.text, "\n") {
 			b.WriteString("\n")
 		}

@@ -132,7 +132,7 @@ func (WriteFile) Spec() protocol.ToolSpec {
 }
 
 // Invoke writes the file. Output.Changed is false, and the content says
-// the workspace did not change, when the file already held content.
+// the workspace did not change, when the file already held exactly content.
 // Errors: bad arguments; those of Workspace.Resolve; CodePathEscape when
 // the path leads outside through a symbolic link or names a file with
 // several hard links; CodeBadArguments for a directory or special file.
@@ -156,11 +156,11 @@ func (WriteFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Ou
 	}
 	switch {
 	case res.created:
-		return &Output{Content: fmt.Sprintf("created %s (%d bytes)", rel, len(content)), Changed: true}, nil
+		return &Output{Content: fmt.Sprintf("created %s (%s)", rel, bytesN(len(content))), Changed: true}, nil
 	case !res.changed:
-		return &Output{Content: fmt.Sprintf("identical: %s already holds these %d bytes; the workspace did not change", rel, len(content))}, nil
+		return &Output{Content: fmt.Sprintf("identical: %s already holds these %s; the workspace did not change", rel, bytesN(len(content)))}, nil
 	default:
-		return &Output{Content: fmt.Sprintf("changed %s (%d bytes, was %d)", rel, len(content), res.oldSize), Changed: true}, nil
+		return &Output{Content: fmt.Sprintf("changed %s (%s, was %d)", rel, bytesN(len(content)), res.oldSize), Changed: true}, nil
 	}
 }
 
@@ -236,5 +236,13 @@ func (EditFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Out
 	if err := rewrite(f, []byte(updated)); err != nil {
 		return nil, w.fsError("write", rel, err)
 	}
-	return &Output{Content: fmt.Sprintf("edited %s: replaced 1 occurrence (%d bytes, was %d)", rel, len(updated), len(old)), Changed: true}, nil
+	return &Output{Content: fmt.Sprintf("edited %s: replaced 1 occurrence (%s, was %d)", rel, bytesN(len(updated)), len(old)), Changed: true}, nil
+}
+
+// bytesN is "1 byte" or "n bytes".
+func bytesN(n int) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
