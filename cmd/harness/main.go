@@ -44,6 +44,7 @@ var commands = []command{
 	{"submit", "submit a contract to a cluster", cmdSubmit},
 	{"status", "show where a run stands", cmdStatus},
 	{"trace", "show the durable trace of a run", cmdTrace},
+	{"bench", "measure the harness's own overhead per step", cmdBench},
 }
 
 // environ is what a command may read of its surroundings; main fills it so

@@ -156,33 +156,26 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", streams.StreamSubmit, err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
-	for {
+	// The callback takes a slot before it accepts a contract and blocks
+	// while every slot is busy, which holds back the next pull: at most
+	// MaxRuns runs are in hand, and the rest wait in the stream.
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		select {
 		case c.slots <- struct{}{}:
 		case <-ctx.Done():
-			it.Stop()
-			c.wg.Wait()
-			return nil
-		}
-		msg, err := it.Next()
-		if err != nil {
-			<-c.slots
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				c.wg.Wait()
-				return nil
-			}
-			c.log.Warn("next contract", "err", err)
-			continue
+			_ = msg.Nak()
+			return
 		}
 		c.accept(ctx, msg)
+	}, jetstream.PullMaxMessages(1))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", streams.StreamSubmit, err)
 	}
+	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
+	<-ctx.Done()
+	cc.Stop()
+	c.wg.Wait()
+	return nil
 }
 
 func (c *Coordinator) handleStatus(req micro.Request) {

@@ -146,49 +146,43 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
-	var iters []jetstream.MessagesContext
+	var consumers []jetstream.ConsumeContext
+	defer func() {
+		for _, cc := range consumers {
+			cc.Stop()
+		}
+	}()
 	for _, pool := range w.cfg.Pools {
 		cons, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
 		if err != nil {
 			return err
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(1))
+		// The callback blocks while every slot is busy, which holds back
+		// the next pull: at most Concurrency calls run, and at most as many
+		// tasks wait in this worker's buffer.
+		cc, err := cons.Consume(func(msg jetstream.Msg) {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				_ = msg.Nak()
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				w.serve(ctx, msg)
+			}()
+		}, jetstream.PullMaxMessages(w.cfg.Concurrency))
 		if err != nil {
 			return fmt.Errorf("consume pool %s: %w", pool, err)
 		}
-		iters = append(iters, it)
+		consumers = append(consumers, cc)
 	}
 	w.log.Info("worker started", "pools", w.cfg.Pools, "provider", w.p.Name())
-	for _, it := range iters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				msg, err := it.Next()
-				if err != nil {
-					<-slots
-					if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-						return
-					}
-					continue
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-slots }()
-					w.serve(ctx, msg)
-				}()
-			}
-		}()
-	}
 	<-ctx.Done()
-	for _, it := range iters {
-		it.Stop()
+	for _, cc := range consumers {
+		cc.Stop()
 	}
 	wg.Wait()
 	return nil

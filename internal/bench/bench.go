@@ -1,0 +1,210 @@
+// Package bench measures the harness's own overhead per step on the
+// embedded default, beside a bare JetStream publish-with-ack on the same
+// server in the same run, so the figures can be read as ratios on any
+// machine. `harness bench` and the root package's benchmarks use it.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// Config sets the size of a measurement. Zero fields take the defaults.
+type Config struct {
+	// Dir holds the data directory and the workspace; default a fresh
+	// temporary directory, removed afterwards.
+	Dir string
+	// Steps is the length of each run; default 100.
+	Steps int
+	// Runs is how many runs go at once for the throughput figure; default 16.
+	Runs int
+	// Publishes is how many bare publishes make the baseline; default 2000.
+	Publishes int
+	// LatencyOnly skips the throughput measurement.
+	LatencyOnly bool
+}
+
+// Report is what one measurement found. Durations are medians and 99th
+// percentiles over the samples named.
+type Report struct {
+	PublishP50, PublishP99 time.Duration // bare JetStream publish with ack, synced
+	StepP50, StepP99       time.Duration // one step of one run, commit to commit
+	StepsPerSecond         float64       // across Runs concurrent runs
+	Steps, Runs            int
+}
+
+// Ratio is the median step's cost in bare publishes.
+func (r *Report) Ratio() float64 { return float64(r.StepP50) / float64(r.PublishP50) }
+
+// String renders the report for a person.
+func (r *Report) String() string {
+	return fmt.Sprintf(`bare JetStream publish+ack (synced): p50 %v  p99 %v
+harness step (scripted provider, read_file, durable trace): p50 %v  p99 %v  (%.1f× a bare publish)
+throughput: %.0f steps/s from one coordinator across %d concurrent runs of %d steps`,
+		round(r.PublishP50), round(r.PublishP99), round(r.StepP50), round(r.StepP99), r.Ratio(), r.StepsPerSecond, r.Runs, r.Steps)
+}
+
+func round(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+
+// Run measures. Errors: the cluster or a run failed.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Steps == 0 {
+		cfg.Steps = 100
+	}
+	if cfg.Runs == 0 {
+		cfg.Runs = 16
+	}
+	if cfg.Publishes == 0 {
+		cfg.Publishes = 2000
+	}
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "harness-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		cfg.Dir = d
+	}
+	ws := filepath.Join(cfg.Dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("a small file to read\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cl, err := harness.Start(ctx, harness.Config{DataDir: filepath.Join(cfg.Dir, "data"), Provider: agent(cfg.Steps), Roots: []string{ws}})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+
+	rep := &Report{Steps: cfg.Steps, Runs: cfg.Runs}
+	if rep.PublishP50, rep.PublishP99, err = publishes(ctx, cl.Conn(), cfg.Publishes); err != nil {
+		return nil, err
+	}
+	contract, err := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "read the notes until told to stop",
+		Workspace: protocol.Workspace{Root: ws}, Verification: protocol.Verification{None: &struct{}{}},
+		Budget: protocol.Budget{MaxSteps: cfg.Steps + 1}})
+	if err != nil {
+		return nil, err
+	}
+
+	// Latency: one run alone, step to step.
+	run := harness.NewRunID()
+	if err := finish(ctx, cl, contract, run); err != nil {
+		return nil, err
+	}
+	recs, err := cl.Trace(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	var gaps []time.Duration
+	for i := 2; i < len(recs); i++ {
+		if recs[i].Kind == protocol.RecordStep && recs[i-1].Kind == protocol.RecordStep {
+			gaps = append(gaps, recs[i].Time.Sub(recs[i-1].Time))
+		}
+	}
+	rep.StepP50, rep.StepP99 = percentiles(gaps)
+
+	if cfg.LatencyOnly {
+		return rep, nil
+	}
+	// Throughput: many runs at once on the one coordinator.
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Runs)
+	for range cfg.Runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- finish(ctx, cl, contract, harness.NewRunID()+"-"+fmt.Sprint(time.Now().UnixNano()))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	rep.StepsPerSecond = float64(cfg.Runs*cfg.Steps) / time.Since(start).Seconds()
+	return rep, nil
+}
+
+// finish runs one contract and checks it ran every step.
+func finish(ctx context.Context, cl *harness.Cluster, contract []byte, id string) error {
+	res, err := cl.RunContract(ctx, contract, id, nil)
+	if err != nil {
+		return err
+	}
+	if res.Outcome != protocol.OutcomeFinished {
+		return fmt.Errorf("bench run %s ended %s: %s", res.Run, res.Outcome, res.Reason)
+	}
+	return nil
+}
+
+// agent answers at once: read the notes for steps-1 turns, then stop.
+func agent(steps int) *provider.Scripted {
+	read := json.RawMessage(`{"path":"notes.txt"}`)
+	return provider.NewScriptedFunc(func(req *protocol.CompletionRequest, _ int) (*protocol.Turn, error) {
+		done := 0
+		for _, m := range req.Messages {
+			if m.Role == protocol.RoleAssistant {
+				done++
+			}
+		}
+		if done+1 >= steps {
+			return &protocol.Turn{Text: "done", Usage: protocol.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+		}
+		return &protocol.Turn{Usage: protocol.Usage{InputTokens: 1, OutputTokens: 1},
+			ToolCalls: []protocol.ToolCall{{ID: fmt.Sprintf("c%d", done), Name: "read_file", Arguments: read}}}, nil
+	})
+}
+
+// publishes measures n bare publish-with-ack round trips to a scratch
+// file stream on the same server, with the same sync setting as the trace.
+func publishes(ctx context.Context, nc *nats.Conn, n int) (p50, p99 time.Duration, err error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCH_BASELINE", Subjects: []string{"bench.baseline"},
+		Storage: jetstream.FileStorage}); err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = js.DeleteStream(context.Background(), "BENCH_BASELINE") }()
+	payload := make([]byte, 512)
+	lat := make([]time.Duration, 0, n)
+	for i := range n + 100 {
+		t0 := time.Now()
+		if _, err := js.Publish(ctx, "bench.baseline", payload); err != nil {
+			return 0, 0, err
+		}
+		if i >= 100 {
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	p50, p99 = percentiles(lat)
+	return p50, p99, nil
+}
+
+func percentiles(xs []time.Duration) (p50, p99 time.Duration) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2], xs[min(len(xs)-1, len(xs)*99/100)]
+}

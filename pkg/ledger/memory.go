@@ -1,0 +1,355 @@
+package ledger
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+)
+
+// DefaultKeyTTL is how long an idempotency key is remembered by default.
+const DefaultKeyTTL = 24 * time.Hour
+
+// Memory is a Ledger in one process's memory, for the embedded default:
+// the same semantics as Redis under one mutex, and nothing survives the
+// process. The zero value is ready to use; set the fields before the first
+// call and do not change them after.
+type Memory struct {
+	// KeyTTL is how long an idempotency key is remembered after its
+	// reservation; default DefaultKeyTTL.
+	KeyTTL time.Duration
+	// Now returns the current time, for deadlines and key expiry; default
+	// time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	trees   map[string]*memTree
+	keys    map[memKeyID]*memKey
+	sweepAt int // sweep expired keys once len(keys) reaches this
+}
+
+var _ Ledger = (*Memory)(nil)
+
+// NewMemory returns an empty Memory with the defaults.
+func NewMemory() *Memory { return &Memory{} }
+
+type memTree struct {
+	ceiling  Ceiling
+	spent    Usage
+	reserved Usage
+	agents   map[string]*AgentTotals
+}
+
+type memKeyID struct{ tree, key string }
+
+type memKey struct {
+	agent   string
+	est     Usage
+	state   State
+	grant   Grant
+	settled Settlement
+	expires time.Time
+}
+
+func (m *Memory) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+func (m *Memory) keyTTL() time.Duration {
+	if m.KeyTTL > 0 {
+		return m.KeyTTL
+	}
+	return DefaultKeyTTL
+}
+
+// init makes the maps; the caller holds m.mu.
+func (m *Memory) init() {
+	if m.trees == nil {
+		m.trees = make(map[string]*memTree)
+		m.keys = make(map[memKeyID]*memKey)
+		m.sweepAt = 1024
+	}
+}
+
+// key returns the live record of key, forgetting it if it expired; the
+// caller holds m.mu.
+func (m *Memory) key(tree, key string) *memKey {
+	id := memKeyID{tree, key}
+	k := m.keys[id]
+	if k != nil && !m.now().Before(k.expires) {
+		delete(m.keys, id)
+		return nil
+	}
+	return k
+}
+
+// putKey stores a record, sweeping expired ones when the map has doubled
+// since the last sweep, so memory stays proportional to live keys; the
+// caller holds m.mu.
+func (m *Memory) putKey(tree, key string, k *memKey) {
+	m.keys[memKeyID{tree, key}] = k
+	if len(m.keys) < m.sweepAt {
+		return
+	}
+	now := m.now()
+	maps.DeleteFunc(m.keys, func(_ memKeyID, k *memKey) bool { return !now.Before(k.expires) })
+	m.sweepAt = max(1024, 2*len(m.keys))
+}
+
+// deadlinePassed returns the refusal for a tree past its deadline, or nil.
+func (m *Memory) deadlinePassed(tree string, t *memTree) *Refusal {
+	dl, ok := t.ceiling.Deadline()
+	if !ok || m.now().Before(dl) {
+		return nil
+	}
+	return &Refusal{Tree: tree, Scope: ScopeTree, Dimension: DimWall, Limit: t.ceiling.Wall.Microseconds(), Deadline: dl}
+}
+
+// Open implements Ledger.
+func (m *Memory) Open(ctx context.Context, tree string, c Ceiling) error {
+	if err := validateTree(tree); err != nil {
+		return err
+	}
+	if err := validateCeiling(c); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	if m.trees[tree] != nil {
+		return nil
+	}
+	c.Start = normalizeStart(c.Start, m.now())
+	c.Wall = c.Wall.Truncate(time.Microsecond)
+	m.trees[tree] = &memTree{ceiling: c, agents: make(map[string]*AgentTotals)}
+	return nil
+}
+
+// Register implements Ledger.
+func (m *Memory) Register(ctx context.Context, tree, agent string, depth int) error {
+	if err := validateTree(tree); err != nil {
+		return err
+	}
+	if err := validateID("agent", agent); err != nil {
+		return err
+	}
+	if err := validateAmount("depth", int64(depth)); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	t := m.trees[tree]
+	if t == nil {
+		return ErrTreeUnknown
+	}
+	if a := t.agents[agent]; a != nil {
+		if a.Depth < 0 {
+			a.Depth = depth
+		}
+		return nil
+	}
+	if r := m.deadlinePassed(tree, t); r != nil {
+		r.Agent = agent
+		return r
+	}
+	c := t.ceiling
+	if c.Depth > 0 && depth > c.Depth {
+		return &Refusal{Tree: tree, Agent: agent, Scope: ScopeTree, Dimension: DimDepth, Asked: int64(depth), Limit: int64(c.Depth)}
+	}
+	if c.Agents > 0 && len(t.agents) >= c.Agents {
+		return &Refusal{Tree: tree, Agent: agent, Scope: ScopeTree, Dimension: DimAgents, Asked: 1, Limit: int64(c.Agents)}
+	}
+	if r := over(ScopeTree, c.Limits, t.spent.Add(t.reserved), Usage{}); r != nil {
+		r.Tree, r.Agent = tree, agent
+		return r
+	}
+	t.agents[agent] = &AgentTotals{Depth: depth}
+	return nil
+}
+
+// Reserve implements Ledger.
+func (m *Memory) Reserve(ctx context.Context, r Reservation) (Grant, error) {
+	if err := validateReservation(r); err != nil {
+		return Grant{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	return m.reserve(r)
+}
+
+// reserve is Reserve with m.mu held.
+func (m *Memory) reserve(r Reservation) (Grant, error) {
+	if k := m.key(r.Tree, r.Key); k != nil {
+		g := k.grant
+		g.State, g.Replayed = k.state, true
+		return g, nil
+	}
+	t := m.trees[r.Tree]
+	if t == nil {
+		return Grant{}, ErrTreeUnknown
+	}
+	a := t.agents[r.Agent]
+	if a == nil {
+		return Grant{}, ErrAgentUnknown
+	}
+	if ref := m.deadlinePassed(r.Tree, t); ref != nil {
+		ref.Agent = r.Agent
+		return Grant{}, ref
+	}
+	if ref := over(ScopeTree, t.ceiling.Limits, t.spent.Add(t.reserved), r.Estimate); ref != nil {
+		ref.Tree, ref.Agent = r.Tree, r.Agent
+		return Grant{}, ref
+	}
+	if ref := over(ScopeRun, r.Cap, a.Spent.Add(a.Reserved), r.Estimate); ref != nil {
+		ref.Tree, ref.Agent = r.Tree, r.Agent
+		return Grant{}, ref
+	}
+	t.reserved = t.reserved.Add(r.Estimate)
+	a.Reserved = a.Reserved.Add(r.Estimate)
+	g := Grant{Key: r.Key, Reserved: r.Estimate, Balance: t.balance(a), State: StateReserved}
+	m.putKey(r.Tree, r.Key, &memKey{agent: r.Agent, est: r.Estimate, state: StateReserved, grant: g, expires: m.now().Add(m.keyTTL())})
+	return g, nil
+}
+
+func (t *memTree) balance(a *AgentTotals) Balance {
+	return Balance{
+		Spent: t.spent, Reserved: t.reserved,
+		AgentSpent: a.Spent, AgentReserved: a.Reserved,
+		Remaining: remaining(t.ceiling.Limits, t.spent, t.reserved),
+	}
+}
+
+// Settle implements Ledger.
+func (m *Memory) Settle(ctx context.Context, tree, key string, actual Usage) (Settlement, error) {
+	if err := validateSettle(tree, key, actual); err != nil {
+		return Settlement{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	return m.settle(tree, key, actual)
+}
+
+// settle is Settle with m.mu held.
+func (m *Memory) settle(tree, key string, actual Usage) (Settlement, error) {
+	k := m.key(tree, key)
+	t := m.trees[tree]
+	switch {
+	case k == nil && t == nil:
+		return Settlement{}, ErrTreeUnknown
+	case k == nil:
+		return Settlement{}, ErrReservationUnknown
+	case k.state == StateSettled:
+		s := k.settled
+		s.Replayed = true
+		return s, nil
+	case k.state == StateReleased:
+		return Settlement{}, ErrReleased
+	case t == nil:
+		return Settlement{}, ErrTreeUnknown
+	}
+	a := t.agents[k.agent]
+	t.reserved = t.reserved.Sub(k.est)
+	t.spent = t.spent.Add(actual)
+	a.Reserved = a.Reserved.Sub(k.est)
+	a.Spent = a.Spent.Add(actual)
+	k.state = StateSettled
+	k.settled = Settlement{Key: key, Charged: actual, Balance: t.balance(a)}
+	return k.settled, nil
+}
+
+// SettleAndReserve implements Ledger.
+func (m *Memory) SettleAndReserve(ctx context.Context, key string, actual Usage, next Reservation) (Settlement, Grant, error) {
+	if err := validateSettleAndReserve(key, actual, next); err != nil {
+		return Settlement{}, Grant{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	s, err := m.settle(next.Tree, key, actual)
+	if err != nil {
+		return Settlement{}, Grant{}, err
+	}
+	g, err := m.reserve(next)
+	return s, g, err
+}
+
+// Release implements Ledger.
+func (m *Memory) Release(ctx context.Context, tree, key string) error {
+	if err := validateTree(tree); err != nil {
+		return err
+	}
+	if err := validateID("key", key); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	k := m.key(tree, key)
+	t := m.trees[tree]
+	switch {
+	case k == nil && t == nil:
+		return ErrTreeUnknown
+	case k == nil:
+		return ErrReservationUnknown
+	case k.state != StateReserved:
+		return nil
+	case t == nil:
+		return ErrTreeUnknown
+	}
+	a := t.agents[k.agent]
+	t.reserved = t.reserved.Sub(k.est)
+	a.Reserved = a.Reserved.Sub(k.est)
+	k.state = StateReleased
+	return nil
+}
+
+// Totals implements Ledger.
+func (m *Memory) Totals(ctx context.Context, tree string) (Totals, error) {
+	if err := validateTree(tree); err != nil {
+		return Totals{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	t := m.trees[tree]
+	if t == nil {
+		return Totals{}, ErrTreeUnknown
+	}
+	out := Totals{
+		Tree: tree, Ceiling: t.ceiling, Spent: t.spent, Reserved: t.reserved,
+		Remaining: remaining(t.ceiling.Limits, t.spent, t.reserved),
+		Agents:    make(map[string]AgentTotals, len(t.agents)),
+	}
+	for id, a := range t.agents {
+		out.Agents[id] = *a
+	}
+	return out, nil
+}
+
+// Restore implements Ledger.
+func (m *Memory) Restore(ctx context.Context, tree string, c Ceiling, spent map[string]Usage) (bool, error) {
+	if err := validateRestore(tree, c, spent); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	if m.trees[tree] != nil {
+		return false, nil
+	}
+	c.Start = normalizeStart(c.Start, m.now())
+	c.Wall = c.Wall.Truncate(time.Microsecond)
+	t := &memTree{ceiling: c, agents: make(map[string]*AgentTotals, len(spent))}
+	for id, u := range spent {
+		t.agents[id] = &AgentTotals{Depth: -1, Spent: u}
+		t.spent = t.spent.Add(u)
+	}
+	m.trees[tree] = t
+	return true, nil
+}

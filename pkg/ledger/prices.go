@@ -1,0 +1,51 @@
+package ledger
+
+import "math/bits"
+
+// Price is what one model costs, in micro-units per million tokens: a model
+// at $3 per million input tokens has InputPerMillion 3_000_000.
+type Price struct {
+	// InputPerMillion is the price of a million prompt tokens.
+	InputPerMillion int64 `json:"input_per_million"`
+	// OutputPerMillion is the price of a million completion tokens.
+	OutputPerMillion int64 `json:"output_per_million"`
+}
+
+// Prices maps a model name, as sent to the provider, to its price. It comes
+// from the configuration; a nil Prices prices nothing.
+type Prices map[string]Price
+
+// Cost returns what in input and out output tokens of model cost, in
+// micro-units, rounded up so a draw never undercounts. ok is false when the
+// model has no price: the cost is then 0, and the caller should say so
+// (such calls draw tokens and steps but no cost). Negative counts count as
+// zero; a cost beyond the int64 range saturates at its maximum.
+func (p Prices) Cost(model string, in, out int64) (micros int64, ok bool) {
+	price, ok := p[model]
+	if !ok {
+		return 0, false
+	}
+	hi1, lo1 := mulPos(in, price.InputPerMillion)
+	hi2, lo2 := mulPos(out, price.OutputPerMillion)
+	lo, carry := bits.Add64(lo1, lo2, 0)
+	hi, _ := bits.Add64(hi1, hi2, carry)
+	// Round up: add 999,999 before dividing by a million.
+	lo, carry = bits.Add64(lo, 999_999, 0)
+	hi += carry
+	if hi >= 1_000_000 { // the quotient would not fit in 64 bits
+		return 1<<63 - 1, true
+	}
+	q, _ := bits.Div64(hi, lo, 1_000_000)
+	if q > 1<<63-1 {
+		return 1<<63 - 1, true
+	}
+	return int64(q), true
+}
+
+// mulPos multiplies two counts as unsigned 128-bit, treating negatives as 0.
+func mulPos(a, b int64) (hi, lo uint64) {
+	if a <= 0 || b <= 0 {
+		return 0, 0
+	}
+	return bits.Mul64(uint64(a), uint64(b))
+}
