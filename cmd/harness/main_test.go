@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// cli runs the harness command in process with the given environment and
+// returns its exit code, stdout and stderr.
+func cli(t *testing.T, ctx context.Context, vars map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := &environ{stdout: &out, stderr: &errOut, getenv: func(k string) string { return vars[k] }}
+	code := dispatch(ctx, env, args)
+	return code, out.String(), errOut.String()
+}
+
+const example = "../../examples/fix-a-test"
+
+// TestRunExample is the README's first command: it reaches success, prints
+// the run id first, runs twice with the same result, and leaves the
+// example as it was.
+func TestRunExample(t *testing.T) {
+	data := t.TempDir()
+	before, err := os.ReadFile(filepath.Join(example, "workspace", "calc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for i := range 2 {
+		code, out, errOut := cli(t, t.Context(), nil, "run", "--copy", "--data", data, example, "--json")
+		if code != exitOK {
+			t.Fatalf("run %d: exit %d\nstdout: %s\nstderr: %s", i, code, out, errOut)
+		}
+		if !strings.HasPrefix(errOut, "run ") {
+			t.Errorf("run %d: stderr does not begin with the run id: %q", i, firstLine(errOut))
+		}
+		for _, want := range []string{"step 1  find *.go", "step 3  edit_file calc.go", "verification passed"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("run %d: progress lacks %q:\n%s", i, want, errOut)
+			}
+		}
+		var res protocol.Result
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("run %d: stdout is not the result as JSON: %v\n%s", i, err, out)
+		}
+		if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
+			t.Fatalf("run %d: %s after %d steps, want success after 3", i, res.Outcome, res.Steps)
+		}
+		runs = append(runs, res.Run)
+	}
+	after, err := os.ReadFile(filepath.Join(example, "workspace", "calc.go"))
+	if err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the example's workspace changed: %q", after)
+	}
+
+	code, out, _ := cli(t, t.Context(), nil, "status", "--data", data, runs[0])
+	if code != exitOK || !strings.Contains(out, "outcome  success") {
+		t.Errorf("status = %d %q, want the success", code, out)
+	}
+	code, out, _ = cli(t, t.Context(), nil, "trace", "--data", data, runs[1])
+	if code != exitOK || !strings.Contains(out, "step 3") || !strings.Contains(out, "finished: success") {
+		t.Errorf("trace = %d %q, want the steps and the outcome", code, out)
+	}
+	code, out, _ = cli(t, t.Context(), nil, "trace", "--json", "--data", data, runs[1])
+	if n := strings.Count(out, "\n"); code != exitOK || n != 5 {
+		t.Errorf("trace --json = %d with %d lines, want 5 records", code, n)
+	}
+	if code, _, errOut := cli(t, t.Context(), nil, "status", "--data", data, "no-such-run"); code != exitError || !strings.Contains(errOut, "unknown_run") {
+		t.Errorf("status of an unknown run = %d %q, want an unknown_run error", code, errOut)
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	capped := write("capped.json", `{"schema":"harness.contract/v1","task":"never done","workspace":{"root":"ws"},
+		"verification":{"file_contains":{"path":"calc.go","needle":"never"}},"budget":{"max_steps":2}}`)
+	cassette := filepath.Join(example, "cassette.json")
+	tests := []struct {
+		name string
+		args []string
+		vars map[string]string
+		want int
+	}{
+		{"help", []string{"--help"}, nil, exitOK},
+		{"command help", []string{"run", "--help"}, nil, exitOK},
+		{"unknown command", []string{"fly"}, nil, exitUsage},
+		{"no contract", []string{"run"}, nil, exitUsage},
+		{"unknown flag", []string{"run", "--frobnicate", capped}, nil, exitUsage},
+		{"refused contract", []string{"run", write("bad.json", `{"schema":"harness.contract/v1","tusk":"x"}`)}, nil, exitUsage},
+		{"no provider", []string{"run", capped}, nil, exitUsage},
+		// The cassette answers the first request only; the second is not
+		// recorded, so the run escalates rather than guessing.
+		{"unrecorded request escalates", []string{"run", "--replay", cassette, capped}, nil, exitEscalated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{}, tt.args...)
+			if len(args) > 0 && args[0] == "run" && len(args) > 1 && args[1] != "--help" {
+				args = append(args, "--data", filepath.Join(dir, "data"))
+			}
+			code, out, errOut := cli(t, t.Context(), tt.vars, args...)
+			if code != tt.want {
+				t.Errorf("harness %v = %d, want %d\nstdout: %s\nstderr: %s", tt.args, code, tt.want, out, errOut)
+			}
+		})
+	}
+}
+
+// TestUpAndSubmit brings a cluster up with `harness up`, then submits the
+// example with `harness submit --wait` from another client.
+func TestUpAndSubmit(t *testing.T) {
+	data := t.TempDir()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
+		t.Fatal(err)
+	}
+	cassette, _ := filepath.Abs(filepath.Join(example, "cassette.json"))
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	done := make(chan int)
+	go func() {
+		env := &environ{stdout: pw, stderr: io.Discard, getenv: func(string) string { return "" }}
+		done <- dispatch(ctx, env, []string{"up", "--listen", "127.0.0.1:0", "--data", data, "--replay", cassette, "--root", ws})
+		pw.Close()
+	}()
+	url := ""
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "NATS URL: "); ok {
+			url = u
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if url == "" {
+		t.Fatal("harness up printed no NATS URL")
+	}
+	raw, err := os.ReadFile(filepath.Join(example, "contract.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract := filepath.Join(t.TempDir(), "contract.json")
+	if err := os.WriteFile(contract, bytes.Replace(raw, []byte(`"root": "workspace"`), []byte(`"root": "`+ws+`"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, t.Context(), map[string]string{"NATS_URL": url}, "submit", contract, "--wait", "--id", "submitted-1")
+	if code != exitOK || !strings.Contains(out, "outcome success") {
+		t.Fatalf("submit --wait = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	// Submitting again with the same id is the same run.
+	code, out, _ = cli(t, t.Context(), map[string]string{"NATS_URL": url}, "submit", contract, "--id", "submitted-1")
+	if code != exitOK || strings.TrimSpace(out) != "submitted-1" {
+		t.Errorf("resubmit = %d %q, want the same run id", code, out)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("up exited %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("harness up did not stop")
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
