@@ -1,0 +1,80 @@
+package harness_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const modPrefix = "github.com/ioharness/harness/"
+
+// TestDependenciesPointDown checks ARCHITECTURE's layering: protocol
+// imports nothing of ours and no NATS, Redis, Docker or provider SDK; the
+// building blocks import nothing of ours but protocol (and private
+// helpers); policy does no I/O. It reads the real import graph.
+func TestDependenciesPointDown(t *testing.T) {
+	rules := []struct {
+		pkg      string
+		ours     []string // packages of ours it may reach
+		modules  []string // third-party module prefixes it may reach
+		noDirect []string // standard packages it must not import itself
+	}{
+		{pkg: "pkg/protocol"},
+		{pkg: "pkg/policy", ours: []string{"pkg/protocol", "internal/glob"}, noDirect: []string{"os", "os/exec", "net", "net/http", "syscall", "time"}},
+		{pkg: "internal/glob"},
+		{pkg: "pkg/sandbox", ours: []string{"pkg/protocol"}},
+		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}},
+		{pkg: "pkg/provider", ours: []string{"pkg/protocol"}, modules: []string{"github.com/sashabaranov/go-openai"}},
+		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
+	}
+	for _, r := range rules {
+		for _, dep := range goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./"+r.pkg) {
+			if dep == modPrefix+r.pkg {
+				continue
+			}
+			if rel, ok := strings.CutPrefix(dep, modPrefix); ok {
+				if !slices.Contains(r.ours, rel) {
+					t.Errorf("%s depends on %s", r.pkg, rel)
+				}
+				continue
+			}
+			if !slices.ContainsFunc(r.modules, func(m string) bool { return strings.HasPrefix(dep, m) }) {
+				t.Errorf("%s depends on the module of %s", r.pkg, dep)
+			}
+		}
+		for _, imp := range goList(t, "-f", `{{join .Imports "\n"}}`, "./"+r.pkg) {
+			if slices.Contains(r.noDirect, imp) {
+				t.Errorf("%s imports %s", r.pkg, imp)
+			}
+		}
+	}
+}
+
+// natsClient is nats.go and what it brings with it.
+var natsClient = []string{"github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",
+	"github.com/klauspost/compress", "golang.org/x/crypto", "golang.org/x/sys", "golang.org/x/text"}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestEveryPackageIsDocumented checks each package of ours has a doc
+// comment.
+func TestEveryPackageIsDocumented(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Doc}}", "./...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, doc, _ := strings.Cut(line, "\t")
+		if strings.TrimSpace(doc) == "" {
+			t.Errorf("package %s has no doc comment", path)
+		}
+	}
+}
