@@ -221,8 +221,12 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	}
 	if open {
 		dir, err := s.resolveRoot(op.Workspace)
-		if err != nil {
+		if errors.Is(err, protocol.ErrWorkspaceRefused) {
 			return // not ours: another sandboxer may serve it
+		}
+		if err != nil {
+			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.AsError(err)})
+			return
 		}
 		op.Workspace = dir
 	}

@@ -1,0 +1,204 @@
+package sandboxer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandboxer"
+)
+
+// start runs a real in-process NATS server and a sandboxer serving root.
+func start(t *testing.T, root string) (*nats.Conn, *sandboxer.Sandboxer) {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Port: -1, NoSigs: true, NoLog: true, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect("", nats.InProcessServer(srv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	sb, err := sandboxer.New(connect(), sandboxer.Config{ID: "sb1", Roots: []string{root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- sb.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	nc := connect()
+	// Wait until the service answers.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := nc.Request("$SRV.PING.harness-sandboxer", nil, time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sandboxer did not come up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nc, sb
+}
+
+func do(t *testing.T, nc *nats.Conn, subject string, op *protocol.SandboxOp, timeout time.Duration) (*protocol.SandboxReply, error) {
+	t.Helper()
+	data, err := json.Marshal(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := nc.Request(subject, data, timeout)
+	if err != nil {
+		return nil, err
+	}
+	var r protocol.SandboxReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r, nil
+}
+
+func call(name, args string) *protocol.ToolCall {
+	return &protocol.ToolCall{ID: "c", Name: name, Arguments: json.RawMessage(args)}
+}
+
+func TestOpenServesOnlyItsRoots(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := start(t, root)
+	r, err := do(t, nc, "harness.sandbox.open", &protocol.SandboxOp{OpID: "o1", Run: "r1", Kind: protocol.OpOpen, Workspace: "ws"}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Error != nil || r.Node != "sb1" || len(r.Tools) != 6 {
+		t.Fatalf("open ws = %+v, want node sb1 with the six built-in tools", r)
+	}
+	for _, outside := range []string{t.TempDir(), "../", "/etc", root + "/../"} {
+		_, err := do(t, nc, "harness.sandbox.open", &protocol.SandboxOp{OpID: "o2", Run: "r2", Kind: protocol.OpOpen, Workspace: outside}, 300*time.Millisecond)
+		if !errors.Is(err, nats.ErrTimeout) {
+			t.Errorf("open %q answered (%v); a root it does not serve must get no answer", outside, err)
+		}
+	}
+	if r, err := do(t, nc, "harness.sandbox.open", &protocol.SandboxOp{OpID: "o3", Run: "r3", Kind: protocol.OpOpen, Workspace: "missing"}, 2*time.Second); err != nil || !errors.Is(r.Error, protocol.ErrNotFound) {
+		t.Errorf("open a missing dir under the root = %+v, %v; want not_found", r, err)
+	}
+}
+
+func TestOps(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("code.go", "package x // TODO\n")
+	write("secret.txt", "TODO the password is hunter2\n")
+	nc, _ := start(t, root)
+	op := func(id string, c *protocol.ToolCall, pol *protocol.Policy) *protocol.SandboxReply {
+		t.Helper()
+		r, err := do(t, nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: id, Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: c, Policy: pol}, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	t.Run("a repeated op id runs once", func(t *testing.T) {
+		c := call("exec", `{"argv":["sh","-c","echo ran >> count.txt"]}`)
+		for range 3 {
+			if r := op("r1.1.0.1", c, nil); r.Observation == nil || r.Observation.IsError {
+				t.Fatalf("exec = %+v", r)
+			}
+		}
+		got, _ := os.ReadFile(filepath.Join(root, "count.txt"))
+		if string(got) != "ran\n" {
+			t.Errorf("count.txt = %q after three deliveries of one op, want one line", got)
+		}
+	})
+	t.Run("grep leaves out what the policy does not let the agent read", func(t *testing.T) {
+		pol := &protocol.Policy{Layers: []protocol.Layer{{Name: "t", Rules: []protocol.Rule{{Act: "read", Effect: "deny", Pattern: "secret.txt"}}}}}
+		r := op("r1.2.0.1", call("grep", `{"pattern":"TODO"}`), pol)
+		if r.Observation == nil || !strings.Contains(r.Observation.Content, "code.go") || strings.Contains(r.Observation.Content, "hunter2") || strings.Contains(r.Observation.Content, "secret") {
+			t.Errorf("grep = %+v, want code.go and nothing of secret.txt", r.Observation)
+		}
+		r = op("r1.2.1.1", call("find", `{"name_glob":"*.txt"}`), pol)
+		if r.Observation == nil || strings.Contains(r.Observation.Content, "secret") {
+			t.Errorf("find = %+v, want secret.txt left out", r.Observation)
+		}
+	})
+	t.Run("a path escape is an observation and touches nothing", func(t *testing.T) {
+		r := op("r1.3.0.1", call("write_file", `{"path":"../escaped.txt","content":"x"}`), nil)
+		if r.Observation == nil || !r.Observation.IsError || !strings.Contains(r.Observation.Content, "workspace") {
+			t.Errorf("write ../escaped.txt = %+v, want a refusal naming the workspace", r.Observation)
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(root), "escaped.txt")); err == nil {
+			t.Error("the escaped write landed outside the workspace")
+		}
+	})
+}
+
+func TestVerify(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "out.txt"), []byte("all good\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := start(t, root)
+	tests := []struct {
+		name   string
+		v      protocol.Verification
+		limits protocol.Limits
+		passed bool
+		detail string
+	}{
+		{"exit as expected", protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"true"}}}, protocol.Limits{}, true, "exited 0 as expected"},
+		{"wrong exit", protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"false"}}}, protocol.Limits{}, false, "exited 1 (expected 0)"},
+		{"expected non-zero exit", protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"sh", "-c", "exit 3"}, ExpectExit: 3}}, protocol.Limits{}, true, "exited 3"},
+		{"killed by the wall clock never passes, whatever it would have exited",
+			protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"sh", "-c", "sleep 10; exit 0"}}}, protocol.Limits{WallSecs: 1}, false, "killed by the wall cap"},
+		{"missing program", protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"no-such-program-here"}}}, protocol.Limits{}, false, "could not start"},
+		{"file contains", protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "out.txt", Needle: "good"}}, protocol.Limits{}, true, "contains the expected text"},
+		{"file lacks", protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "out.txt", Needle: "bad"}}, protocol.Limits{}, false, "does not contain"},
+		{"file missing", protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "nope.txt", Needle: "x"}}, protocol.Limits{}, false, "does not exist yet"},
+		{"file outside", protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "../out.txt", Needle: "x"}}, protocol.Limits{}, false, "cannot be checked"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := tt.v
+			r, err := do(t, nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: "v" + string(rune('a'+i)), Run: "r1", Kind: protocol.OpVerify,
+				Workspace: root, Verification: &v, Sandbox: &protocol.SandboxSpec{Limits: tt.limits}}, 20*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Check == nil || r.Check.Passed != tt.passed || !strings.Contains(r.Check.Detail, tt.detail) {
+				t.Errorf("verify = %+v, want passed=%v with %q", r.Check, tt.passed, tt.detail)
+			}
+		})
+	}
+}
