@@ -170,9 +170,7 @@ func TestExampleRunsToSuccess(t *testing.T) {
 	if s3.Tokens != tokens || res.Tokens != tokens {
 		t.Errorf("tokens = %d (trace) %d (result), want %d", s3.Tokens, res.Tokens, tokens)
 	}
-	if f := recs[4]; f.Outcome != protocol.OutcomeSuccess || f.Step != 3 {
-		t.Errorf("finished record = %s at %d, want success at 3", f.Outcome, f.Step)
-	}
+	checkTrace(t, recs, res)
 	kinds := ev.kinds()
 	for _, want := range []string{"1:tool_call", "1:observation", "1:check", "1:step", "3:check", "3:step"} {
 		if !contains(kinds, want) {
@@ -259,8 +257,9 @@ func TestStopConditions(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(c)
 			}
+			data := t.TempDir()
 			res, err := harness.Run(t.Context(), c, harness.WithProvider(provider.NewScriptedFunc(tt.answer)),
-				harness.WithDataDir(t.TempDir()), harness.WithRunID("stop"))
+				harness.WithDataDir(data), harness.WithRunID("stop"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,6 +269,7 @@ func TestStopConditions(t *testing.T) {
 			if tt.wantSteps != 0 && res.Steps != tt.wantSteps {
 				t.Errorf("steps = %d, want %d", res.Steps, tt.wantSteps)
 			}
+			checkTrace(t, readTrace(t, data, "stop"), res)
 		})
 	}
 }
@@ -306,6 +306,43 @@ func TestTranscriptIsMultiTurn(t *testing.T) {
 	}
 	if !strings.Contains(second.Messages[0].Content, "Task:") || second.System == "" || len(second.Tools) == 0 {
 		t.Errorf("request lacks the task, system prompt or tools: %+v", second)
+	}
+}
+
+// checkTrace checks a finished run's trace record by record: it starts,
+// has one record per committed step numbered from 1 with a running token
+// total, and ends with the outcome the result reports.
+func checkTrace(t *testing.T, recs []protocol.Record, res *protocol.Result) {
+	t.Helper()
+	if len(recs) != res.Steps+2 {
+		t.Fatalf("trace has %d records for %d steps, want %d: %v", len(recs), res.Steps, res.Steps+2, recordKinds(recs))
+	}
+	if recs[0].Kind != protocol.RecordStarted || recs[0].Contract == nil {
+		t.Errorf("record 0 = %s, want started with the contract", recs[0].Kind)
+	}
+	var tokens int64
+	for i, r := range recs[1 : len(recs)-1] {
+		if r.Kind != protocol.RecordStep || r.Step != i+1 || r.Turn == nil {
+			t.Errorf("record %d = %s step %d, want step %d with its turn", i+1, r.Kind, r.Step, i+1)
+			continue
+		}
+		tokens += r.Turn.Usage.Total()
+		if r.Tokens != tokens {
+			t.Errorf("step %d tokens = %d, want the running total %d", r.Step, r.Tokens, tokens)
+		}
+		if len(r.Observations) != len(r.Turn.ToolCalls) {
+			t.Errorf("step %d has %d observations for %d calls", r.Step, len(r.Observations), len(r.Turn.ToolCalls))
+		}
+		for j, o := range r.Observations {
+			if o.CallID != r.Turn.ToolCalls[j].ID {
+				t.Errorf("step %d observation %d answers %q, want %q", r.Step, j, o.CallID, r.Turn.ToolCalls[j].ID)
+			}
+		}
+	}
+	last := recs[len(recs)-1]
+	if last.Kind != protocol.RecordFinished || last.Outcome != res.Outcome || last.Step != res.Steps || last.Tokens != res.Tokens {
+		t.Errorf("last record = %s %s at %d with %d tokens, want finished %s at %d with %d", last.Kind, last.Outcome, last.Step, last.Tokens,
+			res.Outcome, res.Steps, res.Tokens)
 	}
 }
 

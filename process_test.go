@@ -2,10 +2,12 @@ package harness_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -119,6 +121,11 @@ func TestAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every role registered its micro service, as `nats micro ls` shows.
+	if got := services(t, nc); !cmp.Equal(got, []string{"harness-coordinator", "harness-sandboxer", "harness-worker"}) {
+		t.Errorf("micro services answering $SRV.PING = %v, want the three roles", got)
+	}
+
 	// The same cassette in one process.
 	replay, err := provider.LoadReplay(cassette)
 	if err != nil {
@@ -133,6 +140,36 @@ func TestAcrossProcesses(t *testing.T) {
 	if diff := cmp.Diff(canonical(single), canonical(distributed)); diff != "" {
 		t.Errorf("traces differ (-one process +across processes):\n%s", diff)
 	}
+}
+
+// services returns the sorted names of the micro services that answer a
+// ping, as `nats micro ls` lists them.
+func services(t *testing.T, nc *nats.Conn) []string {
+	t.Helper()
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$SRV.PING", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for {
+		m, err := sub.NextMsg(500 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		var ping struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(m.Data, &ping) == nil {
+			names = append(names, ping.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // canonical strips what legitimately differs between two runs of the same

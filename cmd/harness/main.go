@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
@@ -62,6 +63,8 @@ func main() {
 }
 
 func dispatch(ctx context.Context, env *environ, args []string) int {
+	// Progress arrives on NATS goroutines while the command writes too.
+	env.stdout, env.stderr = &syncWriter{w: env.stdout}, &syncWriter{w: env.stderr}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(env.stdout)
 		if len(args) == 0 {
@@ -95,6 +98,18 @@ Exit codes: 0 success or finished; 1 error; 2 usage or a refused contract;
 3 step_cap_reached; 4 time_budget_exceeded; 5 cost_budget_exceeded;
 6 budget_ceiling_reached; 7 awaiting_approval (paused); 8 denied or refused;
 9 stalled; 10 escalated; 11 cancelled; 12 failed.`)
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // errUsage marks an error the user fixes by changing the command line.

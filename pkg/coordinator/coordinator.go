@@ -35,8 +35,8 @@ type Config struct {
 	// OpTimeout bounds a sandbox operation beyond its own wall-clock cap;
 	// default 30 seconds.
 	OpTimeout time.Duration
-	// OpenTimeout bounds the wait for a sandboxer to take a workspace;
-	// default 10 seconds.
+	// OpenTimeout bounds the wait for a sandboxer to take a workspace; a
+	// run that finds none by then ends failed. Default 60 seconds.
 	OpenTimeout time.Duration
 	// MaxRetries is how many times a retryable provider failure is tried
 	// again before the run escalates; default 2.
@@ -64,7 +64,7 @@ func (c *Config) setDefaults() {
 		c.OpTimeout = 30 * time.Second
 	}
 	if c.OpenTimeout == 0 {
-		c.OpenTimeout = 10 * time.Second
+		c.OpenTimeout = 60 * time.Second
 	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 2
@@ -102,8 +102,10 @@ type Coordinator struct {
 	blobs  *trace.Blobs
 	log    *slog.Logger
 
-	slots chan struct{} // one per run in hand
-	wg    sync.WaitGroup
+	slots    chan struct{} // one per run in hand
+	wg       sync.WaitGroup
+	stopMu   sync.Mutex // guards stopping and every wg.Add; taken before mu
+	stopping bool
 
 	mu     sync.Mutex
 	active map[string]bool // runs this coordinator is driving
@@ -174,6 +176,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
 	<-ctx.Done()
 	cc.Stop()
+	c.stopMu.Lock()
+	c.stopping = true
+	c.stopMu.Unlock()
 	c.wg.Wait()
 	return nil
 }
@@ -242,7 +247,17 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 	}
 	c.active[run] = true
 	c.mu.Unlock()
+	c.stopMu.Lock()
+	if c.stopping {
+		c.stopMu.Unlock()
+		c.mu.Lock()
+		delete(c.active, run)
+		c.mu.Unlock()
+		<-c.slots
+		return
+	}
 	c.wg.Add(1)
+	c.stopMu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		defer func() {

@@ -266,23 +266,33 @@ func (d *driver) lastTurn(ctx context.Context) *protocol.TurnResult {
 	return &tr
 }
 
-// open finds a sandboxer that serves the run's workspace.
+// open finds a sandboxer that serves the run's workspace, asking again
+// until OpenTimeout passes, so a run submitted while the sandboxers are
+// still coming up waits for them.
 func (d *driver) open(ctx context.Context) error {
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
 		Workspace: d.s.contract.Workspace.Root, Sandbox: &d.s.contract.Sandbox}
-	reply, err := d.c.request(ctx, streams.SandboxOpenSubject, op, d.c.cfg.OpenTimeout)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
+	for {
+		reply, err := d.c.request(ctx, streams.SandboxOpenSubject, op, time.Until(deadline))
+		switch {
+		case err == nil && reply.Error != nil:
+			return reply.Error
+		case err == nil:
+			d.node, d.tools = reply.Node, reply.Tools
+			d.log.Info("workspace opened", "sandboxer", d.node)
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout):
+			return fmt.Errorf("open workspace: %w", err)
+		case !time.Now().Before(deadline):
 			return fmt.Errorf("no sandboxer serves the workspace %s: start one whose roots include it", d.s.contract.Workspace.Root)
 		}
-		return fmt.Errorf("open workspace: %w", err)
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
 	}
-	if reply.Error != nil {
-		return reply.Error
-	}
-	d.node, d.tools = reply.Node, reply.Tools
-	d.log.Info("workspace opened", "sandboxer", d.node)
-	return nil
 }
 
 func (d *driver) close() {

@@ -135,6 +135,8 @@ type Sandboxer struct {
 
 	inflight atomic.Int64
 	wg       sync.WaitGroup
+	stopMu   sync.Mutex // guards stopping and every wg.Add
+	stopping bool
 
 	mu         sync.Mutex // guards workspaces, ops and opOrder
 	workspaces map[string]*workspace
@@ -201,6 +203,13 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	}
 	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backend", s.cfg.Backend.Name())
 	<-ctx.Done()
+	if err := svc.Stop(); err != nil {
+		s.log.Warn("stop micro service", "err", err)
+	}
+	// No operation may start once we wait for those in flight.
+	s.stopMu.Lock()
+	s.stopping = true
+	s.stopMu.Unlock()
 	s.wg.Wait()
 	s.mu.Lock()
 	for run, w := range s.workspaces {
@@ -230,7 +239,13 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 		}
 		op.Workspace = dir
 	}
+	s.stopMu.Lock()
+	if s.stopping {
+		s.stopMu.Unlock()
+		return
+	}
 	s.wg.Add(1)
+	s.stopMu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		select {

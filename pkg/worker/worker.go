@@ -146,6 +146,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
+	var stopMu sync.Mutex // guards stopping and every wg.Add
+	stopping := false
 	var consumers []jetstream.ConsumeContext
 	defer func() {
 		for _, cc := range consumers {
@@ -167,7 +169,15 @@ func (w *Worker) Run(ctx context.Context) error {
 				_ = msg.Nak()
 				return
 			}
+			stopMu.Lock()
+			if stopping {
+				stopMu.Unlock()
+				<-slots
+				_ = msg.Nak()
+				return
+			}
 			wg.Add(1)
+			stopMu.Unlock()
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
@@ -184,6 +194,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, cc := range consumers {
 		cc.Stop()
 	}
+	stopMu.Lock()
+	stopping = true
+	stopMu.Unlock()
 	wg.Wait()
 	return nil
 }
