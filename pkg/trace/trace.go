@@ -16,6 +16,8 @@ package trace
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,15 +52,18 @@ func New(js jetstream.JetStream, stream jetstream.Stream) *Trace {
 
 // Writer appends to one run's trace.
 type Writer struct {
-	t    *Trace
-	run  string
-	last uint64
+	t     *Trace
+	run   string
+	last  uint64
+	token string // tells this writer's appends from another's
 }
 
 // Writer returns a writer for run that expects lastSeq to be the sequence
 // of the run's last record (zero when the run has none yet).
 func (t *Trace) Writer(run string, lastSeq uint64) *Writer {
-	return &Writer{t: t, run: run, last: lastSeq}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &Writer{t: t, run: run, last: lastSeq, token: hex.EncodeToString(b)}
 }
 
 // LastSeq is the stream sequence of the last record this writer appended or
@@ -66,8 +71,9 @@ func (t *Trace) Writer(run string, lastSeq uint64) *Writer {
 func (w *Writer) LastSeq() uint64 { return w.last }
 
 // Append writes rec as the run's next record. Its message id is
-// run.kind.step, so a retry after a lost acknowledgement is not written
-// twice. Errors: protocol.ErrFenced if the run's trace moved past what this
+// run.kind.step and this writer's token, so this writer's retry after a lost
+// acknowledgement is not written twice, while another writer's record for
+// the same step is fenced out. Errors: protocol.ErrFenced if the run's trace moved past what this
 // writer expected (another coordinator owns the run now); otherwise the
 // publish error, wrapped.
 func (w *Writer) Append(ctx context.Context, rec *protocol.Record) error {
@@ -80,13 +86,20 @@ func (w *Writer) Append(ctx context.Context, rec *protocol.Record) error {
 	if err != nil {
 		return fmt.Errorf("encode %s record: %w", rec.Kind, err)
 	}
-	msgID := w.run + "." + rec.Kind + "." + strconv.Itoa(rec.Step)
+	msgID := w.run + "." + rec.Kind + "." + strconv.Itoa(rec.Step) + "." + w.token
 	ack, err := w.t.js.PublishMsg(ctx, &nats.Msg{Subject: Subject(w.run), Data: data},
 		jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(w.last))
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			// The server checks the expected sequence before duplicates, so
+			// a retry of our own append whose acknowledgement was lost
+			// lands here too: the run's last record is then this one.
+			if last, lerr := w.t.stream.GetLastMsgForSubject(ctx, Subject(w.run)); lerr == nil && last.Header.Get(jetstream.MsgIDHeader) == msgID {
+				w.last = last.Sequence
+				return nil
+			}
 			return protocol.Errorf(protocol.CodeFenced, "run %s was advanced by another writer; this one must stop", w.run)
 		}
 		return fmt.Errorf("append %s record to %s: %w", rec.Kind, Subject(w.run), err)

@@ -1,0 +1,185 @@
+package trace_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/trace"
+)
+
+// open starts a real in-process JetStream server and returns the trace
+// stream over it.
+func open(t *testing.T) (jetstream.JetStream, *trace.Trace, jetstream.Stream) {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: trace.StreamName, Subjects: []string{trace.SubjectPrefix + ">"}, Duplicates: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, trace.New(js, st), st
+}
+
+func TestAppendAndRead(t *testing.T) {
+	_, tr, _ := open(t)
+	ctx := t.Context()
+	w := tr.Writer("run-1", 0)
+	recs := []*protocol.Record{
+		{Kind: protocol.RecordStarted, Contract: &protocol.Contract{Task: "t"}},
+		{Kind: protocol.RecordStep, Step: 1, Tokens: 10},
+		{Kind: protocol.RecordStep, Step: 2, Tokens: 25},
+		{Kind: protocol.RecordFinished, Step: 2, Outcome: protocol.OutcomeSuccess},
+	}
+	for _, r := range recs {
+		if err := w.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another run interleaved on the same stream does not show up.
+	if err := tr.Writer("run-2", 0).Append(ctx, &protocol.Record{Kind: protocol.RecordStarted}); err != nil {
+		t.Fatal(err)
+	}
+	got, last, err := tr.Read(ctx, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || last != w.LastSeq() {
+		t.Fatalf("Read = %d records up to %d, want 4 up to %d", len(got), last, w.LastSeq())
+	}
+	for i, r := range got {
+		if r.Kind != recs[i].Kind || r.Step != recs[i].Step || r.Run != "run-1" || r.Format != protocol.TraceFormat {
+			t.Errorf("record %d = %+v, want %s step %d of run-1", i, r, recs[i].Kind, recs[i].Step)
+		}
+	}
+	if got, last, err := tr.Read(ctx, "run-3"); err != nil || len(got) != 0 || last != 0 {
+		t.Errorf("Read(unknown run) = %d, %d, %v; want nothing", len(got), last, err)
+	}
+}
+
+// TestFencing checks that two writers cannot both advance a run: the one
+// whose view is stale is refused and writes nothing.
+func TestFencing(t *testing.T) {
+	_, tr, _ := open(t)
+	ctx := t.Context()
+	a := tr.Writer("run-1", 0)
+	if err := a.Append(ctx, &protocol.Record{Kind: protocol.RecordStarted}); err != nil {
+		t.Fatal(err)
+	}
+	// b takes over from what it read; a does not know.
+	_, last, err := tr.Read(ctx, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tr.Writer("run-1", last)
+	if err := b.Append(ctx, &protocol.Record{Kind: protocol.RecordStep, Step: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err = a.Append(ctx, &protocol.Record{Kind: protocol.RecordStep, Step: 1, Note: "from the stale writer"})
+	if !errors.Is(err, protocol.ErrFenced) {
+		t.Fatalf("stale Append = %v, want fenced", err)
+	}
+	if err := tr.Writer("run-1", 0).Append(ctx, &protocol.Record{Kind: protocol.RecordStarted, Coordinator: "second"}); !errors.Is(err, protocol.ErrFenced) {
+		t.Fatalf("a second first record = %v, want fenced", err)
+	}
+	got, _, err := tr.Read(ctx, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Note != "" {
+		t.Errorf("trace = %+v, want only the winner's two records", got)
+	}
+}
+
+// TestAppendRetryIsIdempotent checks an append retried after a lost
+// acknowledgement is recognised by its message id and not written twice.
+func TestAppendRetryIsIdempotent(t *testing.T) {
+	_, tr, _ := open(t)
+	ctx := t.Context()
+	w := tr.Writer("run-1", 0)
+	if err := w.Append(ctx, &protocol.Record{Kind: protocol.RecordStarted}); err != nil {
+		t.Fatal(err)
+	}
+	seq := w.LastSeq()
+	step := &protocol.Record{Kind: protocol.RecordStep, Step: 1}
+	if err := w.Append(ctx, step); err != nil {
+		t.Fatal(err)
+	}
+	// The same writer appends the same record again from the position
+	// before it, as if the first acknowledgement had been lost.
+	w.RewindForTest(seq)
+	if err := w.Append(ctx, &protocol.Record{Kind: protocol.RecordStep, Step: 1}); err != nil {
+		t.Fatalf("retried Append = %v, want success", err)
+	}
+	got, _, err := tr.Read(ctx, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Errorf("trace has %d records after a retried append, want 2", len(got))
+	}
+}
+
+func TestReadRefusesNewerOrDamagedRecords(t *testing.T) {
+	js, tr, _ := open(t)
+	ctx := t.Context()
+	if _, err := js.Publish(ctx, trace.Subject("newer"), []byte(`{"format":99,"kind":"step","run":"newer"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tr.Read(ctx, "newer"); !errors.Is(err, protocol.ErrUnsupported) {
+		t.Errorf("Read(newer format) = %v, want unsupported", err)
+	}
+	if _, err := js.Publish(ctx, trace.Subject("damaged"), []byte(`{"format":1,"kind":`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tr.Read(ctx, "damaged"); !errors.Is(err, protocol.ErrInternal) {
+		t.Errorf("Read(damaged) = %v, want internal", err)
+	}
+}
+
+func TestBlobs(t *testing.T) {
+	js, _, _ := open(t)
+	ctx := t.Context()
+	os, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "blobs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := trace.NewBlobs(os)
+	ref, err := b.Put(ctx, []byte("big content"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref2, err := b.Put(ctx, []byte("big content"))
+	if err != nil || ref2 != ref {
+		t.Errorf("Put of the same content = %q, %v; want the same reference %q", ref2, err, ref)
+	}
+	got, err := b.Get(ctx, ref)
+	if err != nil || string(got) != "big content" {
+		t.Errorf("Get = %q, %v", got, err)
+	}
+	if _, err := b.Get(ctx, "sha256-nothing"); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Errorf("Get(missing) = %v, want not found", err)
+	}
+}
