@@ -1,0 +1,195 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+func contract(edit func(*protocol.Contract)) *protocol.Contract {
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "fix it", Workspace: protocol.Workspace{Root: "/w"},
+		Verification: protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"go", "test"}}},
+		Budget:       protocol.Budget{MaxSteps: 3}}
+	if edit != nil {
+		edit(c)
+	}
+	return c
+}
+
+func started(c *protocol.Contract) protocol.Record {
+	return protocol.Record{Kind: protocol.RecordStarted, Contract: c, Time: t0}
+}
+
+func step(n int, tokens int64, calls int, check *protocol.CheckResult) protocol.Record {
+	turn := &protocol.Turn{Text: "t", Usage: protocol.Usage{InputTokens: tokens}}
+	var obs []protocol.Observation
+	for i := range calls {
+		id := string(rune('a' + i))
+		turn.ToolCalls = append(turn.ToolCalls, protocol.ToolCall{ID: id, Name: "read_file", Arguments: json.RawMessage(`{"path":"x"}`)})
+		obs = append(obs, protocol.Observation{CallID: id, Tool: "read_file", Content: "x"})
+	}
+	return protocol.Record{Kind: protocol.RecordStep, Step: n, Turn: turn, Observations: obs, Tokens: tokens, Check: check}
+}
+
+func TestRebuildFromTheTrace(t *testing.T) {
+	c := contract(nil)
+	s1 := step(1, 10, 2, nil)
+	s1.Note = "[verification] failed."
+	s, err := newRunState("r", []protocol.Record{started(c), s1, step(2, 30, 0, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.step != 2 || s.tokens != 30 || s.finished != nil {
+		t.Fatalf("state = step %d tokens %d, want step 2 tokens 30", s.step, s.tokens)
+	}
+	var roles []string
+	for _, m := range s.messages {
+		roles = append(roles, m.Role+":"+m.ToolCallID)
+	}
+	want := []string{"user:", "assistant:", "tool:a", "tool:b", "user:", "assistant:"}
+	if diff := cmp.Diff(want, roles); diff != "" {
+		t.Errorf("transcript (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(s.messages[0].Content, "Task: fix it") || !strings.Contains(s.messages[0].Content, "`go test`") {
+		t.Errorf("first message = %q, want the task and the check", s.messages[0].Content)
+	}
+}
+
+func TestRebuildRefusesDamage(t *testing.T) {
+	c := contract(nil)
+	for name, recs := range map[string][]protocol.Record{
+		"no records":       nil,
+		"no started first": {step(1, 1, 0, nil)},
+		"a step skipped":   {started(c), step(2, 1, 0, nil)},
+		"a step repeated":  {started(c), step(1, 1, 0, nil), step(1, 1, 0, nil)},
+	} {
+		if _, err := newRunState("r", recs); !errors.Is(err, protocol.ErrInternal) {
+			t.Errorf("%s: newRunState = %v, want a damaged-trace error", name, err)
+		}
+	}
+}
+
+func TestBeforeStep(t *testing.T) {
+	tests := []struct {
+		name  string
+		c     *protocol.Contract
+		steps int
+		now   time.Time
+		want  protocol.Outcome
+	}{
+		{"room left", contract(nil), 1, t0.Add(time.Hour), ""},
+		{"step cap", contract(nil), 3, t0, protocol.OutcomeStepCapReached},
+		{"wall clock from the start, downtime included", contract(func(c *protocol.Contract) { c.Budget.MaxWall = protocol.Duration(time.Minute) }),
+			1, t0.Add(time.Minute), protocol.OutcomeTimeBudgetExceeded},
+		{"wall clock before the step cap", contract(func(c *protocol.Contract) { c.Budget.MaxWall = protocol.Duration(time.Minute) }),
+			3, t0.Add(2 * time.Minute), protocol.OutcomeTimeBudgetExceeded},
+	}
+	for _, tt := range tests {
+		recs := []protocol.Record{started(tt.c)}
+		for i := range tt.steps {
+			recs = append(recs, step(i+1, 1, 1, nil))
+		}
+		s, err := newRunState("r", recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.beforeStep(tt.now); got != tt.want {
+			t.Errorf("%s: beforeStep = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestAfterStep(t *testing.T) {
+	passed := &protocol.CheckResult{Passed: true, Detail: "ok"}
+	failed := &protocol.CheckResult{Detail: "exited 1"}
+	none := func(c *protocol.Contract) { c.Verification = protocol.Verification{None: &struct{}{}} }
+	capped := func(c *protocol.Contract) { c.Budget.MaxTokens = 50 }
+	tests := []struct {
+		name string
+		c    *protocol.Contract
+		rec  protocol.Record
+		want protocol.Outcome
+	}{
+		{"check passed", contract(nil), step(1, 10, 1, passed), protocol.OutcomeSuccess},
+		{"check failed", contract(nil), step(1, 10, 1, failed), ""},
+		{"budget beats a pass", contract(capped), step(1, 51, 1, passed), protocol.OutcomeCostBudgetExceeded},
+		{"at the budget is not over it", contract(capped), step(1, 50, 1, nil), ""},
+		{"none ends on a turn without tools", contract(none), step(1, 10, 0, nil), protocol.OutcomeFinished},
+		{"none goes on after a tool call", contract(none), step(1, 10, 1, nil), ""},
+		{"a command check is not ended by a quiet turn", contract(nil), step(1, 10, 0, failed), ""},
+	}
+	for _, tt := range tests {
+		s, err := newRunState("r", []protocol.Record{started(tt.c)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.afterStep(&tt.rec); got != tt.want {
+			t.Errorf("%s: afterStep = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestNote(t *testing.T) {
+	s, _ := newRunState("r", []protocol.Record{started(contract(nil))})
+	quiet := &protocol.Turn{}
+	if n := s.note(quiet, &protocol.CheckResult{Detail: "`go test` exited 1 (expected 0)."}); !strings.Contains(n, "called no tool") || !strings.Contains(n, "exited 1") {
+		t.Errorf("note = %q, want the reminder and the failed check", n)
+	}
+	if n := s.note(&protocol.Turn{ToolCalls: []protocol.ToolCall{{}}}, &protocol.CheckResult{Passed: true}); n != "" {
+		t.Errorf("note after a passing step = %q, want none", n)
+	}
+}
+
+func TestVerdicts(t *testing.T) {
+	pol, err := policy.FromProtocol(&protocol.Policy{Layers: []protocol.Layer{{Name: "l", Rules: []protocol.Rule{
+		{Act: "write", Effect: "allow", Pattern: "*.go"},
+		{Act: "exec", Effect: "allow", Pattern: "go"},
+		{Act: "exec", Effect: "allow", Pattern: "go test*"},
+	}}}, Defaults: &protocol.Defaults{Write: "deny", Exec: "deny"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		tool, args string
+		want       policy.Effect
+		bad        bool
+	}{
+		{"read_file", `{"path":"a.go"}`, policy.Allow, false},
+		{"read_file", `{"path":".env"}`, policy.Deny, false},
+		{"write_file", `{"path":"a.go","content":""}`, policy.Allow, false},
+		{"write_file", `{"path":"a.txt","content":""}`, policy.Deny, false},
+		{"edit_file", `{"path":"../a.go"}`, policy.Deny, false},
+		{"exec", `{"argv":["go","test","./..."]}`, policy.Allow, false},
+		{"exec", `{"argv":["go","build"]}`, policy.Deny, false},
+		// A program given by path is checked as given and by its base name, and
+		// the stricter wins: an allow for go is not an allow for ./go, which
+		// the agent may have written.
+		{"exec", `{"argv":["./go","test"]}`, policy.Deny, false},
+		{"exec", `{"argv":"go test"}`, 0, true},
+		{"exec", `{}`, 0, true},
+		{"write_file", `{"path":7}`, 0, true},
+		{"grep", `{"pattern":"x"}`, policy.Allow, false},
+		{"my_tool", `{}`, policy.Deny, false},
+	}
+	for _, tt := range tests {
+		v, bad := verdict(pol, &protocol.ToolCall{Name: tt.tool, Arguments: json.RawMessage(tt.args)})
+		if (bad != "") != tt.bad || (!tt.bad && v.Effect != tt.want) {
+			t.Errorf("verdict(%s %s) = %v %q, want %v (bad arguments: %v)", tt.tool, tt.args, v.Effect, bad, tt.want, tt.bad)
+		}
+	}
+	if ok, why := gateAllowed(pol, protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"go", "test", "./..."}}}); !ok {
+		t.Errorf("gate go test refused: %s", why)
+	}
+	if ok, why := gateAllowed(pol, protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"make", "check"}}}); ok || !strings.Contains(why, "explicit allow") {
+		t.Errorf("gate make check = %v %q, want refused with a reason", ok, why)
+	}
+}
