@@ -60,7 +60,7 @@ func NewClient(ctx context.Context, nc *nats.Conn) (*Client, error) {
 		return nil, err
 	}
 	return &Client{nc: nc, js: js, assets: assets, trace: trace.New(js, assets.Trace),
-		index: trace.NewIndex(assets.Runs), blobs: trace.NewBlobs(assets.Blobs)}, nil
+		index: trace.NewIndex(assets.Runs, js), blobs: trace.NewBlobs(assets.Blobs)}, nil
 }
 
 // Close closes the connection if the client opened it.

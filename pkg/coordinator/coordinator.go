@@ -124,7 +124,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Conf
 		js:     js,
 		assets: assets,
 		trace:  trace.New(js, assets.Trace),
-		index:  trace.NewIndex(assets.Runs),
+		index:  trace.NewIndex(assets.Runs, js),
 		blobs:  trace.NewBlobs(assets.Blobs),
 		log:    cfg.Logger.With("coordinator", cfg.ID),
 		slots:  make(chan struct{}, cfg.MaxRuns),

@@ -108,8 +108,10 @@ func (d *driver) loop(ctx context.Context) {
 			return
 		}
 		_ = s.apply(rec)
-		d.c.putState(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
-			Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started})
+		if err := d.c.index.Progress(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
+			Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started, Updated: time.Now().UTC()}); err != nil {
+			d.log.Warn("update run index", "err", err)
+		}
 		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
 		if o, why := s.afterStep(rec); o != "" {
 			d.finish(ctx, o, why)

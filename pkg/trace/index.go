@@ -15,10 +15,30 @@ import (
 // it stands. It is a cache of the trace, written after the trace.
 type Index struct {
 	kv jetstream.KeyValue
+	js jetstream.JetStream
 }
 
-// NewIndex returns an Index over the bucket.
-func NewIndex(kv jetstream.KeyValue) *Index { return &Index{kv: kv} }
+// NewIndex returns an Index over the bucket. js, when not nil, lets
+// Progress publish without waiting.
+func NewIndex(kv jetstream.KeyValue, js jetstream.JetStream) *Index { return &Index{kv: kv, js: js} }
+
+// Progress records a running run's state without waiting for the server's
+// acknowledgement, so a step does not wait on the index: the trace already
+// holds the truth, and a later Put supersedes a lost update. It falls back
+// to Put without a JetStream handle.
+func (x *Index) Progress(ctx context.Context, st *protocol.RunState) error {
+	if x.js == nil {
+		return x.Put(ctx, st)
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode run state: %w", err)
+	}
+	if _, err := x.js.PublishAsync("$KV."+x.kv.Bucket()+"."+st.Run, data); err != nil {
+		return fmt.Errorf("index run %s: %w", st.Run, err)
+	}
+	return nil
+}
 
 // Put records a run's state.
 func (x *Index) Put(ctx context.Context, st *protocol.RunState) error {
