@@ -138,8 +138,12 @@ func (c *Client) Wait(ctx context.Context, run string) (*protocol.Result, error)
 	if err != nil {
 		return nil, err
 	}
+	return resultOf(st), nil
+}
+
+func resultOf(st *protocol.RunState) *protocol.Result {
 	return &protocol.Result{Run: st.Run, Outcome: st.Outcome, Success: st.Outcome == protocol.OutcomeSuccess, Steps: st.Step,
-		Tokens: st.Tokens, Reason: st.Reason, Started: st.Started, Finished: st.Updated}, nil
+		Tokens: st.Tokens, Reason: st.Reason, Started: st.Started, Finished: st.Updated}
 }
 
 // Trace returns a run's trace, every record in order, with content held by

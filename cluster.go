@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/pkg/coordinator"
+	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/worker"
@@ -38,6 +39,10 @@ type Config struct {
 	Roots []string
 	// Backend runs the sandboxer's commands; default the floor.
 	Backend sandbox.Backend
+	// NoTakeover keeps the coordinator to the runs submitted to it and
+	// resumed through Cluster.Resume, instead of also taking over every
+	// run whose coordinator is gone (which `harness up` does).
+	NoTakeover bool
 	// SyncInterval is how often JetStream flushes to disk; 0 (the default)
 	// means every write is synced before it is acknowledged, so an
 	// acknowledged step survives the machine losing power.
@@ -66,6 +71,8 @@ func DefaultDataDir() string {
 type Cluster struct {
 	*Client
 	srv    *server.Server
+	co     *coordinator.Coordinator
+	rctx   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	conns  []*nats.Conn
@@ -118,10 +125,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger})
+	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover})
 	if err != nil {
 		return fail(err)
 	}
+	c.co, c.rctx = co, rctx
 	if nc, err = connect("harness-worker"); err != nil {
 		return fail(err)
 	}
@@ -206,6 +214,35 @@ func StartServer(dir, listen string, syncInterval time.Duration) (*server.Server
 		return nil, errors.New("nats server did not become ready in 10s")
 	}
 	return srv, nil
+}
+
+// Resume takes over a run whose process is gone (killed, interrupted) and
+// drives it from the step after its last committed one, then waits for its
+// outcome. A finished run reports its outcome without calling the
+// provider. Errors: protocol.ErrUnknownRun; protocol.ErrFenced while
+// another live coordinator holds the run; the context's.
+func (c *Cluster) Resume(ctx context.Context, run string) (*protocol.Result, error) {
+	if st, err := c.Status(ctx, run); err == nil && st.Status != protocol.StatusRunning {
+		return resultOf(st), nil
+	}
+	deadline := time.Now().Add(2 * coordinator.DefaultLeaseTTL)
+	for {
+		err := c.co.Resume(c.rctx, run)
+		if err == nil {
+			break
+		}
+		// The process that ran it may have died a moment ago: its lease
+		// runs out within the lease's lifetime.
+		if !errors.Is(err, protocol.ErrFenced) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return c.Wait(ctx, run)
 }
 
 // URL is the NATS URL other processes connect to, or "" without a

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/worker"
@@ -68,6 +70,7 @@ func Run(ctx context.Context, contract *protocol.Contract, opts ...Option) (*pro
 	}
 	c.Workspace.Root = root
 	cfg.Roots = []string{root}
+	cfg.NoTakeover = true
 	data, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("encode contract: %w", err)
@@ -81,6 +84,68 @@ func Run(ctx context.Context, contract *protocol.Contract, opts ...Option) (*pro
 	}
 	defer cl.Close()
 	return cl.RunContract(ctx, data, ro.id, ro.observer)
+}
+
+// Resume carries on a run of the data directory whose process was killed
+// or interrupted, from the step after its last committed one, on the
+// embedded default, and returns its outcome. The sandboxer serves the
+// run's own workspace. A finished run reports its outcome without calling
+// the provider.
+//
+// Errors: protocol.ErrUnknownRun for a run the data directory does not
+// hold; protocol.ErrFenced while another live process drives it; a damaged
+// or too-new trace as a *protocol.Error.
+func Resume(ctx context.Context, run string, opts ...Option) (*protocol.Result, error) {
+	var cfg Config
+	var ro runOptions
+	for _, o := range opts {
+		o(&cfg, &ro)
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir()
+	}
+	c, err := ContractOf(ctx, cfg.DataDir, run)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Roots = []string{c.Workspace.Root}
+	cfg.NoTakeover = true
+	cl, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	if ro.observer != nil {
+		stop, err := cl.Watch(run, ro.observer)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
+	return cl.Resume(ctx, run)
+}
+
+// ContractOf reads the contract a run of the data directory was started
+// with, from its trace. Errors: as Client.Trace.
+func ContractOf(ctx context.Context, dataDir, run string) (*protocol.Contract, error) {
+	srv, err := StartServer(dataDir, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	cl, err := Connect(ctx, "", nats.InProcessServer(srv))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	recs, _, err := cl.trace.Read(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 || recs[0].Contract == nil {
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "no run %s in %s", run, dataDir)
+	}
+	return recs[0].Contract, nil
 }
 
 // RunContract submits an encoded contract to the cluster, delivers its

@@ -45,6 +45,7 @@ var commands = []command{
 	{"submit", "submit a contract to a cluster", cmdSubmit},
 	{"status", "show where a run stands", cmdStatus},
 	{"trace", "show the durable trace of a run", cmdTrace},
+	{"resume", "carry on a run whose process was killed or interrupted", cmdResume},
 	{"bench", "measure the harness's own overhead per step", cmdBench},
 }
 

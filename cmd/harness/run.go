@@ -89,7 +89,8 @@ the contract, replayed.`)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: "127.0.0.1:0", Provider: p, Roots: []string{root}, Logger: logger})
+	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: "127.0.0.1:0", Provider: p, Roots: []string{root}, Logger: logger,
+		NoTakeover: true})
 	if err != nil {
 		fail(env.stderr, "start the embedded cluster: %v", err)
 		return exitError
@@ -170,7 +171,7 @@ func chooseProvider(env *environ, replay, contractPath string) (worker.Provider,
 		return o, "openai (" + orDefault(env.getenv("OPENAI_BASE_URL"), "https://api.openai.com/v1") + ")", nil
 	}
 	cassette := filepath.Join(filepath.Dir(contractPath), "cassette.json")
-	if _, err := os.Stat(cassette); err == nil {
+	if _, err := os.Stat(cassette); contractPath != "" && err == nil {
 		r, err := provider.LoadReplay(cassette)
 		if err != nil {
 			return nil, "", fmt.Errorf("cassette %s: %w", cassette, err)

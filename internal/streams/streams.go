@@ -33,6 +33,7 @@ const (
 	StreamTurns  = "HARNESS_TURNS"
 	StreamTrace  = trace.StreamName
 	BucketRuns   = "harness-runs"
+	BucketLeases = "harness-leases"
 	BucketBlobs  = "harness-blobs"
 
 	ConsumerCoordinators = "coordinators"
@@ -81,6 +82,7 @@ type Assets struct {
 	Turns  jetstream.Stream
 	Trace  jetstream.Stream
 	Runs   jetstream.KeyValue
+	Leases jetstream.KeyValue
 	Blobs  jetstream.ObjectStore
 }
 
@@ -161,6 +163,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Replicas:    r,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketRuns, err)
+	}
+	if a.Leases, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      BucketLeases,
+		Description: "one lease per running run: which coordinator drives it, until when, at which generation",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", BucketLeases, err)
 	}
 	if a.Blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      BucketBlobs,

@@ -22,6 +22,9 @@ import (
 // Version is reported by the coordinator's micro service.
 const Version = "0.1.0"
 
+// DefaultLeaseTTL is Config.LeaseTTL's default.
+const DefaultLeaseTTL = 5 * time.Second
+
 // Config configures a coordinator. The zero value means the defaults.
 type Config struct {
 	// ID names this coordinator in the trace, its micro service and logs;
@@ -46,6 +49,17 @@ type Config struct {
 	// InlineLimit is the largest observation or turn text kept inside a
 	// trace record; larger content goes to the blob store; default 4 KiB.
 	InlineLimit int
+	// LeaseTTL is how long a run's lease lasts unrenewed; the holder
+	// renews it every third of that. A run whose coordinator dies is taken
+	// over within about LeaseTTL plus TakeoverInterval. Default 5 seconds.
+	LeaseTTL time.Duration
+	// TakeoverInterval is how often the coordinator looks for runs whose
+	// lease ran out; default 1 second.
+	TakeoverInterval time.Duration
+	// NoTakeover stops this coordinator from taking over other
+	// coordinators' runs on its own (the embedded `harness run` sets it:
+	// it serves one workspace). Resume still works.
+	NoTakeover bool
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -75,6 +89,12 @@ func (c *Config) setDefaults() {
 	if c.InlineLimit == 0 {
 		c.InlineLimit = 4 << 10
 	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.TakeoverInterval == 0 {
+		c.TakeoverInterval = time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,6 +120,7 @@ type Coordinator struct {
 	trace  *trace.Trace
 	index  *trace.Index
 	blobs  *trace.Blobs
+	leases *leases
 	log    *slog.Logger
 
 	slots    chan struct{} // one per run in hand
@@ -126,6 +147,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Conf
 		trace:  trace.New(js, assets.Trace),
 		index:  trace.NewIndex(assets.Runs, js),
 		blobs:  trace.NewBlobs(assets.Blobs),
+		leases: &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: time.Now},
 		log:    cfg.Logger.With("coordinator", cfg.ID),
 		slots:  make(chan struct{}, cfg.MaxRuns),
 		active: make(map[string]bool),
@@ -174,6 +196,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", streams.StreamSubmit, err)
 	}
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
+	if !c.cfg.NoTakeover {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.takeOver(ctx)
+		}()
+	}
 	<-ctx.Done()
 	cc.Stop()
 	c.stopMu.Lock()
@@ -208,9 +237,24 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	run := c.runIDOf(msg)
+	ls, err := c.leases.acquire(ctx, run)
+	if err != nil {
+		// Another coordinator holds the run. If it got as far as starting
+		// it, the run is in hand; if not, it may have died first, so the
+		// contract goes back to the stream until its lease runs out.
+		if recs, _, rerr := c.trace.Read(ctx, run); rerr == nil && len(recs) > 0 {
+			c.respond(reply, &protocol.SubmitReply{Run: run})
+			_ = msg.Ack()
+		} else {
+			_ = msg.NakWithDelay(c.cfg.LeaseTTL)
+		}
+		<-c.slots
+		return
+	}
 	recs, last, err := c.trace.Read(ctx, run)
 	if err != nil {
 		c.log.Error("read trace", "run", run, "err", err)
+		c.leases.release(ctx, ls)
 		_ = msg.Nak()
 		<-c.slots
 		return
@@ -219,14 +263,8 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC()}
 		w := c.trace.Writer(run, 0)
 		if err := w.Append(ctx, started); err != nil {
-			if errors.Is(err, protocol.ErrFenced) {
-				// Another coordinator started it a moment ago; it owns it.
-				c.respond(reply, &protocol.SubmitReply{Run: run})
-				_ = msg.Ack()
-				<-c.slots
-				return
-			}
 			c.log.Error("start run", "run", run, "err", err)
+			c.leases.release(ctx, ls)
 			_ = msg.Nak()
 			<-c.slots
 			return
@@ -238,7 +276,16 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 	}
 	c.respond(reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()
+	c.start(ctx, run, recs, last, ls)
+}
 
+// start drives a run this coordinator holds the lease of, on its own
+// goroutine. It owns one slot, released when the driver ends.
+func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Record, last uint64, ls *lease) {
+	giveBack := func() {
+		c.leases.release(context.Background(), ls)
+		<-c.slots
+	}
 	c.mu.Lock()
 	if c.active[run] {
 		c.mu.Unlock()
@@ -253,7 +300,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		c.mu.Lock()
 		delete(c.active, run)
 		c.mu.Unlock()
-		<-c.slots
+		giveBack()
 		return
 	}
 	c.wg.Add(1)
@@ -264,10 +311,110 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			c.mu.Lock()
 			delete(c.active, run)
 			c.mu.Unlock()
-			<-c.slots
+			giveBack()
 		}()
-		c.drive(ctx, run, recs, last)
+		rctx, cancel := context.WithCancel(ctx)
+		held := make(chan struct{})
+		go func() {
+			defer close(held)
+			c.hold(rctx, cancel, ls)
+		}()
+		c.drive(rctx, run, recs, last)
+		cancel()
+		<-held // the lease is ours alone again before it is given back
 	}()
+}
+
+// hold renews a lease until ctx ends; if the lease is lost, it cancels the
+// run's driver, which stops at its next step boundary (and is fenced out
+// of the trace should it try to write).
+func (c *Coordinator) hold(ctx context.Context, cancel context.CancelFunc, ls *lease) {
+	t := time.NewTicker(c.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := c.leases.renew(ctx, ls)
+			switch {
+			case err == nil:
+				lastOK = time.Now()
+			case errors.Is(err, errHeld) || time.Since(lastOK) >= c.cfg.LeaseTTL:
+				c.log.Warn("lease lost; stopping the run here", "run", ls.run, "err", err)
+				cancel()
+				return
+			default:
+				c.log.Warn("renew lease", "run", ls.run, "err", err)
+			}
+		}
+	}
+}
+
+// takeOver drives the runs whose lease ran out: their coordinator died or
+// stopped without finishing them. It checks every TakeoverInterval.
+func (c *Coordinator) takeOver(ctx context.Context) {
+	t := time.NewTicker(c.cfg.TakeoverInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		runs, err := c.leases.expired(ctx)
+		if err != nil {
+			c.log.Debug("list leases", "err", err)
+			continue
+		}
+		for _, run := range runs {
+			c.mu.Lock()
+			busy := c.active[run]
+			c.mu.Unlock()
+			if busy {
+				continue
+			}
+			if err := c.Resume(ctx, run); err != nil && !errors.Is(err, errHeld) && !errors.Is(err, errNoRoom) {
+				c.log.Warn("take over run", "run", run, "err", err)
+			}
+		}
+	}
+}
+
+// errNoRoom means every run slot is taken.
+var errNoRoom = errors.New("no room for another run")
+
+// Resume takes over a run whose coordinator is gone and drives it from the
+// step after its last committed one. A finished run is left as it is.
+// Errors: a *protocol.Error with CodeUnknownRun when the run has no trace;
+// CodeFenced when another coordinator holds it; the trace's read errors.
+func (c *Coordinator) Resume(ctx context.Context, run string) error {
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		return errNoRoom
+	}
+	ls, err := c.leases.acquire(ctx, run)
+	if err != nil {
+		<-c.slots
+		if errors.Is(err, errHeld) {
+			return protocol.Errorf(protocol.CodeFenced, "run %s is being driven by another coordinator", run)
+		}
+		return err
+	}
+	recs, last, err := c.trace.Read(ctx, run)
+	if err != nil || len(recs) == 0 {
+		c.leases.release(ctx, ls)
+		<-c.slots
+		if err != nil {
+			return err
+		}
+		return protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
+	}
+	c.log.Info("resuming run", "run", run, "records", len(recs), "generation", ls.gen)
+	c.start(ctx, run, recs, last, ls)
+	return nil
 }
 
 // runIDOf names the run of a submitted message: from its idempotency key

@@ -1,0 +1,204 @@
+package harness_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// slowContract is the example with a verification that takes a moment, so
+// a test can kill a process in the middle of a run.
+func slowContract(t *testing.T, root string) []byte {
+	t.Helper()
+	c := map[string]any{
+		"schema":       protocol.ContractSchema,
+		"task":         "The test suite of this Go module fails. Find out why and fix the code, not the test.",
+		"workspace":    map[string]string{"root": root},
+		"verification": map[string]any{"command": map[string]any{"argv": []string{"sh", "-c", "sleep 0.7; grep -q 'a + b' calc.go"}}},
+		"policy": map[string]any{"layers": []any{map[string]any{"name": "t", "rules": []any{
+			map[string]string{"act": "write", "effect": "allow", "pattern": "*.go"},
+			map[string]string{"act": "exec", "effect": "allow", "pattern": "sh"},
+			map[string]string{"act": "exec", "effect": "allow", "pattern": "sh -c*"},
+		}}}},
+		"budget": map[string]any{"max_steps": 6},
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// recordSlow records the scripted example agent against the slow contract
+// (whose requests do not depend on the workspace's path) and returns the
+// cassette's path.
+func recordSlow(t *testing.T) string {
+	t.Helper()
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	var c protocol.Contract
+	if err := json.Unmarshal(slowContract(t, ws), &c); err != nil {
+		t.Fatal(err)
+	}
+	rec := provider.NewRecord(provider.NewScripted(exampleTurns()...))
+	res, err := harness.Run(t.Context(), &c, harness.WithProvider(rec), harness.WithDataDir(t.TempDir()))
+	if err != nil || res.Outcome != protocol.OutcomeSuccess {
+		t.Fatalf("recording the slow example: %v %+v", err, res)
+	}
+	path := filepath.Join(t.TempDir(), "slow.cassette.json")
+	if err := rec.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestResumeAfterSIGKILL kills a real `harness run` process after its first
+// committed step and resumes the run from the same data directory: it
+// reaches success, every step is in the trace once, and the edit landed
+// once.
+func TestResumeAfterSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the harness binary; run without -short")
+	}
+	bin := buildRoles(t)
+	cassette := recordSlow(t)
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	contract := filepath.Join(t.TempDir(), "contract.json")
+	if err := os.WriteFile(contract, slowContract(t, ws), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "harness"), "run", "--data", data, "--replay", cassette, "--id", "killed", contract)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitFor(t, 30*time.Second, func() error {
+		st, err := statusVia(t, data, "killed")
+		if err != nil {
+			return err
+		}
+		if st.Step < 1 {
+			return errorf("at step %d", st.Step)
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	replay, err := provider.LoadReplay(cassette)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Resume(t.Context(), "killed", harness.WithProvider(replay), harness.WithDataDir(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
+		t.Fatalf("resumed run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
+	}
+	recs := readTrace(t, data, "killed")
+	checkTrace(t, recs, res)
+	code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
+	if err != nil || strings.Count(string(code), "return a + b") != 1 {
+		t.Errorf("calc.go = %q, want the fix applied once", code)
+	}
+	// Resuming a finished run reports it without calling the provider.
+	again, err := harness.Resume(t.Context(), "killed", harness.WithProvider(provider.NewScripted()), harness.WithDataDir(data))
+	if err != nil || again.Outcome != protocol.OutcomeSuccess {
+		t.Errorf("resume of a finished run = %+v, %v", again, err)
+	}
+}
+
+// TestTakeoverAfterCoordinatorDies kills the coordinator process driving a
+// run; another coordinator notices its lease ran out and carries the run to
+// its outcome with no one asking.
+func TestTakeoverAfterCoordinatorDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the role binaries; run without -short")
+	}
+	bin := buildRoles(t)
+	cassette := recordSlow(t)
+	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	url := srv.ClientURL()
+	c, err := harness.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	env := []string{"NATS_URL=" + url}
+	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
+	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
+	first := startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "first")
+	if _, err := c.Submit(t.Context(), slowContract(t, ws), "taken-over"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		st, err := c.Status(t.Context(), "taken-over")
+		if err != nil {
+			return err
+		}
+		if st.Step < 1 {
+			return errorf("at step %d", st.Step)
+		}
+		return nil
+	})
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "second")
+	res, err := c.Wait(t.Context(), "taken-over")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("coordinator killed to run finished: %v", time.Since(killed).Round(time.Millisecond))
+	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
+		t.Fatalf("taken-over run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
+	}
+	recs, err := c.Trace(t.Context(), "taken-over")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, recs, res)
+	st, err := c.Status(t.Context(), "taken-over")
+	if err != nil || st.Coordinator != "second" {
+		t.Errorf("the run finished under %q (%v), want the second coordinator", st.Coordinator, err)
+	}
+}
+
+// statusVia reads a run's state from the harness process serving data.
+func statusVia(t *testing.T, data, run string) (*protocol.RunState, error) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "server.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s struct{ URL string }
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	c, err := harness.Connect(t.Context(), s.URL, nats.MaxReconnects(0))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Status(t.Context(), run)
+}
