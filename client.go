@@ -21,13 +21,14 @@ import (
 // Client submits contracts to a harness cluster, waits for their outcomes
 // and reads their traces. It is safe for concurrent use.
 type Client struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	assets *streams.Assets
-	trace  *trace.Trace
-	index  *trace.Index
-	blobs  *trace.Blobs
-	own    bool // the client opened nc and closes it
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	assets    *streams.Assets
+	trace     *trace.Trace
+	index     *trace.Index
+	blobs     *trace.Blobs
+	approvals *trace.Approvals
+	own       bool // the client opened nc and closes it
 }
 
 // Connect dials the NATS server at url and returns a client. Errors: the
@@ -60,7 +61,7 @@ func NewClient(ctx context.Context, nc *nats.Conn) (*Client, error) {
 		return nil, err
 	}
 	return &Client{nc: nc, js: js, assets: assets, trace: trace.New(js, assets.Trace),
-		index: trace.NewIndex(assets.Runs, js), blobs: trace.NewBlobs(assets.Blobs)}, nil
+		index: trace.NewIndex(assets.Runs, js), blobs: trace.NewBlobs(assets.Blobs), approvals: trace.NewApprovals(assets.Approvals)}, nil
 }
 
 // Close closes the connection if the client opened it.
@@ -185,4 +186,24 @@ func (c *Client) Watch(run string, fn func(*protocol.Event)) (stop func(), err e
 // Runs returns the state of every run the cluster's index holds.
 func (c *Client) Runs(ctx context.Context) ([]protocol.RunState, error) {
 	return c.index.List(ctx)
+}
+
+// Decide records a person's decision on an approval (the id a paused run
+// printed, run.step.call). The cluster's coordinators carry the run on from
+// there; a decision made before the run paused waits for it and counts.
+// Errors: protocol.ErrInvalidField for a malformed id; protocol.ErrRunFinished
+// when the approval was already decided.
+func (c *Client) Decide(ctx context.Context, id string, d *protocol.Decision) (*protocol.Approval, error) {
+	if _, _, _, err := protocol.ParseApprovalID(id); err != nil {
+		return nil, err
+	}
+	if d.Rewrite != nil && !json.Valid(d.Rewrite) {
+		return nil, protocol.FieldError(protocol.CodeInvalidField, "rewrite", `give the call's new arguments as a JSON object, such as {"path":"a.go","content":"..."}`, "the rewrite is not JSON")
+	}
+	return c.approvals.Decide(ctx, id, d)
+}
+
+// Approvals lists every approval, pending or decided.
+func (c *Client) Approvals(ctx context.Context) ([]protocol.Approval, error) {
+	return c.approvals.List(ctx)
 }

@@ -39,6 +39,9 @@ type Config struct {
 	Roots []string
 	// Backend runs the sandboxer's commands; default the floor.
 	Backend sandbox.Backend
+	// Approver answers what the policy asks a person; default durable: the
+	// run pauses until someone decides with Client.Decide.
+	Approver coordinator.Approver
 	// NoTakeover keeps the coordinator to the runs submitted to it and
 	// resumed through Cluster.Resume, instead of also taking over every
 	// run whose coordinator is gone (which `harness up` does).
@@ -125,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover})
+	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver})
 	if err != nil {
 		return fail(err)
 	}
@@ -222,7 +225,7 @@ func StartServer(dir, listen string, syncInterval time.Duration) (*server.Server
 // provider. Errors: protocol.ErrUnknownRun; protocol.ErrFenced while
 // another live coordinator holds the run; the context's.
 func (c *Cluster) Resume(ctx context.Context, run string) (*protocol.Result, error) {
-	if st, err := c.Status(ctx, run); err == nil && st.Status != protocol.StatusRunning {
+	if st, err := c.Status(ctx, run); err == nil && (st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed) {
 		return resultOf(st), nil
 	}
 	deadline := time.Now().Add(2 * coordinator.DefaultLeaseTTL)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/worker"
@@ -40,6 +41,13 @@ func WithLogger(l *slog.Logger) Option { return func(c *Config, _ *runOptions) {
 
 // WithBackend sets the sandbox backend; default the floor.
 func WithBackend(b sandbox.Backend) Option { return func(c *Config, _ *runOptions) { c.Backend = b } }
+
+// WithApprover sets who answers what the policy asks a person; default
+// durable: the run pauses with outcome awaiting_approval until a decision
+// is recorded (Client.Decide, `harness approve`).
+func WithApprover(a coordinator.Approver) Option {
+	return func(c *Config, _ *runOptions) { c.Approver = a }
+}
 
 // WithRunID sets the run's idempotency key, and so its id; default a fresh
 // one. Running again with the same id reports that run's outcome.

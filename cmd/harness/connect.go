@@ -33,41 +33,48 @@ func advertise(dir, url string) func() {
 // up; else an embedded server opened on the data directory itself. The
 // returned close releases what was opened.
 func client(ctx context.Context, env *environ, natsURL, dir string) (*harness.Client, func(), error) {
+	c, closeFn, _, err := clientFor(ctx, env, natsURL, dir)
+	return c, closeFn, err
+}
+
+// clientFor is client, and also says whether it opened the data directory's
+// store itself (no cluster is serving it).
+func clientFor(ctx context.Context, env *environ, natsURL, dir string) (*harness.Client, func(), bool, error) {
 	if natsURL == "" {
 		natsURL = env.getenv("NATS_URL")
 	}
 	if natsURL != "" {
 		c, err := harness.Connect(ctx, natsURL, nats.Timeout(5*time.Second))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
-		return c, c.Close, nil
+		return c, c.Close, false, nil
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, "server.json")); err == nil {
 		var s struct{ URL string }
 		if json.Unmarshal(data, &s) == nil && s.URL != "" {
 			if c, err := harness.Connect(ctx, s.URL, nats.Timeout(2*time.Second), nats.MaxReconnects(0)); err == nil {
-				return c, c.Close, nil
+				return c, c.Close, false, nil
 			}
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
-		return nil, nil, fmt.Errorf("no harness data in %s and no cluster to ask (set NATS_URL or pass --nats, or --data DIR)", dir)
+		return nil, nil, false, fmt.Errorf("no harness data in %s and no cluster to ask (set NATS_URL or pass --nats, or --data DIR)", dir)
 	}
 	srv, err := harness.StartServer(dir, "", 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(srv))
 	if err != nil {
 		srv.Shutdown()
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	c, err := harness.NewClient(ctx, nc)
 	if err != nil {
 		nc.Close()
 		srv.Shutdown()
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return c, func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }, nil
+	return c, func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }, true, nil
 }

@@ -46,6 +46,8 @@ var commands = []command{
 	{"status", "show where a run stands", cmdStatus},
 	{"trace", "show the durable trace of a run", cmdTrace},
 	{"resume", "carry on a run whose process was killed or interrupted", cmdResume},
+	{"approve", "approve an action a paused run waits for", cmdApprove},
+	{"deny", "deny an action a paused run waits for", cmdDeny},
 	{"bench", "measure the harness's own overhead per step", cmdBench},
 }
 
@@ -54,11 +56,17 @@ var commands = []command{
 type environ struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// stdin is nil when no person is at a terminal to answer questions.
+	stdin io.Reader
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := dispatch(ctx, &environ{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	env := &environ{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		env.stdin = os.Stdin
+	}
+	code := dispatch(ctx, env, os.Args[1:])
 	stop()
 	os.Exit(code)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -89,8 +90,12 @@ the contract, replayed.`)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	var approver coordinator.Approver // durable: pause, and say how to decide
+	if env.stdin != nil {
+		approver = terminalApprover(env)
+	}
 	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: "127.0.0.1:0", Provider: p, Roots: []string{root}, Logger: logger,
-		NoTakeover: true})
+		NoTakeover: true, Approver: approver})
 	if err != nil {
 		fail(env.stderr, "start the embedded cluster: %v", err)
 		return exitError
@@ -257,6 +262,9 @@ func printResult(env *environ, res *protocol.Result, asJSON bool) int {
 	} else {
 		fmt.Fprintf(env.stdout, "outcome %s after %d step(s), %d tokens: %s\n", res.Outcome, res.Steps, res.Tokens, res.Reason)
 		fmt.Fprintf(env.stdout, "trace: harness trace %s\n", res.Run)
+		if res.Outcome == protocol.OutcomeAwaitingApproval {
+			fmt.Fprintf(env.stdout, "the run is paused and holds nothing; decide with harness approve ID or harness deny ID (ID as above)\n")
+		}
 	}
 	return exitFor(res.Outcome)
 }

@@ -28,13 +28,14 @@ const (
 
 // Stream, bucket and consumer names.
 const (
-	StreamSubmit = "HARNESS_SUBMIT"
-	StreamSteps  = "HARNESS_STEPS"
-	StreamTurns  = "HARNESS_TURNS"
-	StreamTrace  = trace.StreamName
-	BucketRuns   = "harness-runs"
-	BucketLeases = "harness-leases"
-	BucketBlobs  = "harness-blobs"
+	StreamSubmit    = "HARNESS_SUBMIT"
+	StreamSteps     = "HARNESS_STEPS"
+	StreamTurns     = "HARNESS_TURNS"
+	StreamTrace     = trace.StreamName
+	BucketRuns      = "harness-runs"
+	BucketLeases    = "harness-leases"
+	BucketApprovals = "harness-approvals"
+	BucketBlobs     = "harness-blobs"
 
 	ConsumerCoordinators = "coordinators"
 )
@@ -77,13 +78,14 @@ type Config struct {
 
 // Assets are the handles Ensure created or found.
 type Assets struct {
-	Submit jetstream.Stream
-	Steps  jetstream.Stream
-	Turns  jetstream.Stream
-	Trace  jetstream.Stream
-	Runs   jetstream.KeyValue
-	Leases jetstream.KeyValue
-	Blobs  jetstream.ObjectStore
+	Submit    jetstream.Stream
+	Steps     jetstream.Stream
+	Turns     jetstream.Stream
+	Trace     jetstream.Stream
+	Runs      jetstream.KeyValue
+	Leases    jetstream.KeyValue
+	Approvals jetstream.KeyValue
+	Blobs     jetstream.ObjectStore
 }
 
 // Ensure creates or updates every stream and bucket. It is idempotent and
@@ -172,6 +174,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Replicas:    r,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketLeases, err)
+	}
+	if a.Approvals, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      BucketApprovals,
+		Description: "actions waiting for a person, and the decisions made about them",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", BucketApprovals, err)
 	}
 	if a.Blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      BucketBlobs,

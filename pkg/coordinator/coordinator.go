@@ -60,6 +60,9 @@ type Config struct {
 	// coordinators' runs on its own (the embedded `harness run` sets it:
 	// it serves one workspace). Resume still works.
 	NoTakeover bool
+	// Approver answers what the policy asks a person; default Durable,
+	// which defers every ask to a person and pauses the run.
+	Approver Approver
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -95,6 +98,9 @@ func (c *Config) setDefaults() {
 	if c.TakeoverInterval == 0 {
 		c.TakeoverInterval = time.Second
 	}
+	if c.Approver == nil {
+		c.Approver = Durable{}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -113,15 +119,16 @@ func (c *Config) Validate() error {
 
 // Coordinator drives runs. Create it with New.
 type Coordinator struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	assets *streams.Assets
-	trace  *trace.Trace
-	index  *trace.Index
-	blobs  *trace.Blobs
-	leases *leases
-	log    *slog.Logger
+	cfg       Config
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	assets    *streams.Assets
+	trace     *trace.Trace
+	index     *trace.Index
+	blobs     *trace.Blobs
+	leases    *leases
+	approvals *trace.Approvals
+	log       *slog.Logger
 
 	slots    chan struct{} // one per run in hand
 	wg       sync.WaitGroup
@@ -140,17 +147,18 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Conf
 	}
 	cfg.setDefaults()
 	return &Coordinator{
-		cfg:    cfg,
-		nc:     nc,
-		js:     js,
-		assets: assets,
-		trace:  trace.New(js, assets.Trace),
-		index:  trace.NewIndex(assets.Runs, js),
-		blobs:  trace.NewBlobs(assets.Blobs),
-		leases: &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: time.Now},
-		log:    cfg.Logger.With("coordinator", cfg.ID),
-		slots:  make(chan struct{}, cfg.MaxRuns),
-		active: make(map[string]bool),
+		cfg:       cfg,
+		nc:        nc,
+		js:        js,
+		assets:    assets,
+		trace:     trace.New(js, assets.Trace),
+		index:     trace.NewIndex(assets.Runs, js),
+		blobs:     trace.NewBlobs(assets.Blobs),
+		leases:    &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: time.Now},
+		approvals: trace.NewApprovals(assets.Approvals),
+		log:       cfg.Logger.With("coordinator", cfg.ID),
+		slots:     make(chan struct{}, cfg.MaxRuns),
+		active:    make(map[string]bool),
 	}, nil
 }
 
@@ -197,10 +205,14 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
 	if !c.cfg.NoTakeover {
-		c.wg.Add(1)
+		c.wg.Add(2)
 		go func() {
 			defer c.wg.Done()
 			c.takeOver(ctx)
+		}()
+		go func() {
+			defer c.wg.Done()
+			c.carryOnDecided(ctx)
 		}()
 	}
 	<-ctx.Done()
@@ -379,6 +391,27 @@ func (c *Coordinator) takeOver(ctx context.Context) {
 				c.log.Warn("take over run", "run", run, "err", err)
 			}
 		}
+	}
+}
+
+// carryOnDecided watches the approvals and carries on every paused run
+// whose pending action has been decided, on whichever coordinator gets its
+// lease first, including decisions made while no coordinator was running.
+func (c *Coordinator) carryOnDecided(ctx context.Context) {
+	err := c.approvals.Watch(ctx, func(ap *protocol.Approval) {
+		if ap.Pending == nil || ap.Decision == nil {
+			return
+		}
+		st, err := c.index.Get(ctx, ap.Pending.Run)
+		if err != nil || st.Status != protocol.StatusPaused {
+			return
+		}
+		if err := c.Resume(ctx, ap.Pending.Run); err != nil && !errors.Is(err, protocol.ErrFenced) {
+			c.log.Warn("carry on a decided run", "run", ap.Pending.Run, "err", err)
+		}
+	})
+	if err != nil {
+		c.log.Warn("watch approvals", "err", err)
 	}
 }
 

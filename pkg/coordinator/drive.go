@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,7 +29,7 @@ type driver struct {
 	turns chan *nats.Msg
 	node  string
 	tools []protocol.ToolSpec
-	pol   *policy.Policy
+	pol   *policy.Policy // the run's policy with remembered rules on top
 }
 
 // drive carries a run from the state its trace records to its outcome.
@@ -49,12 +50,11 @@ func (c *Coordinator) drive(ctx context.Context, run string, recs []protocol.Rec
 		c.indexFinished(ctx, s)
 		return
 	}
-	pol, err := policy.FromProtocol(s.contract.Policy)
-	if err != nil {
+	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16)}
+	if err := d.compilePolicy(); err != nil {
 		log.Error("compile the run's policy", "err", err)
 		return
 	}
-	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16), pol: pol}
 	sub, err := c.nc.ChanSubscribe(streams.Turns(run), d.turns)
 	if err != nil {
 		log.Error("subscribe to turns", "err", err)
@@ -89,8 +89,18 @@ func (d *driver) loop(ctx context.Context) {
 			d.finish(ctx, o, why)
 			return
 		}
+		if s.paused != nil {
+			ap, err := d.c.approvals.Get(ctx, s.paused.Approval)
+			if err != nil || ap.Decision == nil || ap.Pending == nil {
+				return // still waiting for a person; the run holds nothing meanwhile
+			}
+			if !d.decide(stepCtx, ap) {
+				return
+			}
+			continue
+		}
 		step := s.step + 1
-		rec, outcome, why := d.step(stepCtx, step)
+		rec, pending, outcome, why := d.step(stepCtx, step)
 		if ctx.Err() != nil {
 			return
 		}
@@ -108,6 +118,19 @@ func (d *driver) loop(ctx context.Context) {
 			return
 		}
 		_ = s.apply(rec)
+		if len(rec.Remember) > 0 {
+			if err := d.compilePolicy(); err != nil {
+				d.finish(ctx, protocol.OutcomeFailed, err.Error())
+				return
+			}
+		}
+		if pending != nil {
+			d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
+			if !d.pause(ctx, pending) {
+				return
+			}
+			continue
+		}
 		if err := d.c.index.Progress(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
 			Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started, Updated: time.Now().UTC()}); err != nil {
 			d.log.Warn("update run index", "err", err)
@@ -122,28 +145,36 @@ func (d *driver) loop(ctx context.Context) {
 
 // step runs one step up to its commit. It returns the record to commit, or
 // an outcome that ends the run before anything is committed.
-func (d *driver) step(ctx context.Context, step int) (*protocol.Record, protocol.Outcome, string) {
+func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pending *protocol.Pending, outcome protocol.Outcome, why string) {
 	s := d.s
 	turn, err := d.turn(ctx, step)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
+			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
 		}
 		pe := protocol.AsError(err)
 		if pe.Retryable() {
-			return nil, protocol.OutcomeEscalatedRetryable, "provider failed: " + pe.Error()
+			return nil, nil, protocol.OutcomeEscalatedRetryable, "provider failed: " + pe.Error()
 		}
-		return nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
+		return nil, nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
 	}
 	d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
-	rec := &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total()}
+	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total()}
 	for i := range turn.ToolCalls {
 		call := &turn.ToolCalls[i]
 		if call.ID == "" {
 			call.ID = fmt.Sprintf("call_%d_%d", step, i)
 		}
+		if pending != nil {
+			// A call earlier in this step waits for a person; the rest wait
+			// with it, unrun, and the model hears why.
+			rec.Observations = append(rec.Observations, protocol.Observation{CallID: call.ID, Tool: call.Name,
+				Content: "[not run] an earlier call of this step is waiting for a person's approval; ask again if it is still needed."})
+			continue
+		}
 		d.c.emit(s.run, step, protocol.EventToolCall, &protocol.Event{Tool: call.Name, Target: target(call)})
-		obs := d.act(ctx, step, i, call)
+		var obs *protocol.Observation
+		obs, pending = d.act(ctx, step, i, call, &rec.Remember)
 		if obs.Changed {
 			rec.Changed = true
 		}
@@ -152,9 +183,12 @@ func (d *driver) step(ctx context.Context, step int) (*protocol.Record, protocol
 	}
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a tool call"
+			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a tool call"
 		}
-		return nil, "", ""
+		return nil, nil, "", ""
+	}
+	if pending != nil {
+		return rec, pending, "", "" // no verification while a call waits
 	}
 	if s.needsCheck(turn, rec.Tokens) {
 		rec.Check = d.check(ctx, step)
@@ -162,7 +196,7 @@ func (d *driver) step(ctx context.Context, step int) (*protocol.Record, protocol
 		d.c.emit(s.run, step, protocol.EventCheck, &protocol.Event{Passed: &passed, Text: rec.Check.Detail})
 	}
 	rec.Note = s.note(turn, rec.Check)
-	return rec, "", ""
+	return rec, nil, "", ""
 }
 
 // turn gets the provider's answer for a step: the one already durable in
@@ -304,28 +338,76 @@ func (d *driver) close() {
 	_, _ = d.c.request(ctx, streams.SandboxOps(d.node), op, 5*time.Second)
 }
 
-// act sends one tool call to the sandboxer and returns its observation.
-// Nothing here fails the run: every failure is an observation the model can
-// act on.
-func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall) *protocol.Observation {
+// act decides one tool call and, if allowed, has the sandboxer carry it
+// out. It returns the observation, and the pending action when the policy
+// asks a person and no approver answered at once: then nothing ran, and the
+// step ends waiting. Nothing here fails the run: every failure is an
+// observation the model can act on.
+func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, remember *[]protocol.Rule) (*protocol.Observation, *protocol.Pending) {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	if !d.offers(call.Name) {
 		obs.IsError = true
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, d.toolNames())
-		return obs
+		return obs, nil
 	}
 	v, bad := verdict(d.pol, call)
 	if bad != "" {
 		obs.IsError, obs.Content = true, bad
-		return obs
+		return obs, nil
+	}
+	if v.Effect == policy.Ask {
+		p := d.pending(step, i, call, v)
+		id := protocol.ApprovalID(d.s.run, step, i)
+		d.c.emit(d.s.run, step, protocol.EventApproval, &protocol.Event{Tool: call.Name, Target: v.Target, Approval: id})
+		dec, err := d.c.cfg.Approver.Decide(ctx, p)
+		if err != nil {
+			d.log.Warn("approver failed; deferring to a person", "approval", id, "err", err)
+		}
+		if dec == nil {
+			obs.Approval = id
+			obs.Content = fmt.Sprintf("[awaiting approval] %s %q needs a person's approval (%s); the run pauses here.", v.Act, v.Target, id)
+			return obs, p
+		}
+		d.c.emit(d.s.run, step, protocol.EventDecided, &protocol.Event{Tool: call.Name, Target: v.Target, Approval: id, Text: decisionWord(dec)})
+		if !dec.Approve {
+			obs.IsError = true
+			obs.Content = fmt.Sprintf("[%s denied] %q: %s", v.Act, v.Target, orWord(dec.Reason, "a person said no"))
+			return obs, nil
+		}
+		if dec.Rewrite != nil {
+			call = &protocol.ToolCall{ID: call.ID, Name: call.Name, Arguments: dec.Rewrite}
+			if v, bad = verdict(d.pol, call); bad != "" {
+				obs.IsError, obs.Content = true, bad
+				return obs, nil
+			}
+		}
+		if v.Effect == policy.Deny {
+			return d.refuse(step, call, v, obs), nil
+		}
+		if dec.Remember {
+			*remember = append(*remember, rememberRules(v, call)...)
+		}
+		return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call), nil
 	}
 	if v.Effect != policy.Allow {
-		obs.IsError, obs.Content = true, v.Refusal()
-		obs.Refused = &protocol.Refusal{Act: v.Act.String(), Target: v.Target, Effect: v.Effect.String(), Rule: v.Rule, Layer: v.Layer}
-		d.c.emit(d.s.run, step, protocol.EventRefused, &protocol.Event{Tool: call.Name, Target: v.Target, Refused: obs.Refused})
-		return obs
+		return d.refuse(step, call, v, obs), nil
 	}
-	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), Run: d.s.run, Kind: protocol.OpTool,
+	return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call), nil
+}
+
+// refuse renders a policy refusal as an observation, and publishes it.
+func (d *driver) refuse(step int, call *protocol.ToolCall, v policy.Verdict, obs *protocol.Observation) *protocol.Observation {
+	obs.IsError, obs.Content = true, v.Refusal()
+	obs.Refused = &protocol.Refusal{Act: v.Act.String(), Target: v.Target, Effect: v.Effect.String(), Rule: v.Rule, Layer: v.Layer}
+	d.c.emit(d.s.run, step, protocol.EventRefused, &protocol.Event{Tool: call.Name, Target: v.Target, Refused: obs.Refused})
+	return obs
+}
+
+// dispatch sends an allowed call to the sandboxer under an op id and
+// returns its observation.
+func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolCall) *protocol.Observation {
+	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
+	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
 		Workspace: d.s.contract.Workspace.Root, Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
 	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, d.opTimeout())
 	switch {
@@ -340,6 +422,149 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall) 
 		obs.CallID, obs.Tool = call.ID, call.Name
 	}
 	return obs
+}
+
+// pending describes a call for the person who decides it: exactly what it
+// would do.
+func (d *driver) pending(step, i int, call *protocol.ToolCall, v policy.Verdict) *protocol.Pending {
+	return &protocol.Pending{Run: d.s.run, Step: step, Call: i, Tool: call.Name, Arguments: call.Arguments,
+		Act: v.Act.String(), Target: v.Target, Shown: shown(call), Rule: v.Rule, Layer: v.Layer, Time: time.Now().UTC()}
+}
+
+// shown is what a person deciding a call sees: the content a write would
+// produce, the edit, the command.
+func shown(call *protocol.ToolCall) string {
+	var a struct {
+		Path    string   `json:"path"`
+		Content string   `json:"content"`
+		Search  string   `json:"search"`
+		Replace string   `json:"replace"`
+		Argv    []string `json:"argv"`
+	}
+	_ = json.Unmarshal(call.Arguments, &a)
+	switch call.Name {
+	case "write_file":
+		return fmt.Sprintf("write %s (%d bytes):\n%s", a.Path, len(a.Content), a.Content)
+	case "edit_file":
+		return fmt.Sprintf("edit %s, replacing:\n%s\nwith:\n%s", a.Path, a.Search, a.Replace)
+	case "exec":
+		return "run: " + strings.Join(a.Argv, " ")
+	}
+	return call.Name + " " + string(call.Arguments)
+}
+
+// rememberRules are the rules a person's "remember" adds for the rest of
+// the run: an allow of exactly what was approved (for exec, the program and
+// the command, since both are checked).
+func rememberRules(v policy.Verdict, call *protocol.ToolCall) []protocol.Rule {
+	rules := []protocol.Rule{{Act: v.Act.String(), Effect: "allow", Pattern: v.Target}}
+	if v.Act == policy.Exec {
+		var a struct {
+			Argv []string `json:"argv"`
+		}
+		if json.Unmarshal(call.Arguments, &a) == nil && len(a.Argv) > 0 {
+			rules = []protocol.Rule{{Act: "exec", Effect: "allow", Pattern: a.Argv[0]},
+				{Act: "exec", Effect: "allow", Pattern: strings.Join(a.Argv, " ")}}
+		}
+	}
+	return rules
+}
+
+func decisionWord(d *protocol.Decision) string {
+	if d.Approve {
+		return "approve"
+	}
+	return "deny"
+}
+
+func orWord(s, w string) string {
+	if s == "" {
+		return w
+	}
+	return s
+}
+
+// decide applies a person's decision to the paused call: it performs the
+// approved action (rewritten, if the person rewrote it) after checking it
+// against the policy again, or ends the run denied. It reports whether the
+// run goes on.
+func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
+	s, p, dec := d.s, ap.Pending, ap.Decision
+	rec := &protocol.Record{Kind: protocol.RecordDecision, Step: s.step, Approval: ap.ID, Decision: dec}
+	d.c.emit(s.run, s.step, protocol.EventDecided, &protocol.Event{Tool: p.Tool, Target: p.Target, Approval: ap.ID, Text: decisionWord(dec)})
+	var outcome protocol.Outcome
+	var why string
+	switch {
+	case !dec.Approve:
+		rec.Note = fmt.Sprintf("[%s denied by a person] %q: %s", p.Act, p.Target, orWord(dec.Reason, "no reason given"))
+		outcome, why = protocol.OutcomeDenied, fmt.Sprintf("a person denied %s %q: %s", p.Act, p.Target, orWord(dec.Reason, "no reason given"))
+	default:
+		call := &protocol.ToolCall{ID: ap.ID, Name: p.Tool, Arguments: p.Arguments}
+		if dec.Rewrite != nil {
+			call.Arguments = dec.Rewrite
+		}
+		v, bad := verdict(d.pol, call)
+		switch {
+		case bad != "":
+			rec.Note = "[approved, but the rewritten call cannot run] " + bad
+		case v.Effect == policy.Deny:
+			// An approval cannot move an action across a deny, whether the
+			// deny came with a rewrite or while the run was paused.
+			rec.Note = v.Refusal()
+			outcome, why = protocol.OutcomeDenied, fmt.Sprintf("the approved action %s %q is denied by the policy (rule %q in layer %q)", v.Act, v.Target, v.Rule, v.Layer)
+		default:
+			obs := d.dispatch(ctx, ap.ID+".approved", call)
+			rec.Observations = []protocol.Observation{*obs}
+			rec.Changed = obs.Changed
+			if dec.Remember {
+				rec.Remember = rememberRules(v, call)
+			}
+			rec.Note = fmt.Sprintf("[approved by a person] %s %q:\n%s", v.Act, v.Target, obs.Content)
+		}
+	}
+	if err := d.w.Append(ctx, d.c.slim(ctx, rec)); err != nil {
+		d.log.Error("record decision", "approval", ap.ID, "err", err)
+		return false
+	}
+	_ = s.apply(rec)
+	if err := d.compilePolicy(); err != nil {
+		d.finish(ctx, protocol.OutcomeFailed, err.Error())
+		return false
+	}
+	if outcome != "" {
+		d.finish(ctx, outcome, why)
+		return false
+	}
+	d.c.putState(ctx, d.runningState())
+	return true
+}
+
+// compilePolicy sets the driver's policy: the run's, with the rules people
+// asked to remember on top.
+func (d *driver) compilePolicy() error {
+	base, err := policy.FromProtocol(d.s.contract.Policy)
+	if err != nil {
+		return fmt.Errorf("compile the run's policy: %w", err)
+	}
+	var rules []policy.Rule
+	for _, r := range d.s.remembered {
+		pr, err := policy.ParseRule(r)
+		if err != nil {
+			return fmt.Errorf("remembered rule: %w", err)
+		}
+		rules = append(rules, pr)
+	}
+	if len(rules) > 0 {
+		base = base.Remember(rules...)
+	}
+	d.pol = base
+	return nil
+}
+
+func (d *driver) runningState() *protocol.RunState {
+	s := d.s
+	return &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
+		Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started}
 }
 
 // check runs the contract's verification on the sandboxer.
@@ -381,6 +606,35 @@ func (d *driver) toolNames() string {
 		s += t.Name
 	}
 	return s
+}
+
+// pause records that the step waits for a person: the pending action in
+// the approvals bucket, a paused record in the trace, the run paused in the
+// index. It reports whether a decision was already there, so the run goes
+// on at once.
+func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
+	s := d.s
+	id := protocol.ApprovalID(s.run, p.Step, p.Call)
+	ap, err := d.c.approvals.Defer(ctx, id, p)
+	if err != nil {
+		d.log.Error("record the pending action", "approval", id, "err", err)
+		d.finish(ctx, protocol.OutcomeFailed, "the pending action could not be recorded: "+err.Error())
+		return false
+	}
+	why := fmt.Sprintf("waiting for a person to approve %s %q: harness approve %s, or harness deny %s --reason ...", p.Act, p.Target, id, id)
+	rec := &protocol.Record{Kind: protocol.RecordPaused, Step: s.step, Approval: id, Outcome: protocol.OutcomeAwaitingApproval, Reason: why}
+	if err := d.w.Append(ctx, rec); err != nil {
+		d.log.Error("record the pause", "err", err)
+		return false
+	}
+	_ = s.apply(rec)
+	if ap.Decision != nil {
+		return true // decided before the pause was seen: it still counts
+	}
+	d.c.putState(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusPaused, Outcome: protocol.OutcomeAwaitingApproval,
+		Step: s.step, Tokens: s.tokens, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Reason: why, Started: s.started})
+	d.log.Info("run paused", "approval", id)
+	return false
 }
 
 // finish records the run's outcome: the finished record, the index, the

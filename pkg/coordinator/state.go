@@ -19,6 +19,10 @@ type runState struct {
 	tokens   int64 // tokens spent by committed steps
 	messages []protocol.Message
 	finished *protocol.Record
+	// paused is the pause record while the run waits for a person.
+	paused *protocol.Record
+	// remembered are the rules people approved for the rest of the run.
+	remembered []protocol.Rule
 }
 
 // newRunState rebuilds a run from its records. Records must have their
@@ -60,6 +64,18 @@ func (s *runState) apply(rec *protocol.Record) error {
 		if rec.Note != "" {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
 		}
+		s.remembered = append(s.remembered, rec.Remember...)
+	case protocol.RecordPaused:
+		s.paused = rec
+	case protocol.RecordDecision:
+		if s.paused == nil || s.paused.Approval != rec.Approval {
+			return protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: a decision on %s with no pause for it", s.run, rec.Approval)
+		}
+		s.paused = nil
+		if rec.Note != "" {
+			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
+		}
+		s.remembered = append(s.remembered, rec.Remember...)
 	case protocol.RecordFinished:
 		s.finished = rec
 	}

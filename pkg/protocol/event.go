@@ -11,6 +11,8 @@ const (
 	EventStep     = "step"
 	EventCheck    = "check"
 	EventRefused  = "refused"
+	EventApproval = "approval_requested"
+	EventDecided  = "approval_decided"
 	EventFinished = "finished"
 	EventError    = "error"
 )
@@ -30,4 +32,6 @@ type Event struct {
 	Passed  *bool     `json:"passed,omitempty"`
 	IsError bool      `json:"is_error,omitempty"`
 	Refused *Refusal  `json:"refused,omitempty"`
+	// Approval names the approval an approval event is about.
+	Approval string `json:"approval,omitempty"`
 }

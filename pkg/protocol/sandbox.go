@@ -50,6 +50,8 @@ type Observation struct {
 	Exec    *ExecReport `json:"exec,omitempty"`
 	// Refused is set when the policy refused the call: nothing ran.
 	Refused *Refusal `json:"refused,omitempty"`
+	// Approval names the approval this call waits for: nothing ran yet.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Refusal records a policy verdict that stopped a call: the act, its

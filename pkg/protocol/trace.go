@@ -11,6 +11,12 @@ const (
 	RecordStarted  = "started"
 	RecordStep     = "step"
 	RecordFinished = "finished"
+	// RecordPaused ends a step that deferred a call to a person: the run
+	// waits, holding nothing, until the approval is decided.
+	RecordPaused = "paused"
+	// RecordDecision applies a person's decision to the paused call: the
+	// action as performed (or refused) and any rule to remember.
+	RecordDecision = "decision"
 )
 
 // Record is one entry of a run's durable trace on harness.trace.<run>. A
@@ -36,7 +42,13 @@ type Record struct {
 	Tokens       int64         `json:"tokens,omitempty"`
 	Changed      bool          `json:"changed,omitempty"`
 
-	// finished
+	// finished, paused
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
+
+	// paused, decision
+	Approval string    `json:"approval,omitempty"`
+	Decision *Decision `json:"decision,omitempty"`
+	// decision: the rules remembered for the rest of the run.
+	Remember []Rule `json:"remember,omitempty"`
 }

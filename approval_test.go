@@ -1,0 +1,184 @@
+package harness_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// askContract has no rule for writes, so every write asks a person.
+func askContract(t *testing.T, root string) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"schema":       protocol.ContractSchema,
+		"task":         "Fix Add in calc.go.",
+		"workspace":    map[string]string{"root": root},
+		"verification": map[string]any{"none": map[string]any{}},
+		"policy":       map[string]any{"defaults": map[string]string{"read": "allow", "write": "ask", "exec": "deny", "net": "deny"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func editCall(id, search, replace string) protocol.ToolCall {
+	args, _ := json.Marshal(map[string]string{"path": "calc.go", "search": search, "replace": replace})
+	return protocol.ToolCall{ID: id, Name: "edit_file", Arguments: args}
+}
+
+// askingAgent fixes Add (a write the policy asks about), then, when
+// twice is set, edits the same file again, then stops.
+func askingAgent(twice bool) *provider.Scripted {
+	turns := []*protocol.Turn{{Text: "Fixing Add.", ToolCalls: []protocol.ToolCall{editCall("fix", "return a - b", "return a + b")}}}
+	if twice {
+		turns = append(turns, &protocol.Turn{Text: "Documenting it.", ToolCalls: []protocol.ToolCall{editCall("doc", "// Add returns", "// Add returns, fixed,")}})
+	}
+	turns = append(turns, &protocol.Turn{Text: "Done."})
+	return provider.NewScripted(turns...)
+}
+
+// waitSettled polls until the run is completed or failed.
+func waitSettled(t *testing.T, c *harness.Client, run string) *protocol.RunState {
+	t.Helper()
+	var st *protocol.RunState
+	waitFor(t, 30*time.Second, func() error {
+		var err error
+		st, err = c.Status(t.Context(), run)
+		if err != nil {
+			return err
+		}
+		if st.Status != protocol.StatusCompleted && st.Status != protocol.StatusFailed {
+			return errorf("run %s is %s", run, st.Status)
+		}
+		return nil
+	})
+	return st
+}
+
+func waitPaused(t *testing.T, c *harness.Client, run string) *protocol.RunState {
+	t.Helper()
+	var st *protocol.RunState
+	waitFor(t, 30*time.Second, func() error {
+		var err error
+		st, err = c.Status(t.Context(), run)
+		if err != nil {
+			return err
+		}
+		if st.Status != protocol.StatusPaused {
+			return errorf("run %s is %s", run, st.Status)
+		}
+		return nil
+	})
+	return st
+}
+
+// TestDurableApproval pauses a run on an action the policy asks about,
+// records a person's decision the way `harness approve` does, and checks
+// the run carries on with exactly that decision.
+func TestDurableApproval(t *testing.T) {
+	tests := []struct {
+		name     string
+		twice    bool
+		decision protocol.Decision
+		early    bool // decided before the run pauses
+		want     protocol.Outcome
+		wantCode string // calc.go's Add body afterwards
+		pauses   int
+	}{
+		{name: "approve", decision: protocol.Decision{Approve: true}, want: protocol.OutcomeFinished, wantCode: "return a + b", pauses: 1},
+		{name: "deny", decision: protocol.Decision{Reason: "not today"}, want: protocol.OutcomeDenied, wantCode: "return a - b", pauses: 1},
+		{name: "rewrite", decision: protocol.Decision{Approve: true, Rewrite: json.RawMessage(`{"path":"calc.go","search":"return a - b","replace":"return b + a"}`)},
+			want: protocol.OutcomeFinished, wantCode: "return b + a", pauses: 1},
+		{name: "a rewrite cannot cross a deny", decision: protocol.Decision{Approve: true, Rewrite: json.RawMessage(`{"path":".env","search":"x","replace":"y"}`)},
+			want: protocol.OutcomeDenied, wantCode: "return a - b", pauses: 1},
+		{name: "remember allows the same write for the rest of the run", twice: true, decision: protocol.Decision{Approve: true, Remember: true},
+			want: protocol.OutcomeFinished, wantCode: "return a + b", pauses: 1},
+		{name: "without remember the same write asks again", twice: true, decision: protocol.Decision{Approve: true},
+			want: protocol.OutcomeAwaitingApproval, wantCode: "return a + b", pauses: 2},
+		{name: "a decision sent before the pause still counts", early: true, decision: protocol.Decision{Approve: true},
+			want: protocol.OutcomeFinished, wantCode: "return a + b", pauses: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := copyDir(t, "examples/fix-a-test/workspace")
+			cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(tt.twice)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			const run = "ask"
+			id := protocol.ApprovalID(run, 1, 0)
+			d := tt.decision
+			if tt.early {
+				if _, err := cl.Decide(t.Context(), id, &d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := cl.Submit(t.Context(), askContract(t, ws), run); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.early {
+				st := waitPaused(t, cl.Client, run)
+				if st.Outcome != protocol.OutcomeAwaitingApproval || !strings.Contains(st.Reason, "harness approve "+id) {
+					t.Fatalf("paused state = %+v, want awaiting_approval naming %s", st, id)
+				}
+				aps, err := cl.Approvals(t.Context())
+				if err != nil || len(aps) != 1 || aps[0].Pending == nil || !strings.Contains(aps[0].Pending.Shown, "return a + b") {
+					t.Fatalf("approvals = %+v, %v; want the pending edit showing what it would write", aps, err)
+				}
+				if _, err := cl.Decide(t.Context(), id, &d); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := cl.Decide(t.Context(), id, &d); err == nil {
+					t.Error("a second decision on the same approval was accepted")
+				}
+			}
+			var st *protocol.RunState
+			if tt.want == protocol.OutcomeAwaitingApproval {
+				waitFor(t, 30*time.Second, func() error {
+					var err error
+					if st, err = cl.Status(t.Context(), run); err != nil || st.Status != protocol.StatusPaused || st.Step < 2 {
+						return errorf("state %+v, %v", st, err)
+					}
+					return nil
+				})
+			} else {
+				st = waitSettled(t, cl.Client, run)
+			}
+			if st.Outcome != tt.want {
+				t.Fatalf("outcome = %s (%s), want %s", st.Outcome, st.Reason, tt.want)
+			}
+			code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
+			if err != nil || strings.Count(string(code), tt.wantCode) != 1 || strings.Count(string(code), "\treturn ") != 1 {
+				t.Errorf("calc.go = %q, want %q performed once", code, tt.wantCode)
+			}
+			recs, err := cl.Trace(t.Context(), run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pauses, decisions := 0, 0
+			for _, r := range recs {
+				switch r.Kind {
+				case protocol.RecordPaused:
+					pauses++
+				case protocol.RecordDecision:
+					decisions++
+				}
+			}
+			// An early decision still leaves the pause and the decision in
+			// the trace; it only never shows as paused.
+			wantPauses := max(tt.pauses, 1)
+			if pauses != wantPauses || decisions != 1 {
+				t.Errorf("trace has %d pauses and %d decisions, want %d and 1", pauses, decisions, wantPauses)
+			}
+		})
+	}
+}
