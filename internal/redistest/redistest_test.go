@@ -3,6 +3,8 @@ package redistest
 import (
 	"bufio"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +74,38 @@ func TestTwoServers(t *testing.T) {
 	if a.Addr() == b.Addr() {
 		t.Fatalf("two servers share %s", a.Addr())
 	}
+}
+
+// TestMissingServer runs the test binary again with an empty PATH: Start
+// skips, and fails instead when HARNESS_REQUIRE_REDIS=1.
+func TestMissingServer(t *testing.T) {
+	tests := []struct {
+		name    string
+		require string
+		want    string
+		fails   bool
+	}{
+		{"skips", "", "--- SKIP: TestHelperStart", false},
+		{"fails when required", "1", "--- FAIL: TestHelperStart", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStart$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), "PATH=", "REDISTEST_HELPER=1", RequireEnv+"="+tt.require)
+			out, err := cmd.CombinedOutput()
+			if (err != nil) != tt.fails || !strings.Contains(string(out), tt.want) || !strings.Contains(string(out), "redis-server is not installed") {
+				t.Errorf("helper exited with %v, output:\n%s\nwant %q and the reason", err, out, tt.want)
+			}
+		})
+	}
+}
+
+// TestHelperStart is not a test: TestMissingServer runs it without
+// redis-server on PATH.
+func TestHelperStart(t *testing.T) {
+	if os.Getenv("REDISTEST_HELPER") != "1" {
+		return
+	}
+	Start(t)
+	t.Error("Start returned without redis-server on PATH")
 }

@@ -20,11 +20,14 @@ import (
 // and compare the ledger's draws with the floor: a Lua script that only
 // returns 1, run with EVALSHA through the same client. Run them together:
 //
-//	go test -run '^$' -bench 'Redis|ReserveSettle|SettleAndReserve' -benchtime 2s ./pkg/ledger
+//	go test -run '^$' -bench . -benchtime 2s ./pkg/ledger
 //
 // clients=16 runs 16 goroutines (b.SetParallelism(16/GOMAXPROCS)) on one
 // client with a pool of 32 connections. Metrics: calls/s or pairs/s (one
-// reserve and one settle), and per-call latency percentiles in µs.
+// reserve and one settle, or one SettleAndReserve), and per-call latency
+// percentiles in µs. On a machine shared with other work the separate
+// benchmarks see different loads; BenchmarkVersusFloor interleaves the
+// floor and the draws and reports the ratios the targets are set in.
 
 const benchClients = 16
 
@@ -259,4 +262,135 @@ func BenchmarkSettleAndReserve(b *testing.B) {
 // BenchmarkMemoryReserveSettle is the embedded ledger, for comparison.
 func BenchmarkMemoryReserveSettle(b *testing.B) {
 	benchReserveSettle(b, ledger.NewMemory())
+}
+
+// BenchmarkVersusFloor measures the ledger against the floor under the same
+// load, which matters on a machine shared with other work: the latency
+// part alternates a floor call, a Reserve, a Settle and a SettleAndReserve
+// in every iteration; the throughput parts alternate 50 ms phases of floor
+// calls and of pairs across 16 goroutines. Ratios: draw-p50 over floor-p50
+// (target ≤ 1.5), pairs/s over floor calls/s (target ≥ 0.45).
+func BenchmarkVersusFloor(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	floor := redis.NewScript("return 1")
+	keys := []string{"floor:{bench}"}
+	if err := floor.Run(ctx, c, keys).Err(); err != nil {
+		b.Fatal(err)
+	}
+	l := newRedis(b, c, ledger.RedisConfig{})
+	tree := benchTree(b, l)
+
+	b.Run("latency", func(b *testing.B) {
+		d, chain := newDrawer(b, l, tree), newDrawer(b, l, tree)
+		var fl, res, set, sar []time.Duration
+		prev := chain.next()
+		if _, err := l.Reserve(ctx, prev); err != nil {
+			b.Fatal(err)
+		}
+		for range b.N {
+			t0 := time.Now()
+			if err := floor.Run(ctx, c, keys).Err(); err != nil {
+				b.Fatal(err)
+			}
+			fl = append(fl, time.Since(t0))
+			if err := d.pair(ctx, &res, &set); err != nil {
+				b.Fatal(err)
+			}
+			r := chain.next()
+			t0 = time.Now()
+			if _, _, err := l.SettleAndReserve(ctx, prev.Key, benchActual, r); err != nil {
+				b.Fatal(err)
+			}
+			sar = append(sar, time.Since(t0))
+			prev = r
+		}
+		p50 := func(d []time.Duration) float64 { slices.Sort(d); return float64(d[len(d)/2]) }
+		for _, m := range []struct {
+			name string
+			d    []time.Duration
+		}{{"floor", fl}, {"reserve", res}, {"settle", set}, {"sar", sar}} {
+			(&latencies{all: m.d}).report(b, m.name)
+		}
+		b.ReportMetric(p50(res)/p50(fl), "reserve/floor")
+		b.ReportMetric(p50(sar)/p50(fl), "sar/floor")
+		b.ReportMetric(0, "ns/op")
+	})
+
+	phased := func(b *testing.B, pair func(d *drawer, held *ledger.Reservation) error) {
+		var (
+			phase          atomic.Int32 // 0 floor, 1 pairs
+			counts         [2]atomic.Int64
+			spent          [2]time.Duration
+			stop           = make(chan struct{})
+			switcher       sync.WaitGroup
+			switchInterval = 50 * time.Millisecond
+		)
+		switcher.Go(func() {
+			t := time.NewTicker(switchInterval)
+			defer t.Stop()
+			last := time.Now()
+			for {
+				select {
+				case <-stop:
+					spent[phase.Load()] += time.Since(last)
+					return
+				case now := <-t.C:
+					p := phase.Load()
+					spent[p] += now.Sub(last)
+					last = now
+					phase.Store(1 - p)
+				}
+			}
+		})
+		b.SetParallelism(parallelism())
+		b.RunParallel(func(pb *testing.PB) {
+			d := newDrawer(b, l, tree)
+			var held ledger.Reservation
+			for pb.Next() {
+				p := phase.Load()
+				if p == 0 {
+					if err := floor.Run(ctx, c, keys).Err(); err != nil {
+						b.Error(err)
+						return
+					}
+				} else if err := pair(d, &held); err != nil {
+					b.Error(err)
+					return
+				}
+				counts[p].Add(1)
+			}
+		})
+		close(stop)
+		switcher.Wait()
+		if spent[0] == 0 || spent[1] == 0 {
+			b.ReportMetric(0, "ns/op")
+			return // too short to have both phases
+		}
+		floorRate := float64(counts[0].Load()) / spent[0].Seconds()
+		pairRate := float64(counts[1].Load()) / spent[1].Seconds()
+		b.ReportMetric(floorRate, "floor-calls/s")
+		b.ReportMetric(pairRate, "pairs/s")
+		b.ReportMetric(pairRate/floorRate, "pairs/floor")
+		b.ReportMetric(0, "ns/op")
+	}
+	b.Run(fmt.Sprintf("clients=%d/reserve-settle", benchClients), func(b *testing.B) {
+		phased(b, func(d *drawer, _ *ledger.Reservation) error {
+			var r, s []time.Duration
+			return d.pair(ctx, &r, &s)
+		})
+	})
+	b.Run(fmt.Sprintf("clients=%d/settle-and-reserve", benchClients), func(b *testing.B) {
+		phased(b, func(d *drawer, held *ledger.Reservation) error {
+			next := d.next()
+			if held.Key == "" {
+				*held = next
+				_, err := l.Reserve(ctx, next)
+				return err
+			}
+			_, _, err := l.SettleAndReserve(ctx, held.Key, benchActual, next)
+			*held = next
+			return err
+		})
+	})
 }

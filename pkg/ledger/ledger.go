@@ -65,11 +65,14 @@ type Ledger interface {
 	Settle(ctx context.Context, tree, key string, actual Usage) (Settlement, error)
 
 	// SettleAndReserve settles key with actual and then reserves next, in
-	// one atomic step (one round trip on Redis); next.Tree names the tree
-	// of both. If the settle fails (ErrTreeUnknown,
-	// ErrReservationUnknown, ErrReleased) nothing is reserved. If the
-	// reservation is refused, the settlement stands and is returned with
-	// the *Refusal.
+	// one atomic step (one round trip on Redis), with the semantics of
+	// Settle followed by Reserve; next.Tree names the tree of both. If the
+	// settle fails (ErrTreeUnknown, ErrReservationUnknown, ErrReleased)
+	// nothing is done and the Settlement is zero. If the settle succeeds
+	// (or replays) and the reservation fails (a *Refusal, ErrAgentUnknown,
+	// ErrTreeUnknown), the settlement stands and is returned with the
+	// reservation's error and a zero Grant. It is invalid to reuse key as
+	// next.Key.
 	SettleAndReserve(ctx context.Context, key string, actual Usage, next Reservation) (Settlement, Grant, error)
 
 	// Release returns the reservation under key without charging it, when
@@ -305,13 +308,16 @@ func validateID(field, id string) error {
 }
 
 func validateAmount(field string, v int64) error {
-	if v < 0 || v > MaxAmount {
+	if !inRange(v) {
 		return protocol.FieldError(protocol.CodeInvalidField, field, "use a value from 0 to 2^50", "%s is %d", field, v)
 	}
 	return nil
 }
 
 func validateUsage(field string, u Usage) error {
+	if inRange(u.InputTokens) && inRange(u.OutputTokens) && inRange(u.CostMicros) && inRange(u.Steps) {
+		return nil // the common case, without building field names
+	}
 	for _, f := range []struct {
 		name string
 		v    int64
@@ -324,6 +330,9 @@ func validateUsage(field string, u Usage) error {
 }
 
 func validateLimits(field string, l Limits) error {
+	if inRange(l.InputTokens) && inRange(l.OutputTokens) && inRange(l.Tokens) && inRange(l.CostMicros) && inRange(l.Steps) {
+		return nil
+	}
 	for _, f := range []struct {
 		name string
 		v    int64
@@ -334,6 +343,8 @@ func validateLimits(field string, l Limits) error {
 	}
 	return nil
 }
+
+func inRange(v int64) bool { return v >= 0 && v <= MaxAmount }
 
 func validateCeiling(c Ceiling) error {
 	if err := validateLimits("ceiling", c.Limits); err != nil {

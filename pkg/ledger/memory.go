@@ -16,10 +16,12 @@ const DefaultKeyTTL = 24 * time.Hour
 // call and do not change them after.
 type Memory struct {
 	// KeyTTL is how long an idempotency key is remembered after its
-	// reservation; default DefaultKeyTTL.
+	// reservation; default DefaultKeyTTL. As with Redis, a reservation
+	// neither settled nor released within KeyTTL stays counted as
+	// reserved.
 	KeyTTL time.Duration
-	// Now returns the current time, for deadlines and key expiry; default
-	// time.Now.
+	// Now returns the current time, for a tree's start when Open is given
+	// none, its deadline, and key expiry; default time.Now.
 	Now func() time.Time
 
 	mu      sync.Mutex

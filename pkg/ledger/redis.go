@@ -14,8 +14,8 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
-// DefaultTreeTTL is how long a tree's state is kept after its last
-// reservation or registration, by default.
+// DefaultTreeTTL is how long a tree's state is kept after it was last
+// refreshed, by default (see RedisConfig.TreeTTL).
 const DefaultTreeTTL = 7 * 24 * time.Hour
 
 // RedisConfig configures a Redis ledger. The zero value means the defaults.
@@ -26,13 +26,18 @@ type RedisConfig struct {
 	// KeyTTL is how long an idempotency key (a reservation and its
 	// answers) is remembered after the reservation; default DefaultKeyTTL
 	// (24h). A replay after that is a new draw, and a Settle after that
-	// returns ErrReservationUnknown.
+	// returns ErrReservationUnknown. A reservation neither settled nor
+	// released within KeyTTL stays counted as reserved until the tree is
+	// restored, so KeyTTL must outlast the longest provider call and
+	// resume.
 	KeyTTL time.Duration
-	// TreeTTL is how long a tree's state is kept after its last
-	// reservation or registration; default DefaultTreeTTL (7 days), and a
-	// negative value keeps it forever. It must not be shorter than
-	// KeyTTL. An expired tree answers ErrTreeUnknown and is rebuilt from
-	// the trace like a lost one.
+	// TreeTTL is how long a tree's state is kept after it was last
+	// refreshed: by Open, Register, Restore, and by every reservation that
+	// brings the tree's step count to a multiple of 16 (not every draw, to
+	// keep draws cheap). Default DefaultTreeTTL (7 days); a negative value
+	// keeps trees forever. It must not be shorter than KeyTTL. An expired
+	// tree answers ErrTreeUnknown and is rebuilt from the trace like a lost
+	// one.
 	TreeTTL time.Duration
 }
 
@@ -68,9 +73,14 @@ type Redis struct {
 
 var _ Ledger = (*Redis)(nil)
 
-// NewRedis returns a ledger that keeps its state through client. It does
-// not contact the server; errors come from cfg.Validate.
+// NewRedis returns a ledger that keeps its state through client, which
+// the caller configures (timeouts, retries, pool) and closes. It does not
+// contact the server; it fails only if client is nil or cfg.Validate
+// fails.
 func NewRedis(client redis.UniversalClient, cfg RedisConfig) (*Redis, error) {
+	if client == nil {
+		return nil, errors.New("ledger: nil Redis client")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

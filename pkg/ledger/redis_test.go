@@ -392,14 +392,22 @@ func TestRedisConfigValidate(t *testing.T) {
 		{"negative key TTL", ledger.RedisConfig{KeyTTL: -time.Second}, false},
 		{"sub-millisecond key TTL", ledger.RedisConfig{KeyTTL: time.Microsecond}, false},
 		{"sub-millisecond tree TTL", ledger.RedisConfig{TreeTTL: time.Microsecond}, false},
+		{"tree TTL under key TTL", ledger.RedisConfig{KeyTTL: time.Hour, TreeTTL: time.Minute}, false},
+		{"key TTL over the default tree TTL", ledger.RedisConfig{KeyTTL: 30 * 24 * time.Hour}, false},
+		{"key TTL with trees kept forever", ledger.RedisConfig{KeyTTL: 30 * 24 * time.Hour, TreeTTL: -1}, true},
 	}
+	unconnected := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { unconnected.Close() })
 	for _, tt := range tests {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("%s: Validate() = %v, want ok %v", tt.name, err, tt.ok)
 		}
-		if _, err := ledger.NewRedis(nil, tt.cfg); (err == nil) != tt.ok {
+		if _, err := ledger.NewRedis(unconnected, tt.cfg); (err == nil) != tt.ok {
 			t.Errorf("%s: NewRedis = %v, want ok %v", tt.name, err, tt.ok)
 		}
+	}
+	if _, err := ledger.NewRedis(nil, ledger.RedisConfig{}); err == nil {
+		t.Error("NewRedis(nil) succeeded")
 	}
 }
 
@@ -550,4 +558,47 @@ func TestRedisConcurrentClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledgertest.CheckHammer(t, tot, tallies, n)
+}
+
+// TestRedisErrors sorts failures: a script error (here the tree's key
+// holds a string) is internal, not retryable; a cancelled context is
+// unavailable and still matches context.Canceled.
+func TestRedisErrors(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	c := newClient(t, s.Addr())
+	l := newRedis(t, c, ledger.RedisConfig{})
+	if err := c.Set(ctx, "ledger:{broken}", "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Reserve(ctx, ledger.Reservation{Tree: "broken", Agent: "a", Key: "a.1.0", Estimate: oneStep})
+	if !errors.Is(err, protocol.ErrInternal) || protocol.AsError(err).Retryable() {
+		t.Errorf("Reserve on a corrupt tree = %v, want a non-retryable protocol.ErrInternal", err)
+	}
+	if _, err := l.Totals(ctx, "broken"); !errors.Is(err, protocol.ErrInternal) {
+		t.Errorf("Totals on a corrupt tree = %v, want protocol.ErrInternal", err)
+	}
+
+	tree := open(t, l, ledger.Ceiling{}, "root")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = l.Reserve(cancelled, ledger.Reservation{Tree: tree, Agent: "root", Key: "root.1.0", Estimate: oneStep})
+	if !errors.Is(err, protocol.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve with a cancelled context = %v, want protocol.ErrUnavailable and context.Canceled", err)
+	}
+}
+
+// TestRedisUniversalClient draws through the client type the roles build
+// from REDIS_URL.
+func TestRedisUniversalClient(t *testing.T) {
+	s := redistest.Start(t)
+	opts, err := redis.ParseURL(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{opts.Addr}, DB: opts.DB})
+	t.Cleanup(func() { uc.Close() })
+	l := newRedis(t, uc, ledger.RedisConfig{})
+	tree := open(t, l, ledger.Ceiling{Limits: ledger.Limits{Steps: 1}}, "root")
+	draw(t, l, tree, "root", "root.0.0", oneStep, trace{})
 }

@@ -41,7 +41,9 @@ func ints(s string, dst []int64) bool {
 		return false
 	}
 	for i := range dst {
-		dst[i] = int64(binary.BigEndian.Uint64([]byte(s[8*i : 8*i+8])))
+		b := s[8*i : 8*i+8]
+		dst[i] = int64(uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+			uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7]))
 	}
 	return true
 }

@@ -62,7 +62,7 @@ var treeSeq atomic.Int64
 // NewTree returns a tree id no other test (or earlier run on the same
 // store) uses.
 func NewTree(t testing.TB) string {
-	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
+	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(t.Name())
 	return fmt.Sprintf("%s.%s.%d", name, strconv.FormatInt(time.Now().UnixNano(), 36), treeSeq.Add(1))
 }
 
