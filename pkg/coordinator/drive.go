@@ -365,7 +365,9 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		}
 		if dec == nil {
 			obs.Approval = id
-			obs.Content = fmt.Sprintf("[awaiting approval] %s %q needs a person's approval (%s); the run pauses here.", v.Act, v.Target, id)
+			// The id stays out of what the model reads: it names the run, and
+			// a transcript must not depend on which run it is.
+			obs.Content = fmt.Sprintf("[awaiting approval] %s %q needs a person's approval; the run pauses here until they decide.", v.Act, v.Target)
 			return obs, p
 		}
 		d.c.emit(d.s.run, step, protocol.EventDecided, &protocol.Event{Tool: call.Name, Target: v.Target, Approval: id, Text: decisionWord(dec)})

@@ -1,0 +1,128 @@
+package harness_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// up starts `harness up` on data and returns its NATS URL and process.
+func up(t *testing.T, bin, data, cassette, root string) (string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "harness"), "up", "--listen", "127.0.0.1:0", "--data", data, "--replay", cassette, "--root", root)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "NATS URL: "); ok {
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return u, cmd
+		}
+	}
+	t.Fatal("harness up printed no NATS URL")
+	return "", nil
+}
+
+// recordApproval records the asking agent through a pause and an approval,
+// so the processes below can replay the same conversation.
+func recordApproval(t *testing.T) string {
+	t.Helper()
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	rec := provider.NewRecord(askingAgent(false))
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(t.Context(), askContract(t, ws), "rec"); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused(t, cl.Client, "rec")
+	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("rec", 1, 0), &protocol.Decision{Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitSettled(t, cl.Client, "rec"); st.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("recording run ended %s: %s", st.Outcome, st.Reason)
+	}
+	path := filepath.Join(t.TempDir(), "approval.cassette.json")
+	if err := rec.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestApprovalOutlivesEveryProcess pauses a run on a cluster, kills the
+// whole cluster (NATS included) with SIGKILL, starts it again on the same
+// store, and decides with the harness CLI: the run carries on to its
+// outcome with the action performed exactly once, or ends denied.
+func TestApprovalOutlivesEveryProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the harness binary; run without -short")
+	}
+	bin := buildRoles(t)
+	cassette := recordApproval(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want protocol.Outcome
+		code string
+	}{
+		{"approve", []string{"approve"}, protocol.OutcomeFinished, "return a + b"},
+		{"deny", []string{"deny", "--reason", "not on a Friday"}, protocol.OutcomeDenied, "return a - b"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data, ws := t.TempDir(), copyDir(t, "examples/fix-a-test/workspace")
+			url, first := up(t, bin, data, cassette, ws)
+			c, err := harness.Connect(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Submit(t.Context(), askContract(t, ws), "paused-run"); err != nil {
+				t.Fatal(err)
+			}
+			waitPaused(t, c, "paused-run")
+			c.Close()
+			if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = first.Wait()
+
+			url, _ = up(t, bin, data, cassette, ws)
+			id := protocol.ApprovalID("paused-run", 1, 0)
+			cmd := exec.Command(filepath.Join(bin, "harness"), append(append([]string{}, tt.args...), "--nats", url, id)...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("harness %s: %v\n%s", tt.args[0], err, out)
+			}
+			c, err = harness.Connect(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			st := waitSettled(t, c, "paused-run")
+			if st.Outcome != tt.want {
+				t.Fatalf("outcome after the restart = %s (%s), want %s", st.Outcome, st.Reason, tt.want)
+			}
+			code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
+			if err != nil || strings.Count(string(code), tt.code) != 1 || strings.Count(string(code), "\treturn ") != 1 {
+				t.Errorf("calc.go = %q, want %q once", code, tt.code)
+			}
+		})
+	}
+}
