@@ -381,3 +381,31 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// endpointed is a scripted provider that says which host it dials.
+type endpointed struct{ *provider.Scripted }
+
+func (endpointed) Endpoints() []string { return []string{"api.example.com:443"} }
+
+// TestProviderEgressIsChecked ends a run refused, before any provider call,
+// when its policy denies the provider's host; the host's own allow does
+// not outrank the deny.
+func TestProviderEgressIsChecked(t *testing.T) {
+	c := exampleContract(t)
+	c.Policy.Layers = append(c.Policy.Layers, protocol.Layer{Name: "egress", Rules: []protocol.Rule{{Act: "net", Effect: "deny", Pattern: "*.example.com"}}})
+	p := endpointed{provider.NewScripted(exampleTurns()...)}
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithDataDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeRefused || !strings.Contains(res.Reason, "api.example.com") || p.Calls() != 0 {
+		t.Errorf("run = %s (%s) after %d provider calls, want refused naming the host, with no call", res.Outcome, res.Reason, p.Calls())
+	}
+	// Without the deny the provider's host is allowed, although net
+	// defaults to deny.
+	c2 := exampleContract(t)
+	p2 := endpointed{provider.NewScripted(exampleTurns()...)}
+	if res, err := harness.Run(t.Context(), c2, harness.WithProvider(p2), harness.WithDataDir(t.TempDir())); err != nil || res.Outcome != protocol.OutcomeSuccess {
+		t.Errorf("run without the deny = %+v, %v; want success", res, err)
+	}
+}

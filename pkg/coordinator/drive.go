@@ -153,6 +153,9 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
 		}
 		pe := protocol.AsError(err)
+		if pe.Code == protocol.CodeRefused {
+			return nil, nil, protocol.OutcomeRefused, pe.Message
+		}
 		if pe.Retryable() {
 			return nil, nil, protocol.OutcomeEscalatedRetryable, "provider failed: " + pe.Error()
 		}
@@ -215,7 +218,8 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 	}
 	retries := 0
 	for {
-		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: attempt, Request: *s.request(d.tools), Deadline: s.deadline()}
+		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: attempt, Request: *s.request(d.tools), Deadline: s.deadline(),
+			Policy: d.pol.Protocol()}
 		data, err := json.Marshal(task)
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeInternal, "encode step task: %s", err.Error())

@@ -25,6 +25,7 @@ const (
 	CodeRunFinished       Code = 2002 // the run has already reached its outcome
 	CodeFenced            Code = 2003 // another coordinator owns the run now
 	CodeBudgetExhausted   Code = 2004 // a budget left no room for the request
+	CodeRefused           Code = 2005 // the policy refused what the run needs
 	CodeProviderTransport Code = 3001
 	CodeProviderTimeout   Code = 3002
 	CodeRateLimited       Code = 3003
@@ -55,6 +56,7 @@ var codeNames = map[Code]string{
 	CodeRunFinished:       "run_finished",
 	CodeFenced:            "fenced",
 	CodeBudgetExhausted:   "budget_exhausted",
+	CodeRefused:           "refused",
 	CodeProviderTransport: "provider_transport",
 	CodeProviderTimeout:   "provider_timeout",
 	CodeRateLimited:       "rate_limited",
@@ -122,6 +124,7 @@ var (
 	ErrRunFinished       = &Error{Code: CodeRunFinished}
 	ErrFenced            = &Error{Code: CodeFenced}
 	ErrBudgetExhausted   = &Error{Code: CodeBudgetExhausted}
+	ErrRefused           = &Error{Code: CodeRefused}
 	ErrProviderTransport = &Error{Code: CodeProviderTransport}
 	ErrProviderTimeout   = &Error{Code: CodeProviderTimeout}
 	ErrRateLimited       = &Error{Code: CodeRateLimited}

@@ -79,6 +79,9 @@ type StepTask struct {
 	// Deadline is when the run's wall clock runs out; zero for none. A
 	// worker does not start a call it cannot finish before it.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Policy is the run's policy: a worker checks net on its provider's
+	// endpoints against it before calling (an explicit deny refuses).
+	Policy *Policy `json:"policy,omitempty"`
 }
 
 // Key is the task's idempotency key: run, step and attempt.

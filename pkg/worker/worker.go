@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -37,6 +39,12 @@ const Version = "0.1.0"
 type Provider interface {
 	Name() string
 	Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error)
+}
+
+// Endpointer is implemented by a provider that dials the network: it names
+// the host:port (or host) of every endpoint it may call.
+type Endpointer interface {
+	Endpoints() []string
 }
 
 // Config configures a worker. The zero value means the defaults.
@@ -272,6 +280,10 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 		cctx, c2 = context.WithDeadline(cctx, task.Deadline)
 		defer c2()
 	}
+	if err := w.egress(task); err != nil {
+		res.Error = err
+		return res
+	}
 	start := time.Now()
 	turn, err := w.p.Complete(cctx, &task.Request)
 	res.LatencyMS = time.Since(start).Milliseconds()
@@ -284,6 +296,36 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 	}
 	res.Turn = turn
 	return res
+}
+
+// egress checks net on each of the provider's endpoints against the run's
+// policy, as io-harness does: the provider's own hosts are allowed by a
+// layer of their own, so only an explicit deny in the policy refuses them
+// (deny beats any allow).
+func (w *Worker) egress(task *protocol.StepTask) *protocol.Error {
+	ep, ok := w.p.(Endpointer)
+	if !ok || task.Policy == nil {
+		return nil
+	}
+	pol, err := policy.FromProtocol(task.Policy)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeRefused, "the run's policy does not compile: %s", err.Error())
+	}
+	var allow []policy.Rule
+	for _, e := range ep.Endpoints() {
+		allow = append(allow, policy.Rule{Act: policy.Net, Effect: policy.Allow, Pattern: e})
+	}
+	pol = pol.WithLayer("provider", allow...)
+	for _, e := range ep.Endpoints() {
+		host, port, found := strings.Cut(e, ":")
+		if !found {
+			port = "443"
+		}
+		if v := pol.CheckNet(host, port); v.Effect == policy.Deny {
+			return protocol.Errorf(protocol.CodeRefused, "the policy refuses the provider's endpoint %s (rule %q in layer %q)", e, v.Rule, v.Layer)
+		}
+	}
+	return nil
 }
 
 func randomHex(n int) string {
