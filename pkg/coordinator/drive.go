@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -66,7 +67,7 @@ func (c *Coordinator) drive(ctx context.Context, run string, recs []protocol.Rec
 
 func (d *driver) loop(ctx context.Context) {
 	s := d.s
-	if ok, why := gateAllowed(d.pol, s.contract.Verification); !ok {
+	if ok, why := gate.Allowed(d.pol, s.contract.Verification); !ok {
 		d.finish(ctx, protocol.OutcomeRefused, why)
 		return
 	}
@@ -354,7 +355,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, d.toolNames())
 		return obs, nil
 	}
-	v, bad := verdict(d.pol, call)
+	v, bad := gate.Verdict(d.pol, call)
 	if bad != "" {
 		obs.IsError, obs.Content = true, bad
 		return obs, nil
@@ -382,7 +383,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		}
 		if dec.Rewrite != nil {
 			call = &protocol.ToolCall{ID: call.ID, Name: call.Name, Arguments: dec.Rewrite}
-			if v, bad = verdict(d.pol, call); bad != "" {
+			if v, bad = gate.Verdict(d.pol, call); bad != "" {
 				obs.IsError, obs.Content = true, bad
 				return obs, nil
 			}
@@ -393,12 +394,12 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		if dec.Remember {
 			*remember = append(*remember, rememberRules(v, call)...)
 		}
-		return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call), nil
+		return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, id), nil
 	}
 	if v.Effect != policy.Allow {
 		return d.refuse(step, call, v, obs), nil
 	}
-	return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call), nil
+	return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, ""), nil
 }
 
 // refuse renders a policy refusal as an observation, and publishes it.
@@ -411,10 +412,10 @@ func (d *driver) refuse(step int, call *protocol.ToolCall, v policy.Verdict, obs
 
 // dispatch sends an allowed call to the sandboxer under an op id and
 // returns its observation.
-func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolCall) *protocol.Observation {
+func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolCall, approval string) *protocol.Observation {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
-		Workspace: d.s.contract.Workspace.Root, Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
+		Workspace: d.s.contract.Workspace.Root, Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval}
 	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:
@@ -509,7 +510,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 		if dec.Rewrite != nil {
 			call.Arguments = dec.Rewrite
 		}
-		v, bad := verdict(d.pol, call)
+		v, bad := gate.Verdict(d.pol, call)
 		switch {
 		case bad != "":
 			rec.Note = "[approved, but the rewritten call cannot run] " + bad
@@ -519,7 +520,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 			rec.Note = v.Refusal()
 			outcome, why = protocol.OutcomeDenied, fmt.Sprintf("the approved action %s %q is denied by the policy (rule %q in layer %q)", v.Act, v.Target, v.Rule, v.Layer)
 		default:
-			obs := d.dispatch(ctx, ap.ID+".approved", call)
+			obs := d.dispatch(ctx, ap.ID+".approved", call, ap.ID)
 			rec.Observations = []protocol.Observation{*obs}
 			rec.Changed = obs.Changed
 			if dec.Remember {
@@ -577,7 +578,7 @@ func (d *driver) runningState() *protocol.RunState {
 func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
 	v := d.s.contract.Verification
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
-		Workspace: d.s.contract.Workspace.Root, Verification: &v, Sandbox: &d.s.contract.Sandbox}
+		Workspace: d.s.contract.Workspace.Root, Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
 	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:

@@ -18,9 +18,14 @@ type SandboxOp struct {
 	Call         *ToolCall     `json:"call,omitempty"`
 	Verification *Verification `json:"verification,omitempty"`
 	Sandbox      *SandboxSpec  `json:"sandbox,omitempty"`
-	// Policy is the run's policy, for the sandboxer to omit from grep and
-	// find what the policy does not allow to read.
+	// Policy is the run's policy. The sandboxer takes its own verdict on
+	// every tool call and verification against it, refuses what it does
+	// not allow, and omits from grep and find what it does not let the
+	// agent read. An operation without one is refused.
 	Policy *Policy `json:"policy,omitempty"`
+	// Approval names the person's approval that covers a call the policy
+	// asks about.
+	Approval string `json:"approval,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could

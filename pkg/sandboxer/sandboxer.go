@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -425,7 +426,7 @@ func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
 	if op.Policy != nil {
 		// grep and find omit what the run's policy does not let the agent
 		// read; a policy that does not compile allows nothing.
-		pol, err := policy.Restore(op.Policy)
+		pol, err := policy.FromProtocol(op.Policy)
 		env.Allow = func(act, path string) bool {
 			return err == nil && pol.CheckPath(policy.Read, path).Effect == policy.Allow
 		}
@@ -447,6 +448,12 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, strings.Join(s.cfg.Tools.Names(), ", "))
 		return obs
 	}
+	// The coordinator decided; the sandboxer decides again, where the
+	// effect would happen, and performs nothing its verdict does not cover.
+	if refusal := s.covered(op); refusal != "" {
+		obs.IsError, obs.Content = true, refusal
+		return obs
+	}
 	out, err := t.Invoke(ctx, s.env(op, w), call.Arguments)
 	if err != nil {
 		obs.IsError = true
@@ -465,6 +472,27 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 	return obs
 }
 
+// covered takes the sandboxer's own verdict on a tool call and returns why
+// it is refused, or "" when the policy allows it (or asks, and a person's
+// approval comes with it).
+func (s *Sandboxer) covered(op *protocol.SandboxOp) string {
+	if op.Policy == nil {
+		return "[refused by the sandboxer] no policy verdict covers this operation"
+	}
+	pol, err := policy.FromProtocol(op.Policy)
+	if err != nil {
+		return "[refused by the sandboxer] the run's policy does not compile: " + err.Error()
+	}
+	v, bad := gate.Verdict(pol, op.Call)
+	switch {
+	case bad != "":
+		return bad
+	case v.Effect == policy.Deny, v.Effect == policy.Ask && op.Approval == "":
+		return v.Refusal()
+	}
+	return ""
+}
+
 // verify runs the contract's check. A command killed by a cap or a signal
 // never passes, whatever it printed.
 func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.CheckResult {
@@ -472,6 +500,15 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 	res := &protocol.CheckResult{Kind: v.Kind()}
 	switch {
 	case v.Command != nil:
+		pol, err := policy.FromProtocol(orEmpty(op.Policy))
+		if op.Policy == nil || err != nil {
+			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
+			return res
+		}
+		if ok, why := gate.Allowed(pol, *v); !ok {
+			res.Detail = why
+			return res
+		}
 		env := s.env(op, w)
 		r, err := s.cfg.Backend.Run(ctx, sandbox.Spec{Argv: v.Command.Argv, Dir: w.dir, Env: env.CmdEnv, Limits: env.Limits})
 		cmd := "`" + strings.Join(v.Command.Argv, " ") + "`"
@@ -511,6 +548,13 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 		res.Detail = "this sandboxer cannot run a " + v.Kind() + " verification"
 	}
 	return res
+}
+
+func orEmpty(p *protocol.Policy) *protocol.Policy {
+	if p == nil {
+		return &protocol.Policy{}
+	}
+	return p
 }
 
 func orWord(s, w string) string {

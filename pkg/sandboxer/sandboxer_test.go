@@ -130,10 +130,11 @@ func TestOps(t *testing.T) {
 		return r
 	}
 
+	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
 	t.Run("a repeated op id runs once", func(t *testing.T) {
 		c := call("exec", `{"argv":["sh","-c","echo ran >> count.txt"]}`)
 		for range 3 {
-			if r := op("r1.1.0.1", c, nil); r.Observation == nil || r.Observation.IsError {
+			if r := op("r1.1.0.1", c, allowAll); r.Observation == nil || r.Observation.IsError {
 				t.Fatalf("exec = %+v", r)
 			}
 		}
@@ -153,8 +154,33 @@ func TestOps(t *testing.T) {
 			t.Errorf("find = %+v, want secret.txt left out", r.Observation)
 		}
 	})
+	t.Run("an operation without a verdict covering it is refused and changes nothing", func(t *testing.T) {
+		denyWrites := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}
+		askWrites := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "ask", Exec: "deny", Net: "deny"}}
+		for i, tt := range []struct {
+			name string
+			pol  *protocol.Policy
+			c    *protocol.ToolCall
+		}{
+			{"no policy at all", nil, call("write_file", `{"path":"new.txt","content":"x"}`)},
+			{"a write the policy denies", denyWrites, call("write_file", `{"path":"new.txt","content":"x"}`)},
+			{"a secret, whatever the contract says", allowAll, call("write_file", `{"path":".env","content":"x"}`)},
+			{"an exec the policy denies", denyWrites, call("exec", `{"argv":["touch","new.txt"]}`)},
+			{"an ask without a person's approval", askWrites, call("write_file", `{"path":"new.txt","content":"x"}`)},
+		} {
+			r := op("r1.9."+string(rune('0'+i))+".1", tt.c, tt.pol)
+			if r.Observation == nil || !r.Observation.IsError || !strings.Contains(r.Observation.Content, "refused") {
+				t.Errorf("%s: %+v, want a refusal", tt.name, r.Observation)
+			}
+			for _, f := range []string{"new.txt", ".env"} {
+				if _, err := os.Stat(filepath.Join(root, f)); err == nil {
+					t.Fatalf("%s: %s was created", tt.name, f)
+				}
+			}
+		}
+	})
 	t.Run("a path escape is an observation and touches nothing", func(t *testing.T) {
-		r := op("r1.3.0.1", call("write_file", `{"path":"../escaped.txt","content":"x"}`), nil)
+		r := op("r1.3.0.1", call("write_file", `{"path":"../escaped.txt","content":"x"}`), allowAll)
 		if r.Observation == nil || !r.Observation.IsError || !strings.Contains(r.Observation.Content, "workspace") {
 			t.Errorf("write ../escaped.txt = %+v, want a refusal naming the workspace", r.Observation)
 		}
@@ -191,8 +217,9 @@ func TestVerify(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := tt.v
+			pol := &protocol.Policy{Defaults: &protocol.Defaults{Exec: "allow"}}
 			r, err := do(t, nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: "v" + string(rune('a'+i)), Run: "r1", Kind: protocol.OpVerify,
-				Workspace: root, Verification: &v, Sandbox: &protocol.SandboxSpec{Limits: tt.limits}}, 20*time.Second)
+				Workspace: root, Verification: &v, Sandbox: &protocol.SandboxSpec{Limits: tt.limits}, Policy: pol}, 20*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

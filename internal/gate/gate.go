@@ -1,4 +1,8 @@
-package coordinator
+// Package gate maps tool calls and verifications to the policy acts they
+// perform and takes the verdict: the coordinator before it dispatches a
+// call, and the sandboxer again before it performs one, so an operation
+// without a verdict covering it is refused where its effect would happen.
+package gate
 
 import (
 	"encoding/json"
@@ -24,11 +28,11 @@ var toolActs = map[string]struct {
 	"find":       {policy.Read, ""},
 }
 
-// verdict decides one tool call under the run's policy. It returns the
+// Verdict decides one tool call under the run's policy. It returns the
 // verdict and, when the call's arguments do not name what it acts on, an
 // observation saying so (nothing is dispatched either way unless the
 // verdict allows).
-func verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string) {
+func Verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string) {
 	ta, builtin := toolActs[call.Name]
 	if !builtin {
 		return p.Check(policy.Exec, call.Name), ""
@@ -58,10 +62,10 @@ func verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string)
 	return p.CheckPath(ta.act, path), ""
 }
 
-// gateAllowed checks that the verification command may run: only an
+// Allowed checks that the verification command may run: only an
 // explicit allow runs it, since a gate cannot stop to ask anyone. It
 // returns the reason when it may not.
-func gateAllowed(p *policy.Policy, v protocol.Verification) (bool, string) {
+func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
 	if v.Command == nil {
 		return true, ""
 	}
