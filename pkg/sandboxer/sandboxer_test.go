@@ -229,3 +229,85 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+// TestSymlinkSwappedBetweenCheckAndUse races a writer against a path that
+// flips between a regular file and a symlink to a file outside: however
+// the race falls, the outside file never changes.
+func TestSymlinkSwappedBetweenCheckAndUse(t *testing.T) {
+	base := t.TempDir()
+	root, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside.txt")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte("keep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := start(t, root)
+	allow := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		link, file := filepath.Join(root, "flip"), filepath.Join(root, "flip.tmp")
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%2 == 0 {
+				_ = os.WriteFile(file, []byte("inside\n"), 0o644)
+				_ = os.Rename(file, link)
+			} else {
+				_ = os.Remove(file)
+				_ = os.Symlink("../outside.txt", file)
+				_ = os.Rename(file, link)
+			}
+		}
+	}()
+	for i := range 200 {
+		c := call("write_file", `{"path":"flip","content":"pwned\n"}`)
+		if _, err := do(t, nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: "swap." + string(rune('a'+i%26)) + string(rune('a'+i/26)),
+			Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: c, Policy: allow}, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
+	if got, _ := os.ReadFile(outside); string(got) != "keep\n" {
+		t.Fatalf("the file outside the workspace became %q", got)
+	}
+}
+
+// TestExecArgvTricks sends argv tricks past a policy that allows only
+// `go test`: each is refused by the sandboxer's own verdict, or runs only
+// as the harmless argv it is (no shell ever interprets it).
+func TestExecArgvTricks(t *testing.T) {
+	root := t.TempDir()
+	nc, _ := start(t, root)
+	pol := &protocol.Policy{Layers: []protocol.Layer{{Name: "t", Rules: []protocol.Rule{
+		{Act: "exec", Effect: "allow", Pattern: "go"}, {Act: "exec", Effect: "allow", Pattern: "go test*"}}}},
+		Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}
+	for i, argv := range []string{
+		`["sh","-c","touch pwned"]`,
+		`["/bin/sh","-c","touch pwned"]`,
+		`["env","touch","pwned"]`,
+		`["./go","test"]`,
+		`["../../usr/bin/touch","pwned"]`,
+		`["touch","pwned"]`,
+		`["go","test","&&","touch","pwned"]`, // allowed, but no shell reads "&&"
+		`["go test; touch pwned"]`,           // one program name with spaces: not found
+	} {
+		r, err := do(t, nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: "argv." + string(rune('a'+i)), Run: "r1", Kind: protocol.OpTool,
+			Workspace: root, Call: call("exec", `{"argv":`+argv+`}`), Policy: pol}, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Observation == nil {
+			t.Fatalf("%s: no observation: %+v", argv, r)
+		}
+		if _, err := os.Stat(filepath.Join(root, "pwned")); err == nil {
+			t.Fatalf("%s created a file: %s", argv, r.Observation.Content)
+		}
+	}
+}
