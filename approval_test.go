@@ -182,3 +182,73 @@ func TestDurableApproval(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeUnderAnotherPolicy approves a paused write, then resumes the
+// run under a policy that denies it: the deny added while paused holds,
+// and the new policy is in the trace.
+func TestResumeUnderAnotherPolicy(t *testing.T) {
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false), NoTakeover: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(t.Context(), askContract(t, ws), "repolicy"); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused(t, cl.Client, "repolicy")
+	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("repolicy", 1, 0), &protocol.Decision{Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	stricter := &protocol.Policy{Layers: []protocol.Layer{{Name: "frozen", Rules: []protocol.Rule{{Act: "write", Effect: "deny", Pattern: "*.go"}}}}}
+	res, err := cl.ResumeWith(t.Context(), "repolicy", stricter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeDenied || !strings.Contains(res.Reason, "frozen") {
+		t.Fatalf("resumed run = %s (%s), want denied by the new layer", res.Outcome, res.Reason)
+	}
+	recs, err := cl.Trace(t.Context(), "repolicy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range recs {
+		if r.Kind == protocol.RecordPolicy && r.Policy != nil && r.Policy.Layers[0].Name == "frozen" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the trace does not record the new policy: %v", recordKinds(recs))
+	}
+	if code, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !strings.Contains(string(code), "return a - b") {
+		t.Errorf("calc.go changed: %q", code)
+	}
+}
+
+// TestDecideOverPlainNATS decides an approval with a plain NATS request on
+// harness.decide.<id>, as `nats req` would.
+func TestDecideOverPlainNATS(t *testing.T) {
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(t.Context(), askContract(t, ws), "nats-decided"); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused(t, cl.Client, "nats-decided")
+	nc := cl.Conn()
+	bad, err := nc.Request("harness.decide.nats-decided.1.0", []byte(`{"approve":true,"maybe":1}`), 5*time.Second)
+	if err != nil || !strings.Contains(string(bad.Data), `"malformed"`) {
+		t.Fatalf("a malformed decision got %v; want a malformed error", err)
+	}
+	m, err := nc.Request("harness.decide.nats-decided.1.0", []byte(`{"approve":true}`), 5*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"approve":true`) {
+		t.Fatalf("decide = %s, %v", m.Data, err)
+	}
+	if st := waitSettled(t, cl.Client, "nats-decided"); st.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
+	}
+}

@@ -225,12 +225,20 @@ func StartServer(dir, listen string, syncInterval time.Duration) (*server.Server
 // provider. Errors: protocol.ErrUnknownRun; protocol.ErrFenced while
 // another live coordinator holds the run; the context's.
 func (c *Cluster) Resume(ctx context.Context, run string) (*protocol.Result, error) {
+	return c.ResumeWith(ctx, run, nil)
+}
+
+// ResumeWith is Resume under another policy, recorded in the trace as the
+// run's policy from then on; nil keeps the policy the run was started
+// with. Errors: as Resume, and a *protocol.Error for an invalid policy.
+func (c *Cluster) ResumeWith(ctx context.Context, run string, pol *protocol.Policy) (*protocol.Result, error) {
 	if st, err := c.Status(ctx, run); err == nil && (st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed) {
 		return resultOf(st), nil
 	}
+	t0 := time.Now().UTC()
 	deadline := time.Now().Add(2 * coordinator.DefaultLeaseTTL)
 	for {
-		err := c.co.Resume(c.rctx, run)
+		err := c.co.ResumeWith(c.rctx, run, pol)
 		if err == nil {
 			break
 		}
@@ -245,7 +253,15 @@ func (c *Cluster) Resume(ctx context.Context, run string) (*protocol.Result, err
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return c.Wait(ctx, run)
+	// Wait for what the resumed driver makes of it, not for the state it
+	// was in before.
+	st, err := c.index.Wait(ctx, run, func(st *protocol.RunState) bool {
+		return st.Status != protocol.StatusRunning && !st.Updated.Before(t0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resultOf(st), nil
 }
 
 // URL is the NATS URL other processes connect to, or "" without a

@@ -21,6 +21,7 @@ type Option func(*Config, *runOptions)
 type runOptions struct {
 	observer func(*protocol.Event)
 	id       string
+	policy   *protocol.Policy
 }
 
 // WithProvider sets the provider that answers the agent's turns. Required.
@@ -48,6 +49,10 @@ func WithBackend(b sandbox.Backend) Option { return func(c *Config, _ *runOption
 func WithApprover(a coordinator.Approver) Option {
 	return func(c *Config, _ *runOptions) { c.Approver = a }
 }
+
+// WithPolicy makes Resume carry the run on under this policy instead of the
+// one it was started with, and records it in the trace as the run's policy.
+func WithPolicy(p *protocol.Policy) Option { return func(_ *Config, o *runOptions) { o.policy = p } }
 
 // WithRunID sets the run's idempotency key, and so its id; default a fresh
 // one. Running again with the same id reports that run's outcome.
@@ -130,7 +135,7 @@ func Resume(ctx context.Context, run string, opts ...Option) (*protocol.Result, 
 		}
 		defer stop()
 	}
-	return cl.Resume(ctx, run)
+	return cl.ResumeWith(ctx, run, ro.policy)
 }
 
 // ContractOf reads the contract a run of the data directory was started

@@ -1,12 +1,14 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,6 +181,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("register micro service: %w", err)
 	}
 	defer svc.Stop()
+	if err := svc.AddEndpoint("decide", micro.HandlerFunc(func(r micro.Request) { c.handleDecide(ctx, r) }),
+		micro.WithEndpointSubject(DecidePrefix+">")); err != nil {
+		return fmt.Errorf("register decide endpoint: %w", err)
+	}
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(c.handleStatus),
 		micro.WithEndpointSubject("harness.coordinator."+c.cfg.ID+".status")); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
@@ -222,6 +228,42 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.stopMu.Unlock()
 	c.wg.Wait()
 	return nil
+}
+
+// DecidePrefix starts the subject a plain NATS client decides an approval
+// on: harness.decide.<approval id>, with a JSON protocol.Decision as the
+// body. The reply is {"approval": ...} or {"error": ...}.
+const DecidePrefix = "harness.decide."
+
+// handleDecide records a decision sent as a plain NATS request.
+func (c *Coordinator) handleDecide(ctx context.Context, r micro.Request) {
+	type answer struct {
+		Approval *protocol.Approval `json:"approval,omitempty"`
+		Error    *protocol.Error    `json:"error,omitempty"`
+	}
+	id := strings.TrimPrefix(r.Subject(), DecidePrefix)
+	if _, _, _, err := protocol.ParseApprovalID(id); err != nil {
+		_ = r.RespondJSON(answer{Error: protocol.AsError(err)})
+		return
+	}
+	var d protocol.Decision
+	dec := json.NewDecoder(bytes.NewReader(r.Data()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		_ = r.RespondJSON(answer{Error: protocol.FieldError(protocol.CodeMalformed, "", `send a decision such as {"approve": true} or {"approve": false, "reason": "..."}`,
+			"the decision is not valid JSON: %s", err.Error())})
+		return
+	}
+	if d.By == "" {
+		d.By = "nats"
+	}
+	ap, err := c.approvals.Decide(ctx, id, &d)
+	if err != nil {
+		_ = r.RespondJSON(answer{Error: protocol.AsError(err)})
+		return
+	}
+	c.log.Info("decision recorded", "approval", id, "approve", d.Approve)
+	_ = r.RespondJSON(answer{Approval: ap})
 }
 
 func (c *Coordinator) handleStatus(req micro.Request) {
@@ -423,6 +465,18 @@ var errNoRoom = errors.New("no room for another run")
 // Errors: a *protocol.Error with CodeUnknownRun when the run has no trace;
 // CodeFenced when another coordinator holds it; the trace's read errors.
 func (c *Coordinator) Resume(ctx context.Context, run string) error {
+	return c.ResumeWith(ctx, run, nil)
+}
+
+// ResumeWith is Resume under another policy, which is recorded in the trace
+// as the run's policy from then on; nil keeps the stored one. Errors: as
+// Resume, and a *protocol.Error for a policy that does not validate.
+func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.Policy) error {
+	if pol != nil {
+		if err := pol.Validate(); err != nil {
+			return err
+		}
+	}
 	select {
 	case c.slots <- struct{}{}:
 	default:
@@ -444,6 +498,16 @@ func (c *Coordinator) Resume(ctx context.Context, run string) error {
 			return err
 		}
 		return protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
+	}
+	if pol != nil && recs[len(recs)-1].Kind != protocol.RecordFinished {
+		w := c.trace.Writer(run, last)
+		rec := &protocol.Record{Kind: protocol.RecordPolicy, Step: len(recs), Policy: pol, Coordinator: c.cfg.ID}
+		if err := w.Append(ctx, rec); err != nil {
+			c.leases.release(ctx, ls)
+			<-c.slots
+			return err
+		}
+		recs, last = append(recs, *rec), w.LastSeq()
 	}
 	c.log.Info("resuming run", "run", run, "records", len(recs), "generation", ls.gen)
 	c.start(ctx, run, recs, last, ls)

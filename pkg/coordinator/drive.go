@@ -93,8 +93,11 @@ func (d *driver) loop(ctx context.Context) {
 		if s.paused != nil {
 			ap, err := d.c.approvals.Get(ctx, s.paused.Approval)
 			if err != nil || ap.Decision == nil || ap.Pending == nil {
-				return // still waiting for a person; the run holds nothing meanwhile
+				// Still waiting for a person; the run holds nothing meanwhile.
+				d.c.putState(ctx, d.pausedState(s.paused.Reason))
+				return
 			}
+			d.c.putState(ctx, d.runningState())
 			if !d.decide(stepCtx, ap) {
 				return
 			}
@@ -568,6 +571,12 @@ func (d *driver) compilePolicy() error {
 	return nil
 }
 
+func (d *driver) pausedState(why string) *protocol.RunState {
+	s := d.s
+	return &protocol.RunState{Run: s.run, Status: protocol.StatusPaused, Outcome: protocol.OutcomeAwaitingApproval,
+		Step: s.step, Tokens: s.tokens, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Reason: why, Started: s.started}
+}
+
 func (d *driver) runningState() *protocol.RunState {
 	s := d.s
 	return &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
@@ -638,8 +647,7 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 	if ap.Decision != nil {
 		return true // decided before the pause was seen: it still counts
 	}
-	d.c.putState(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusPaused, Outcome: protocol.OutcomeAwaitingApproval,
-		Step: s.step, Tokens: s.tokens, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Reason: why, Started: s.started})
+	d.c.putState(ctx, d.pausedState(why))
 	d.log.Info("run paused", "approval", id)
 	return false
 }

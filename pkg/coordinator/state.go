@@ -76,6 +76,10 @@ func (s *runState) apply(rec *protocol.Record) error {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
 		}
 		s.remembered = append(s.remembered, rec.Remember...)
+	case protocol.RecordPolicy:
+		c := *s.contract
+		c.Policy = rec.Policy
+		s.contract = &c
 	case protocol.RecordFinished:
 		s.finished = rec
 	}

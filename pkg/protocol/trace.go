@@ -17,6 +17,9 @@ const (
 	// RecordDecision applies a person's decision to the paused call: the
 	// action as performed (or refused) and any rule to remember.
 	RecordDecision = "decision"
+	// RecordPolicy replaces the run's policy from here on: a run resumed
+	// under another policy records it, so the trace says what was allowed.
+	RecordPolicy = "policy"
 )
 
 // Record is one entry of a run's durable trace on harness.trace.<run>. A
@@ -51,4 +54,7 @@ type Record struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// decision: the rules remembered for the rest of the run.
 	Remember []Rule `json:"remember,omitempty"`
+
+	// policy: the run's policy from this record on.
+	Policy *Policy `json:"policy,omitempty"`
 }
