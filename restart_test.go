@@ -42,10 +42,10 @@ func up(t *testing.T, bin, data, cassette, root string) (string, *exec.Cmd) {
 
 // recordApproval records the asking agent through a pause and an approval,
 // so the processes below can replay the same conversation.
-func recordApproval(t *testing.T) string {
+func recordApproval(t *testing.T, d protocol.Decision, twice bool) string {
 	t.Helper()
 	ws := copyDir(t, "examples/fix-a-test/workspace")
-	rec := provider.NewRecord(askingAgent(false))
+	rec := provider.NewRecord(askingAgent(twice))
 	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -55,12 +55,10 @@ func recordApproval(t *testing.T) string {
 		t.Fatal(err)
 	}
 	waitPaused(t, cl.Client, "rec")
-	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("rec", 1, 0), &protocol.Decision{Approve: true}); err != nil {
+	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("rec", 1, 0), &d); err != nil {
 		t.Fatal(err)
 	}
-	if st := waitSettled(t, cl.Client, "rec"); st.Outcome != protocol.OutcomeFinished {
-		t.Fatalf("recording run ended %s: %s", st.Outcome, st.Reason)
-	}
+	waitSettled(t, cl.Client, "rec")
 	path := filepath.Join(t.TempDir(), "approval.cassette.json")
 	if err := rec.Save(path); err != nil {
 		t.Fatal(err)
@@ -77,27 +75,50 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 		t.Skip("builds and starts the harness binary; run without -short")
 	}
 	bin := buildRoles(t)
-	cassette := recordApproval(t)
+	approve := recordApproval(t, protocol.Decision{Approve: true}, false)
 	for _, tt := range []struct {
-		name string
-		args []string
-		want protocol.Outcome
-		code string
+		name     string
+		cassette string
+		twice    bool
+		args     []string // the harness command that decides, after the restart
+		early    *protocol.Decision
+		want     protocol.Outcome
+		code     string
 	}{
-		{"approve", []string{"approve"}, protocol.OutcomeFinished, "return a + b"},
-		{"deny", []string{"deny", "--reason", "not on a Friday"}, protocol.OutcomeDenied, "return a - b"},
+		{name: "approve", cassette: approve, args: []string{"approve"}, want: protocol.OutcomeFinished, code: "return a + b"},
+		{name: "deny", cassette: approve, args: []string{"deny", "--reason", "not on a Friday"}, want: protocol.OutcomeDenied, code: "return a - b"},
+		{name: "rewrite", args: []string{"approve", "--rewrite", `{"path":"calc.go","search":"return a - b","replace":"return b + a"}`},
+			want: protocol.OutcomeFinished, code: "return b + a"},
+		{name: "remember", twice: true, args: []string{"approve", "--remember"}, want: protocol.OutcomeFinished, code: "return a + b"},
+		{name: "decided before the pause was seen", cassette: approve, early: &protocol.Decision{Approve: true}, want: protocol.OutcomeFinished, code: "return a + b"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			cassette := tt.cassette
+			if cassette == "" {
+				d := protocol.Decision{Approve: true, Remember: tt.twice}
+				if tt.args[len(tt.args)-2] == "--rewrite" {
+					d.Rewrite = []byte(tt.args[len(tt.args)-1])
+				}
+				cassette = recordApproval(t, d, tt.twice)
+			}
 			data, ws := t.TempDir(), copyDir(t, "examples/fix-a-test/workspace")
 			url, first := up(t, bin, data, cassette, ws)
 			c, err := harness.Connect(t.Context(), url)
 			if err != nil {
 				t.Fatal(err)
 			}
+			id := protocol.ApprovalID("paused-run", 1, 0)
+			if tt.early != nil {
+				if _, err := c.Decide(t.Context(), id, tt.early); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if _, err := c.Submit(t.Context(), askContract(t, ws), "paused-run"); err != nil {
 				t.Fatal(err)
 			}
-			waitPaused(t, c, "paused-run")
+			if tt.early == nil {
+				waitPaused(t, c, "paused-run")
+			}
 			c.Close()
 			if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -105,10 +126,11 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 			_ = first.Wait()
 
 			url, _ = up(t, bin, data, cassette, ws)
-			id := protocol.ApprovalID("paused-run", 1, 0)
-			cmd := exec.Command(filepath.Join(bin, "harness"), append(append([]string{}, tt.args...), "--nats", url, id)...)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("harness %s: %v\n%s", tt.args[0], err, out)
+			if tt.args != nil {
+				cmd := exec.Command(filepath.Join(bin, "harness"), append(append([]string{}, tt.args...), "--nats", url, id)...)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("harness %s: %v\n%s", tt.args[0], err, out)
+				}
 			}
 			c, err = harness.Connect(t.Context(), url)
 			if err != nil {
@@ -122,6 +144,10 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 			code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
 			if err != nil || strings.Count(string(code), tt.code) != 1 || strings.Count(string(code), "\treturn ") != 1 {
 				t.Errorf("calc.go = %q, want %q once", code, tt.code)
+			}
+			aps, err := c.Approvals(t.Context())
+			if err != nil || len(aps) != 1 {
+				t.Errorf("approvals = %d (%v), want exactly one: remembered writes ask no more", len(aps), err)
 			}
 		})
 	}
