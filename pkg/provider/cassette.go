@@ -229,7 +229,10 @@ type Record struct {
 	exchanges []Exchange
 }
 
-var _ Provider = (*Record)(nil)
+var (
+	_ Provider = (*Record)(nil)
+	_ Streamer = (*Record)(nil)
+)
 
 // NewRecord returns a recorder forwarding to p.
 func NewRecord(p Provider) *Record {
@@ -247,6 +250,20 @@ func (r *Record) Name() string { return r.p.Name() }
 // nil turn with a nil error is CodeProviderMalformed.
 func (r *Record) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
 	turn, err := r.p.Complete(ctx, req)
+	return r.keep(req, turn, err)
+}
+
+// CompleteStream forwards the call through Stream, so a wrapped Streamer
+// streams to onToken and another provider hands it its whole text at
+// once, and keeps a successful exchange as Complete does. It returns and
+// fails as Complete does.
+func (r *Record) CompleteStream(ctx context.Context, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error) {
+	turn, err := Stream(ctx, r.p, req, onToken)
+	return r.keep(req, turn, err)
+}
+
+// keep records the exchange of a call that returned turn and err.
+func (r *Record) keep(req *protocol.CompletionRequest, turn *protocol.Turn, err error) (*protocol.Turn, error) {
 	if err != nil {
 		return nil, providerError(r.p.Name(), err)
 	}
@@ -305,7 +322,10 @@ type Replay struct {
 	served  map[string]int
 }
 
-var _ Provider = (*Replay)(nil)
+var (
+	_ Provider = (*Replay)(nil)
+	_ Streamer = (*Replay)(nil)
+)
 
 // LoadReplay returns a Replay answering from the cassette at path. It
 // returns LoadCassette's errors and NewReplay's.
@@ -380,6 +400,17 @@ func (r *Replay) Complete(ctx context.Context, req *protocol.CompletionRequest) 
 	t := cloneTurn(answers[i])
 	t.Served = ReplayName
 	return t, nil
+}
+
+// CompleteStream answers as Complete does, and hands onToken the recorded
+// text as one piece, when there is any. It fails as Complete does, before
+// calling onToken.
+func (r *Replay) CompleteStream(ctx context.Context, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error) {
+	t, err := r.Complete(ctx, req)
+	if err == nil && onToken != nil && t.Text != "" {
+		onToken(t.Text)
+	}
+	return t, err
 }
 
 // unrecorded is the error for a request the cassette does not hold.

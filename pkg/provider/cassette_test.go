@@ -483,3 +483,64 @@ func TestReplayCompactsArguments(t *testing.T) {
 		t.Errorf("replayed invalid arguments = %s, want %s", got, want)
 	}
 }
+
+// TestRecordAndReplayStream checks Record passes a stream through and
+// keeps the exchange, and Replay hands on the recorded text in one piece.
+func TestRecordAndReplayStream(t *testing.T) {
+	f := streamServer(t,
+		chunk(`{"content": "Hel"}`, `null`), chunk(`{"content": "lo."}`, `"stop"`), usageChunk, "data: [DONE]")
+	rec := NewRecord(f.newClient(t, nil))
+	var tokens []string
+	turn, err := rec.CompleteStream(t.Context(), simpleRequest(), func(s string) { tokens = append(tokens, s) })
+	if err != nil {
+		t.Fatalf("Record.CompleteStream: %v", err)
+	}
+	if diff := cmp.Diff([]string{"Hel", "lo."}, tokens); diff != "" {
+		t.Errorf("recorded stream's tokens (-want +got):\n%s", diff)
+	}
+	exchanges := rec.Exchanges()
+	if len(exchanges) != 1 {
+		t.Fatalf("Record kept %d exchanges, want 1", len(exchanges))
+	}
+	rp, err := NewReplay(&Cassette{Format: CassetteFormat, Exchanges: exchanges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens = nil
+	replayed, err := rp.CompleteStream(t.Context(), simpleRequest(), func(s string) { tokens = append(tokens, s) })
+	if err != nil {
+		t.Fatalf("Replay.CompleteStream: %v", err)
+	}
+	if diff := cmp.Diff(turn, replayed, cmpopts.IgnoreFields(protocol.Turn{}, "Served")); diff != "" {
+		t.Errorf("replayed turn differs from the recorded one (-recorded +replayed):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Hello."}, tokens); diff != "" {
+		t.Errorf("replayed tokens (-want +got):\n%s", diff)
+	}
+	other := simpleRequest()
+	other.Messages[0].Content = "Bye"
+	tokens = nil
+	_, err = rp.CompleteStream(t.Context(), other, func(s string) { tokens = append(tokens, s) })
+	checkCode(t, err, protocol.CodeUnrecorded)
+	if len(tokens) != 0 {
+		t.Errorf("an unrecorded request streamed %q, want nothing", tokens)
+	}
+}
+
+// TestStreamNonStreamer checks Stream hands a provider's whole text on at
+// once when it cannot stream, and nothing when there is none.
+func TestStreamNonStreamer(t *testing.T) {
+	p := NewScripted(&protocol.Turn{Text: "All at once."}, &protocol.Turn{})
+	for _, want := range [][]string{{"All at once."}, nil} {
+		var tokens []string
+		if _, err := Stream(t.Context(), p, simpleRequest(), func(s string) { tokens = append(tokens, s) }); err != nil {
+			t.Fatalf("Stream: %v", err)
+		}
+		if diff := cmp.Diff(want, tokens); diff != "" {
+			t.Errorf("tokens (-want +got):\n%s", diff)
+		}
+	}
+	if _, err := Stream(t.Context(), p, simpleRequest(), nil); err == nil {
+		t.Errorf("Stream past the script succeeded, want an error")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +15,9 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
-// The checks in this file hold for every Provider. They are written to move
-// into a providertest package as providertest.Run once a second package
-// needs them.
+// The checks in this file hold for every Provider, HTTP or not. The HTTP
+// clients also pass providertest.Run, which checks their wire formats and
+// failures (providertest_test.go).
 
 // scriptStep is one call the conformance suite makes: the request it sends
 // and the turn the provider under test must answer it with.
@@ -104,6 +105,24 @@ func runConformance(t *testing.T, newProvider newProviderFunc) {
 			}
 			if diff := cmp.Diff(before, step.req); diff != "" {
 				t.Errorf("call %d: Complete changed the request (-before +after):\n%s", i+1, diff)
+			}
+		}
+	})
+
+	t.Run("Streams", func(t *testing.T) {
+		// Through Stream, as a worker calls it: the same turns, and the
+		// pieces of text join to each turn's text.
+		script := conversation()
+		p := newProvider(t, script)
+		for i, step := range script {
+			var tokens []string
+			got, err := Stream(t.Context(), p, step.req, func(s string) { tokens = append(tokens, s) })
+			if err != nil {
+				t.Fatalf("call %d: Stream: %v", i+1, err)
+			}
+			checkTurn(t, p, got, step.turn)
+			if joined := strings.Join(tokens, ""); joined != step.turn.Text {
+				t.Errorf("call %d: pieces join to %q, want %q", i+1, joined, step.turn.Text)
 			}
 		}
 	})
@@ -254,5 +273,15 @@ func TestConformanceReplay(t *testing.T) {
 			t.Fatalf("LoadReplay: %v", err)
 		}
 		return p
+	})
+}
+
+func TestConformanceFallback(t *testing.T) {
+	runConformance(t, func(t *testing.T, script []scriptStep) Provider {
+		turns := make([]*protocol.Turn, len(script))
+		for i, s := range script {
+			turns[i] = s.turn
+		}
+		return NewFallback(NewScripted(turns...))
 	})
 }

@@ -3,7 +3,11 @@
 // API, and its implementations:
 //
 //   - OpenAI, a client for the OpenAI chat completions API and the many
-//     servers compatible with it;
+//     servers compatible with it, through go-openai; NewOpenRouter builds
+//     one for OpenRouter;
+//   - Anthropic, a client for Anthropic's Messages API on net/http;
+//   - Fallback, a chain of providers that falls over to the next on a
+//     failure worth retrying;
 //   - Scripted, which answers a fixed list of turns in order, for tests that
 //     steer an agent through exact tool calls;
 //   - Record, which wraps another provider and keeps each exchange, to be
@@ -15,24 +19,39 @@
 //
 // A worker, or a test standing in for one:
 //
-//  1. builds a provider once (NewOpenAI with an OpenAIConfig whose APIKey
-//     main read from OPENAI_API_KEY; LoadReplay with a cassette path), and
-//     may wrap it in NewRecord to keep what it answers;
-//  2. calls Complete with the whole transcript of a step, as many times and
-//     from as many goroutines as it likes;
-//  3. on success, records the turn: Served names who answered, Usage what
-//     it cost;
-//  4. on failure, gets a *protocol.Error with a provider code and decides
-//     with (*protocol.Error).Retryable whether to try again, waiting at
-//     least RetryAfterMS when it is set;
+//  1. builds a provider once (NewOpenAI, NewOpenRouter or NewAnthropic
+//     with a config whose APIKey main read from OPENAI_API_KEY,
+//     OPENROUTER_API_KEY or ANTHROPIC_API_KEY; LoadReplay with a cassette
+//     path), may chain several with NewFallback, and may wrap the result in
+//     NewRecord to keep what it answers;
+//  2. calls Complete with the whole transcript of a step, or Stream to see
+//     the text as it arrives, as many times and from as many goroutines as
+//     it likes;
+//  3. on success, records the turn: Served names who answered (in a
+//     Fallback chain, the member that did), Usage what it cost;
+//  4. on failure, gets a *protocol.Error with a provider code and asks a
+//     RetryPolicy whether and when to try again: only retryable codes
+//     are, after RetryAfterMS when the provider set it, and never with a
+//     wait that would outlast the run's deadline;
 //  5. when recording, calls Record.Save (at any time, as often as it likes).
+//
+// No client retries by itself: one Complete is one HTTP request, and the
+// caller's RetryPolicy decides the rest, so a worker can back off as a
+// whole rather than per goroutine.
 //
 // # Errors
 //
-// Complete returns only *protocol.Error, classified in one place from the
-// HTTP status or the failure. errors.Is(err, protocol.ErrRateLimited) and
-// the like hold, also after the error crossed NATS. See Provider for the
-// table of codes.
+// Complete and CompleteStream return only *protocol.Error, classified in
+// one place from the HTTP status, the error event of a stream, or the
+// failure. errors.Is(err, protocol.ErrRateLimited) and the like hold, also
+// after the error crossed NATS. See Provider for the table of codes and
+// Streamer for the failures only a stream has.
+//
+// # Conformance
+//
+// Every HTTP client passes providertest.Run against an httptest server
+// speaking its vendor's wire format; every provider passes the checks in
+// conformance_test.go.
 //
 // # Cassettes
 //

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ type failure struct {
 	field    string      // the request field the client refused, if any
 	notSent  bool        // the client refused the request before sending it
 	bad      bool        // an answer arrived but could not be read as a completion
+	inStream bool        // status was not sent as HTTP but read from an error event mid-stream
 	err      error       // the underlying error, if any
 	now      time.Time   // the time Retry-After dates are measured from; zero for time.Now
 }
@@ -47,6 +49,13 @@ func classify(f failure) *protocol.Error {
 		detail = f.err.Error()
 	}
 	detail = truncate(detail, maxMessage)
+
+	// where says how the provider said what it said: an HTTP status, or
+	// an error event in a stream that had begun with 200.
+	where := fmt.Sprintf("HTTP %d", f.status)
+	if f.inStream {
+		where = "error event mid-stream"
+	}
 
 	var e *protocol.Error
 	switch s := f.status; {
@@ -76,23 +85,23 @@ func classify(f failure) *protocol.Error {
 	case s == http.StatusTooManyRequests:
 		e = protocol.FieldError(protocol.CodeRateLimited, "",
 			"wait for retry_after_ms, or lower the request rate",
-			"%s rate limited the call (HTTP 429): %s", name, detail)
+			"%s rate limited the call (%s): %s", name, where, detail)
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
 		e = protocol.FieldError(protocol.CodeProviderAuth, "",
 			"check the API key the worker uses and that it may use this model",
-			"%s refused the credentials (HTTP %d): %s", name, s, detail)
+			"%s refused the credentials (%s): %s", name, where, detail)
 	case s >= 500:
 		e = protocol.FieldError(protocol.CodeProviderServer, "",
 			"the provider failed; try again later or fall back to another provider",
-			"%s failed (HTTP %d): %s", name, s, detail)
+			"%s failed (%s): %s", name, where, detail)
 	case s == http.StatusBadRequest && contextOverflow(f.apiCode, f.message):
 		e = protocol.FieldError(protocol.CodeContextOverflow, "",
 			"shorten the transcript (compact it) or use a model with a larger context window",
-			"%s: the request is longer than the model's context window (HTTP 400): %s", name, detail)
+			"%s: the request is longer than the model's context window (%s): %s", name, where, detail)
 	default:
 		e = protocol.FieldError(protocol.CodeProviderRequest, "",
 			"the provider refused the request as written; read its message",
-			"%s refused the request (HTTP %d): %s", name, s, detail)
+			"%s refused the request (%s): %s", name, where, detail)
 	}
 	e.Field = f.field
 	now := f.now
@@ -116,15 +125,45 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// overflowPhrases are the ways OpenAI-compatible servers say the prompt is
-// longer than the context window (OpenAI, vLLM, llama.cpp, Anthropic).
+// overflowPhrases are the ways servers say the prompt is longer than the
+// context window (OpenAI, vLLM, llama.cpp, Anthropic).
 var overflowPhrases = []string{
 	"context length",
 	"context_length",
 	"context window",
+	"context limit",
 	"maximum context",
 	"prompt is too long",
 	"exceeds the available context",
+}
+
+// errorTypeStatus returns the HTTP status a vendor's error type or code
+// stands for, so an error reported inside a stream that began with 200 is
+// classified as the same error sent as a status would be. It knows
+// Anthropic's error types, OpenAI's, and a numeric code in the 4xx and 5xx
+// ranges (OpenRouter); anything else is a server failure (500): the
+// provider gave up mid-answer.
+func errorTypeStatus(typ string) int {
+	switch typ {
+	case "invalid_request_error", "context_length_exceeded":
+		return http.StatusBadRequest
+	case "authentication_error", "invalid_api_key":
+		return http.StatusUnauthorized
+	case "permission_error":
+		return http.StatusForbidden
+	case "not_found_error", "model_not_found":
+		return http.StatusNotFound
+	case "request_too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limit_error", "rate_limit_exceeded", "requests", "tokens", "insufficient_quota":
+		return http.StatusTooManyRequests
+	case "overloaded_error":
+		return 529
+	}
+	if n, err := strconv.Atoi(typ); err == nil && n >= 400 && n < 600 {
+		return n
+	}
+	return http.StatusInternalServerError
 }
 
 // contextOverflow reports whether a 400's error code or message says the

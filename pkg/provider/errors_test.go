@@ -133,3 +133,46 @@ func TestTruncate(t *testing.T) {
 		}
 	}
 }
+
+func TestErrorTypeStatus(t *testing.T) {
+	tests := []struct {
+		typ  string
+		want int
+		code protocol.Code
+	}{
+		{typ: "overloaded_error", want: 529, code: protocol.CodeProviderServer},
+		{typ: "api_error", want: 500, code: protocol.CodeProviderServer},
+		{typ: "rate_limit_error", want: 429, code: protocol.CodeRateLimited},
+		{typ: "rate_limit_exceeded", want: 429, code: protocol.CodeRateLimited},
+		{typ: "authentication_error", want: 401, code: protocol.CodeProviderAuth},
+		{typ: "permission_error", want: 403, code: protocol.CodeProviderAuth},
+		{typ: "invalid_request_error", want: 400, code: protocol.CodeProviderRequest},
+		{typ: "request_too_large", want: 413, code: protocol.CodeProviderRequest},
+		{typ: "502", want: 502, code: protocol.CodeProviderServer},
+		{typ: "429", want: 429, code: protocol.CodeRateLimited},
+		{typ: "200", want: 500, code: protocol.CodeProviderServer},
+		{typ: "", want: 500, code: protocol.CodeProviderServer},
+		{typ: "something_new", want: 500, code: protocol.CodeProviderServer},
+	}
+	for _, tt := range tests {
+		got := errorTypeStatus(tt.typ)
+		if got != tt.want {
+			t.Errorf("errorTypeStatus(%q) = %d, want %d", tt.typ, got, tt.want)
+		}
+		e := classify(failure{provider: "p", status: got, inStream: true, message: "m"})
+		if e.Code != tt.code {
+			t.Errorf("classify(in-stream %q) = %s, want %s", tt.typ, e.Code, tt.code)
+		}
+		if !strings.Contains(e.Message, "error event mid-stream") || strings.Contains(e.Message, "HTTP") {
+			t.Errorf("classify(in-stream %q).Message = %q, want it to say the error came mid-stream", tt.typ, e.Message)
+		}
+	}
+}
+
+func TestClassifyContextLimit(t *testing.T) {
+	e := classify(failure{provider: "anthropic", status: 400,
+		message: "input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000"})
+	if e.Code != protocol.CodeContextOverflow {
+		t.Errorf("classify(context limit) = %s, want context_overflow", e.Code)
+	}
+}

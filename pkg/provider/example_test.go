@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -134,4 +135,140 @@ func ExampleRequestKey() {
 		ToolCalls: []protocol.ToolCall{{ID: "c", Name: "exec", Arguments: json.RawMessage("{\n  \"argv\": [\"ls\"]\n}")}}}}}
 	fmt.Println(provider.RequestKey(a) == provider.RequestKey(b))
 	// Output: true
+}
+
+func ExampleNewAnthropic() {
+	// A stand-in for api.anthropic.com streaming one short answer.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, data := range []string{
+			`{"type": "message_start", "message": {"type": "message", "model": "claude-sonnet-4-5", "content": [], "usage": {"input_tokens": 90, "cache_read_input_tokens": 30, "output_tokens": 1}}}`,
+			`{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}`,
+			`{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "All tests "}}`,
+			`{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "pass."}}`,
+			`{"type": "content_block_stop", "index": 0}`,
+			`{"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}`,
+			`{"type": "message_stop"}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", data)
+		}
+	}))
+	defer srv.Close()
+
+	p, err := provider.NewAnthropic(provider.AnthropicConfig{
+		APIKey:  "sk-ant-example", // main reads ANTHROPIC_API_KEY
+		BaseURL: srv.URL,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	turn, err := p.CompleteStream(context.Background(), &protocol.CompletionRequest{
+		Model:    "claude-sonnet-4-5",
+		System:   "You fix code.",
+		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Are we done?"}},
+	}, func(text string) { fmt.Printf("token %q\n", text) })
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(turn.Served, turn.FinishReason, turn.Text, turn.Usage.InputTokens, turn.Usage.CachedTokens, turn.Usage.OutputTokens)
+	// Output:
+	// token "All tests "
+	// token "pass."
+	// anthropic end_turn All tests pass. 120 30 5
+}
+
+func ExampleNewOpenRouter() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Println("X-Title:", r.Header.Get("X-Title"))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id": "gen-1", "object": "chat.completion", "model": "anthropic/claude-sonnet-4",
+			"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Done."}}],
+			"usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}}`)
+	}))
+	defer srv.Close()
+
+	p, err := provider.NewOpenRouter(provider.OpenRouterConfig{
+		APIKey:  "sk-or-example",     // main reads OPENROUTER_API_KEY
+		BaseURL: srv.URL + "/api/v1", // default https://openrouter.ai/api/v1
+		Referer: "https://github.com/ioharness/harness",
+		Title:   "harness",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	turn, err := p.Complete(context.Background(), &protocol.CompletionRequest{
+		Model:    "anthropic/claude-sonnet-4",
+		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Finish."}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(turn.Served, turn.Model, turn.Text)
+	// Output:
+	// X-Title: harness
+	// openrouter anthropic/claude-sonnet-4 Done.
+}
+
+func ExampleNewFallback() {
+	// The first provider is rate limited, so the second serves.
+	limited := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		return nil, &protocol.Error{Code: protocol.CodeRateLimited, Message: "slow down", RetryAfterMS: 20000}
+	})
+	req := &protocol.CompletionRequest{Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Go."}}}
+	backup, err := provider.NewReplay(&provider.Cassette{Format: provider.CassetteFormat,
+		Exchanges: []provider.Exchange{{Request: req, Turn: &protocol.Turn{Text: "Served by the backup."}}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	chain := provider.NewFallback(limited, backup)
+	turn, err := chain.Complete(context.Background(), req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(chain.Name())
+	fmt.Println(turn.Served, turn.Text)
+	// Output:
+	// scripted -> replay
+	// replay Served by the backup.
+}
+
+func ExampleRetryPolicy_Next() {
+	policy := provider.RetryPolicy{} // 500ms doubling to 30s, 2 retries
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	deadline := now.Add(time.Minute) // the run's time budget
+	overloaded := protocol.Errorf(protocol.CodeProviderServer, "overloaded")
+	limited := &protocol.Error{Code: protocol.CodeRateLimited, RetryAfterMS: 90_000}
+
+	for attempt := 1; attempt <= 3; attempt++ {
+		wait, retry := policy.Next(attempt, overloaded, now, deadline)
+		fmt.Println("server failure", attempt, wait, retry)
+	}
+	wait, retry := policy.Next(1, limited, now, deadline)
+	fmt.Println("rate limited for 90s", wait, retry) // past the deadline: escalate now
+	_, retry = policy.Next(1, protocol.Errorf(protocol.CodeProviderAuth, "bad key"), now, deadline)
+	fmt.Println("auth", retry)
+	// Output:
+	// server failure 1 500ms true
+	// server failure 2 1s true
+	// server failure 3 0s false
+	// rate limited for 90s 1m30s false
+	// auth false
+}
+
+func ExampleStream() {
+	// Stream works with any provider: a Streamer streams, others hand over
+	// their whole text at once.
+	p := provider.NewScripted(&protocol.Turn{Text: "Hello."})
+	turn, err := provider.Stream(context.Background(), p, &protocol.CompletionRequest{
+		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Hi"}},
+	}, func(text string) { fmt.Printf("token %q\n", text) })
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(turn.Text)
+	// Output:
+	// token "Hello."
+	// Hello.
 }

@@ -26,6 +26,9 @@ type wireRequest struct {
 	MaxTokens           int           `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
 	Stream              bool          `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options,omitempty"`
 }
 
 type wireMessage struct {
@@ -156,8 +159,49 @@ func answerTurns(turns ...*protocol.Turn) answerFunc {
 			writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "", "no answer scripted")
 			return
 		}
+		if req.Stream {
+			writeStream(w, turns[call-1])
+			return
+		}
 		writeJSON(w, http.StatusOK, completionJSON(turns[call-1]))
 	}
+}
+
+// writeStream writes the chat completion chunks answering with t: the
+// text in two pieces, each tool call whole, the finish reason, the usage
+// and [DONE].
+func writeStream(w http.ResponseWriter, t *protocol.Turn) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	data := func(v map[string]any) {
+		v["id"], v["object"], v["model"] = "chatcmpl-test", "chat.completion.chunk", t.Model
+		b, err := json.Marshal(v)
+		if err != nil {
+			panic(err)
+		}
+		w.Write([]byte("data: " + string(b) + "\n\n"))
+	}
+	delta := func(d map[string]any, finish any) {
+		data(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": d, "finish_reason": finish}}})
+	}
+	half := len(t.Text) / 2
+	for _, piece := range []string{t.Text[:half], t.Text[half:]} {
+		if piece != "" {
+			delta(map[string]any{"content": piece}, nil)
+		}
+	}
+	for i, c := range t.ToolCalls {
+		delta(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": c.ID, "type": "function",
+			"function": map[string]any{"name": c.Name, "arguments": string(c.Arguments)}}}}, nil)
+	}
+	finish := any(nil)
+	if t.FinishReason != "" {
+		finish = t.FinishReason
+	}
+	delta(map[string]any{}, finish)
+	var body map[string]any
+	json.Unmarshal(completionJSON(t), &body)
+	data(map[string]any{"choices": []any{}, "usage": body["usage"]})
+	w.Write([]byte("data: [DONE]\n\n"))
 }
 
 // completionJSON is the chat completion answering with t, as the API

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +36,10 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // OpenAIConfig configures an OpenAI client. The zero value with APIKey set
 // talks to api.openai.com with the defaults below.
 type OpenAIConfig struct {
+	// Name is the provider's Name and the Served of its turns, so two
+	// OpenAI-compatible providers in one Fallback chain can be told apart.
+	// Default "openai".
+	Name string
 	// APIKey is sent as the bearer token. Required; main reads it from
 	// OPENAI_API_KEY.
 	APIKey string
@@ -60,65 +63,51 @@ type OpenAIConfig struct {
 	// a client on http.DefaultTransport.
 	HTTPClient *http.Client
 	// Timeout bounds one call, from sending the request to reading the
-	// whole answer. Default DefaultOpenAITimeout, 600s. A shorter deadline
-	// on the context passed to Complete wins.
+	// whole answer, streamed or not. Default DefaultOpenAITimeout, 600s. A
+	// shorter deadline on the context passed to Complete wins.
 	Timeout time.Duration
 }
 
 // Validate checks the config. It returns a *protocol.Error: CodeMissingField
 // when APIKey is empty, CodeInvalidField when BaseURL is not an absolute
-// http(s) URL, a header name or value cannot be sent, or Timeout is
-// negative.
+// http(s) URL, a header name or value cannot be sent, Name is blank but
+// not empty, or Timeout is negative.
 func (c OpenAIConfig) Validate() error {
-	if strings.TrimSpace(c.APIKey) == "" {
-		return protocol.FieldError(protocol.CodeMissingField, "APIKey",
-			"set OPENAI_API_KEY to an API key for the provider",
-			"the OpenAI provider has no API key")
-	}
-	if c.BaseURL != "" {
-		u, err := url.Parse(c.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return protocol.FieldError(protocol.CodeInvalidField, "BaseURL",
-				"give an absolute URL such as "+DefaultOpenAIBaseURL,
-				"base URL %q is not an http or https URL", c.BaseURL)
-		}
-	}
-	for k, v := range c.Headers {
-		if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
-			return protocol.FieldError(protocol.CodeInvalidField, "Headers",
-				"use a token for the name and no line breaks in the value",
-				"header %q cannot be sent", k)
-		}
-	}
-	if c.Timeout < 0 {
-		return protocol.FieldError(protocol.CodeInvalidField, "Timeout",
-			"use a positive duration, or zero for 600s",
-			"timeout is negative")
-	}
-	return nil
+	return c.validate("OPENAI_API_KEY", DefaultOpenAIBaseURL)
 }
 
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
+// validate is Validate with the variable main reads the key from and the
+// default base URL, both named in the hints.
+func (c OpenAIConfig) validate(keyEnv, baseURL string) error {
+	if strings.TrimSpace(c.APIKey) == "" {
+		return protocol.FieldError(protocol.CodeMissingField, "APIKey",
+			"set "+keyEnv+" to an API key for the provider",
+			"the %s provider has no API key", c.name())
 	}
-	for _, r := range k {
-		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
-			return false
-		}
+	return checkCommon(c.Name, c.BaseURL, baseURL, c.Headers, c.Timeout)
+}
+
+func (c OpenAIConfig) name() string {
+	if c.Name == "" {
+		return OpenAIName
 	}
-	return true
+	return c.Name
 }
 
 // OpenAI is a Provider for the OpenAI chat completions API and servers
 // compatible with it. It is safe for concurrent use.
 type OpenAI struct {
-	client  *openai.Client
-	model   string
-	timeout time.Duration
+	name     string
+	client   *openai.Client
+	model    string
+	timeout  time.Duration
+	endpoint string // host:port the client dials
 }
 
-var _ Provider = (*OpenAI)(nil)
+var (
+	_ Provider = (*OpenAI)(nil)
+	_ Streamer = (*OpenAI)(nil)
+)
 
 // NewOpenAI returns a client configured by cfg. It returns cfg.Validate's
 // error when the config is not usable; an empty APIKey is a
@@ -127,43 +116,47 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return newOpenAI(cfg), nil
+}
+
+// newOpenAI builds the client from a valid cfg.
+func newOpenAI(cfg OpenAIConfig) *OpenAI {
 	cc := openai.DefaultConfig(cfg.APIKey)
 	if cfg.BaseURL != "" {
 		cc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	}
 	cc.OrgID = cfg.Organization
+	// go-openai counts comment and blank lines between stream events as
+	// "empty messages" and gives up after 300; OpenRouter sends a comment
+	// every few seconds while a slow model thinks, so allow far more. The
+	// Timeout still bounds the call.
+	cc.EmptyMessagesLimit = 1 << 20
 
-	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
-		hc = &c
-	}
-	if hc.CheckRedirect == nil {
-		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	}
+	hc := httpClient(cfg.HTTPClient)
 	base := hc.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	extra := make(http.Header, len(cfg.Headers))
-	for k, v := range cfg.Headers {
-		extra.Set(k, v)
-	}
-	hc.Transport = &transport{base: base, headers: extra}
+	hc.Transport = &transport{base: base, headers: headerOf(cfg.Headers)}
 	cc.HTTPClient = hc
 
 	timeout := cfg.Timeout
 	if timeout == 0 {
 		timeout = DefaultOpenAITimeout
 	}
-	return &OpenAI{client: openai.NewClientWithConfig(cc), model: cfg.Model, timeout: timeout}, nil
+	return &OpenAI{name: cfg.name(), client: openai.NewClientWithConfig(cc), model: cfg.Model, timeout: timeout,
+		endpoint: endpointOf(cc.BaseURL)}
 }
 
-// Name returns "openai".
-func (o *OpenAI) Name() string { return OpenAIName }
+// Endpoints names the host:port the client dials, so a worker can check it
+// against a run's policy before calling.
+func (o *OpenAI) Endpoints() []string { return []string{o.endpoint} }
+
+// Name returns OpenAIConfig.Name: "openai" unless configured otherwise.
+func (o *OpenAI) Name() string { return o.name }
 
 // Complete sends req as one non-streaming chat completion and returns the
-// first choice as a turn whose Served is "openai".
+// first choice as a turn whose Served is Name().
 //
 // The request is refused before sending, with CodeProviderRequest whose
 // Field names the offending field ("messages[2].role"), when no model is known (neither OpenAIConfig.Model nor
@@ -183,7 +176,7 @@ func (o *OpenAI) Name() string { return OpenAIName }
 // so the caller can report bad arguments. Empty arguments become {}. A tool
 // call without an id is given "call_<index>".
 func (o *OpenAI) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
-	if err := ctxError(ctx, OpenAIName); err != nil {
+	if err := ctxError(ctx, o.name); err != nil {
 		return nil, err
 	}
 	wire, f := o.chatRequest(req)
@@ -197,15 +190,15 @@ func (o *OpenAI) Complete(ctx context.Context, req *protocol.CompletionRequest) 
 
 	resp, err := o.client.CreateChatCompletion(ctx, wire)
 	if err != nil {
-		return nil, classify(o.failed(call, err))
+		return nil, classify(o.failed(ctx, call, err))
 	}
 	status, header, _ := call.result()
 	if status >= 300 && status < 400 {
-		return nil, classify(failure{provider: OpenAIName, status: status, header: header,
+		return nil, classify(failure{provider: o.name, status: status, header: header,
 			message: redirectMessage(status, header)})
 	}
 	if len(resp.Choices) == 0 {
-		return nil, classify(failure{provider: OpenAIName, status: status, header: header, bad: true,
+		return nil, classify(failure{provider: o.name, status: status, header: header, bad: true,
 			message: "the answer has no choices"})
 	}
 	return o.turn(&resp, wire.Model), nil
@@ -215,7 +208,7 @@ func (o *OpenAI) Complete(ctx context.Context, req *protocol.CompletionRequest) 
 // cannot be sent.
 func (o *OpenAI) chatRequest(req *protocol.CompletionRequest) (openai.ChatCompletionRequest, *failure) {
 	refuse := func(field, format string, args ...any) (openai.ChatCompletionRequest, *failure) {
-		return openai.ChatCompletionRequest{}, &failure{provider: OpenAIName, notSent: true,
+		return openai.ChatCompletionRequest{}, &failure{provider: o.name, notSent: true,
 			field: field, message: fmt.Sprintf(format, args...)}
 	}
 	if req == nil {
@@ -278,9 +271,12 @@ func (o *OpenAI) chatRequest(req *protocol.CompletionRequest) (openai.ChatComple
 	return w, nil
 }
 
-// failed gathers what is known about a call that returned err.
-func (o *OpenAI) failed(call *wireCall, err error) failure {
-	f := failure{provider: OpenAIName, err: err}
+// failed gathers what is known about a call that returned err. ctx is the
+// call's context: when its deadline has passed, or it was cancelled, after
+// the request went out, that is why the call failed, whatever error the
+// library saw on the way.
+func (o *OpenAI) failed(ctx context.Context, call *wireCall, err error) failure {
+	f := failure{provider: o.name, err: err}
 	status, header, readErr := call.result()
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
@@ -291,6 +287,15 @@ func (o *OpenAI) failed(call *wireCall, err error) failure {
 		f.message = apiErr.Message
 		if f.apiCode != "" {
 			f.message += " (" + f.apiCode + ")"
+		}
+		if f.status == 0 && status >= 200 && status < 300 {
+			// An error event inside a stream that began with 200.
+			f.inStream = true
+			typ := f.apiCode
+			if typ == "" {
+				typ = apiErr.Type
+			}
+			f.status = errorTypeStatus(typ)
 		}
 	case errors.As(err, &reqErr):
 		f.status = reqErr.HTTPStatusCode
@@ -306,10 +311,15 @@ func (o *OpenAI) failed(call *wireCall, err error) failure {
 	switch {
 	case !call.wasSent():
 		f.notSent = true
+	case ctx.Err() != nil && !f.inStream && (f.status == 0 || f.status >= 200 && f.status < 300):
+		// The deadline or the caller ended the call after it went out;
+		// the library's error may only say a read failed.
+		f.err, f.message = ctx.Err(), ""
 	case readErr != nil:
 		// The answer was cut off on the way: a transport failure or a
 		// timeout, not a malformed answer.
 		f.err = readErr
+	case f.inStream:
 	case status != 0:
 		f.bad = true
 		if f.message == "" {
@@ -332,7 +342,7 @@ func (o *OpenAI) turn(resp *openai.ChatCompletionResponse, model string) *protoc
 		Text:         c.Message.Content,
 		Model:        resp.Model,
 		FinishReason: string(c.FinishReason),
-		Served:       OpenAIName,
+		Served:       o.name,
 		Usage: protocol.Usage{
 			InputTokens:  int64(resp.Usage.PromptTokens),
 			OutputTokens: int64(resp.Usage.CompletionTokens),
@@ -415,28 +425,52 @@ func apiCode(c any) string {
 	return ""
 }
 
-func redirectMessage(status int, h http.Header) string {
-	loc := ""
-	if h != nil {
-		loc = h.Get("Location")
-	}
-	return fmt.Sprintf("the endpoint redirected (HTTP %d to %q); redirects are not followed, so set the base URL to the final address", status, loc)
-}
-
 // wireCallKey is the context key under which Complete leaves a *wireCall
 // for the transport to fill in.
 type wireCallKey struct{}
 
 // wireCall is what the transport saw of one call: whether a request went
-// out, the status and headers of the last answer, and an error that cut
-// its body short. go-openai returns neither headers nor body read errors
-// with its errors, so the transport keeps them here for classify.
+// out, the status and headers of the last answer, an error that cut its
+// body short and, for a stream, the last bytes of the body read so far.
+// go-openai returns neither headers nor body read errors with its errors,
+// and reports a stream that ends early as one that ended well, so the
+// transport keeps what it saw here.
 type wireCall struct {
+	keepTail bool // set before the call: keep the body's last bytes
+
 	mu      sync.Mutex
 	sent    bool
 	status  int
 	header  http.Header
 	readErr error
+	tail    []byte
+}
+
+// tailSize is how many of a stream's last bytes a wireCall keeps: enough
+// for "data: [DONE]" and the line breaks around it.
+const tailSize = 32
+
+func (c *wireCall) read(p []byte) {
+	if !c.keepTail || len(p) == 0 {
+		return
+	}
+	c.mu.Lock()
+	if len(p) >= tailSize {
+		c.tail = append(c.tail[:0], p[len(p)-tailSize:]...)
+	} else {
+		c.tail = append(c.tail, p...)
+		if over := len(c.tail) - tailSize; over > 0 {
+			c.tail = append(c.tail[:0], c.tail[over:]...)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// lastBytes returns a copy of the last bytes of the body read so far.
+func (c *wireCall) lastBytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.tail)
 }
 
 func (c *wireCall) markSent() {
@@ -507,8 +541,11 @@ type watchedBody struct {
 	call *wireCall
 }
 
+// Read reads from the body, keeping its last bytes and any error other
+// than io.EOF in the call.
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.call.read(p[:n])
 	if err != nil && err != io.EOF {
 		b.call.failedRead(err)
 	}

@@ -11,11 +11,13 @@ import (
 )
 
 // Provider answers one completion request with one turn. It is the plugin
-// boundary between a worker and a model API; OpenAI, Scripted, Record and
-// Replay implement it.
+// boundary between a worker and a model API; OpenAI (also serving
+// OpenRouter), Anthropic, Fallback, Scripted, Record and Replay implement
+// it.
 //
 // Complete must be safe for concurrent use. On success the returned turn's
-// Served is Name(). Every error Complete returns is a *protocol.Error whose
+// Served is Name(), except from a Fallback, whose turn names the member
+// that answered. Every error Complete returns is a *protocol.Error whose
 // code is one of the provider codes (3001 to 3009), so the caller can branch
 // with errors.Is and decide a retry with (*protocol.Error).Retryable:
 //
@@ -42,6 +44,44 @@ type Provider interface {
 	// Complete sends the whole transcript in req and returns the model's
 	// turn, or a *protocol.Error as described on Provider.
 	Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error)
+}
+
+// Streamer is the optional capability of a Provider that can hand out the
+// text of its answer as it arrives. OpenAI, Anthropic, Fallback, Record and
+// Replay implement it; find it with a type assertion, or call Stream, which
+// does.
+//
+// CompleteStream returns the same turn Complete would for the same answer,
+// and fails the same way (see Provider), with two more failures of its own:
+// a stream cut off before its end, even between two events, is
+// CodeProviderTransport, and an error event inside a stream that began
+// well is classified as the HTTP status of the same error would be (an
+// overloaded provider is CodeProviderServer, a rate limit
+// CodeRateLimited).
+type Streamer interface {
+	// CompleteStream sends the whole transcript in req, calls onToken with
+	// each piece of the answer's text as it arrives, in order, from the
+	// calling goroutine, and returns the whole turn once the answer is
+	// complete. onToken may be nil; it should return quickly, since the
+	// stream waits for it. The pieces joined are the turn's Text, except
+	// when a call fails part way: the caller has then seen text of an
+	// answer that never completed.
+	CompleteStream(ctx context.Context, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error)
+}
+
+// Stream completes req with p, streaming its text to onToken when p is a
+// Streamer. Otherwise it calls Complete and hands the whole text to onToken
+// at once, when there is any. It returns what the call returned, and
+// fails as it does.
+func Stream(ctx context.Context, p Provider, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error) {
+	if s, ok := p.(Streamer); ok {
+		return s.CompleteStream(ctx, req, onToken)
+	}
+	turn, err := p.Complete(ctx, req)
+	if err == nil && turn != nil && turn.Text != "" && onToken != nil {
+		onToken(turn.Text)
+	}
+	return turn, err
 }
 
 // providerError returns err as a *protocol.Error with a provider code: err

@@ -1,0 +1,260 @@
+package provider
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// CompleteStream sends req as a streamed chat completion (stream with
+// stream_options.include_usage, so the last chunk carries the usage), calls
+// onToken with each piece of text as it arrives, and returns the same turn
+// Complete returns for the same answer. Tool call arguments arrive in
+// fragments and are joined by the call's index.
+//
+// It fails as Complete does, and also: a stream that ends without
+// "data: [DONE]", cut off in the middle of an event or between two, is
+// CodeProviderTransport, even after the finish reason, since the usage
+// comes after it; an error inside the stream (a data line holding an
+// "error" object, or OpenRouter's finish reason "error") is classified by
+// its type or code as the same error sent as an HTTP status would be,
+// CodeProviderServer when it names neither; a chunk that is not JSON, or
+// a stream with no chunk for the answer, is CodeProviderMalformed.
+func (o *OpenAI) CompleteStream(ctx context.Context, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error) {
+	if err := ctxError(ctx, o.name); err != nil {
+		return nil, err
+	}
+	wire, f := o.chatRequest(req)
+	if f != nil {
+		return nil, classify(*f)
+	}
+	wire.Stream = true
+	wire.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	call := &wireCall{keepTail: true}
+	ctx = context.WithValue(ctx, wireCallKey{}, call)
+
+	stream, err := o.client.CreateChatCompletionStream(ctx, wire)
+	if err != nil {
+		return nil, classify(o.failed(ctx, call, err))
+	}
+	defer stream.Close()
+	status, header, _ := call.result()
+	if status >= 300 && status < 400 {
+		return nil, classify(failure{provider: o.name, status: status, header: header,
+			message: redirectMessage(status, header)})
+	}
+	bad := func(format string, args ...any) (*protocol.Turn, error) {
+		return nil, classify(failure{provider: o.name, status: status, header: header, bad: true,
+			message: fmt.Sprintf(format, args...)})
+	}
+
+	var acc chunkTurn
+	for n := 1; ; n++ {
+		raw, err := stream.RecvRaw()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, openai.ErrTooManyEmptyStreamMessages) {
+				return bad("the stream sent too many lines that are not data")
+			}
+			return nil, classify(o.failed(ctx, call, err))
+		}
+		var chunk streamChunk
+		if err := json.Unmarshal(raw, &chunk); err != nil {
+			return bad("stream chunk %d is not JSON: %s", n, err.Error())
+		}
+		if chunk.Error != nil || acc.add(&chunk.ChatCompletionStreamResponse, onToken) {
+			return nil, classify(o.streamError(header, chunk.Error))
+		}
+	}
+	// go-openai reports a stream that merely stopped as one that ended
+	// well; the body's last bytes tell them apart. Without [DONE] the
+	// usage chunk, which comes after the finish reason, may be lost, so
+	// the stream counts as cut even when the answer had finished.
+	if last := call.lastBytes(); !bytes.HasSuffix(bytes.TrimRight(last, "\r\n "), []byte("[DONE]")) {
+		msg := "the stream ended without data: [DONE]"
+		if len(last) > 0 && last[len(last)-1] != '\n' {
+			msg = "the stream was cut off in the middle of an event"
+		}
+		return nil, classify(failure{provider: o.name, status: status, header: header, message: msg})
+	}
+	if !acc.started {
+		return bad("the stream held no chunk with a choice")
+	}
+	return o.streamTurn(&acc, wire.Model), nil
+}
+
+// streamError is the failure for an error reported inside a stream that
+// began well: e is the chunk's "error" object, or nil when the
+// stream only said its finish reason was "error".
+func (o *OpenAI) streamError(header http.Header, e *chunkError) failure {
+	f := failure{provider: o.name, header: header, inStream: true,
+		status: errorTypeStatus(""), message: "the stream finished with reason \"error\""}
+	if e != nil {
+		code := apiCode(e.Code)
+		typ := code
+		if typ == "" {
+			typ = e.Type
+		}
+		f.status = errorTypeStatus(typ)
+		f.apiCode = code
+		f.message = e.Message
+		if code != "" {
+			f.message += " (" + code + ")"
+		}
+	}
+	return f
+}
+
+// streamChunk is one chunk of a streamed chat completion, with the error
+// object OpenRouter and others put in a chunk when the answer fails part
+// way.
+type streamChunk struct {
+	openai.ChatCompletionStreamResponse
+	Error *chunkError `json:"error,omitempty"`
+}
+
+type chunkError struct {
+	Code    any    `json:"code"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}
+
+// chunkTurn gathers the chunks of a streamed answer's first choice.
+type chunkTurn struct {
+	started bool // a chunk with choice 0 arrived
+	model   string
+	text    []byte
+	refusal []byte
+	finish  string
+	usage   *openai.Usage
+	calls   []*chunkCall // in order of first appearance
+	fn      *chunkCall   // a legacy function_call
+}
+
+// chunkCall is one tool call being put together from its fragments.
+type chunkCall struct {
+	index int
+	id    string
+	name  string
+	args  []byte
+}
+
+// add takes in one chunk, calling onToken with its text. It reports
+// whether the chunk says the answer failed (finish reason "error").
+func (a *chunkTurn) add(c *openai.ChatCompletionStreamResponse, onToken func(string)) (failed bool) {
+	if a.model == "" {
+		a.model = c.Model
+	}
+	if c.Usage != nil {
+		a.usage = c.Usage
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue
+		}
+		a.started = true
+		d := &ch.Delta
+		if d.Content != "" {
+			a.text = append(a.text, d.Content...)
+			if onToken != nil {
+				onToken(d.Content)
+			}
+		}
+		if d.Refusal != "" {
+			a.refusal = append(a.refusal, d.Refusal...)
+			if onToken != nil {
+				onToken(d.Refusal)
+			}
+		}
+		for j, tc := range d.ToolCalls {
+			a.call(tc, j).add(tc.ID, tc.Function)
+		}
+		if d.FunctionCall != nil {
+			if a.fn == nil {
+				a.fn = &chunkCall{}
+			}
+			a.fn.add("", *d.FunctionCall)
+		}
+		if ch.FinishReason != "" {
+			a.finish = string(ch.FinishReason)
+			if ch.FinishReason == "error" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// call returns the call a fragment belongs to: the one with its index, or,
+// from a server that sends no index, a new call when the fragment names an
+// id the last call does not have, and the last call otherwise. pos is the
+// fragment's place in its chunk.
+func (a *chunkTurn) call(tc openai.ToolCall, pos int) *chunkCall {
+	if tc.Index != nil {
+		for _, c := range a.calls {
+			if c.index == *tc.Index {
+				return c
+			}
+		}
+		c := &chunkCall{index: *tc.Index}
+		a.calls = append(a.calls, c)
+		return c
+	}
+	if n := len(a.calls); n > 0 && (tc.ID == "" || tc.ID == a.calls[n-1].id) {
+		return a.calls[n-1]
+	}
+	next := pos
+	if n := len(a.calls); n > 0 {
+		next = max(next, a.calls[n-1].index+1)
+	}
+	c := &chunkCall{index: next}
+	a.calls = append(a.calls, c)
+	return c
+}
+
+func (c *chunkCall) add(id string, fn openai.FunctionCall) {
+	if c.id == "" {
+		c.id = id
+	}
+	if c.name == "" {
+		c.name = fn.Name
+	}
+	c.args = append(c.args, fn.Arguments...)
+}
+
+// streamTurn maps the gathered answer onto a turn, as turn does for a
+// whole completion, so both give the same turn for the same answer.
+func (o *OpenAI) streamTurn(a *chunkTurn, model string) *protocol.Turn {
+	resp := openai.ChatCompletionResponse{Model: a.model}
+	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
+		Content: string(a.text), Refusal: string(a.refusal)}
+	calls := slices.Clone(a.calls)
+	slices.SortStableFunc(calls, func(x, y *chunkCall) int { return cmp.Compare(x.index, y.index) })
+	for _, c := range calls {
+		msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: c.id, Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: c.name, Arguments: string(c.args)}})
+	}
+	if a.fn != nil {
+		msg.FunctionCall = &openai.FunctionCall{Name: a.fn.name, Arguments: string(a.fn.args)}
+	}
+	resp.Choices = []openai.ChatCompletionChoice{{Message: msg, FinishReason: openai.FinishReason(a.finish)}}
+	if a.usage != nil {
+		resp.Usage = *a.usage
+	}
+	return o.turn(&resp, model)
+}
