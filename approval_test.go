@@ -13,7 +13,8 @@ import (
 	"github.com/ioharness/harness/pkg/provider"
 )
 
-// askContract has no rule for writes, so every write asks a person.
+// askContract has no rule for writes or commands, so every write and
+// every command asks a person.
 func askContract(t *testing.T, root string) []byte {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{
@@ -21,7 +22,7 @@ func askContract(t *testing.T, root string) []byte {
 		"task":         "Fix Add in calc.go.",
 		"workspace":    map[string]string{"root": root},
 		"verification": map[string]any{"none": map[string]any{}},
-		"policy":       map[string]any{"defaults": map[string]string{"read": "allow", "write": "ask", "exec": "deny", "net": "deny"}},
+		"policy":       map[string]any{"defaults": map[string]string{"read": "allow", "write": "ask", "exec": "ask", "net": "deny"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +38,13 @@ func editCall(id, search, replace string) protocol.ToolCall {
 // askingAgent fixes Add (a write the policy asks about), then, when
 // twice is set, edits the same file again, then stops.
 func askingAgent(twice bool) *provider.Scripted {
-	turns := []*protocol.Turn{{Text: "Fixing Add.", ToolCalls: []protocol.ToolCall{editCall("fix", "return a - b", "return a + b")}}}
+	return askingAgentWith(editCall("fix", "return a - b", "return a + b"), twice)
+}
+
+// askingAgentWith makes first call (which the policy asks about), then,
+// when twice is set, edits calc.go's comment, then stops.
+func askingAgentWith(first protocol.ToolCall, twice bool) *provider.Scripted {
+	turns := []*protocol.Turn{{Text: "Fixing Add.", ToolCalls: []protocol.ToolCall{first}}}
 	if twice {
 		turns = append(turns, &protocol.Turn{Text: "Documenting it.", ToolCalls: []protocol.ToolCall{editCall("doc", "// Add returns", "// Add returns, fixed,")}})
 	}
@@ -84,8 +91,11 @@ func waitPaused(t *testing.T, c *harness.Client, run string) *protocol.RunState 
 // records a person's decision the way `harness approve` does, and checks
 // the run carries on with exactly that decision.
 func TestDurableApproval(t *testing.T) {
+	writeCall := protocol.ToolCall{ID: "w", Name: "write_file", Arguments: json.RawMessage(`{"path":"calc.go","content":"package calc\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n"}`)}
+	execCall := protocol.ToolCall{ID: "x", Name: "exec", Arguments: json.RawMessage(`{"argv":["sed","-i","s/a - b/a + b/","calc.go"]}`)}
 	tests := []struct {
 		name     string
+		first    *protocol.ToolCall // default: the edit
 		twice    bool
 		decision protocol.Decision
 		early    bool // decided before the run pauses
@@ -105,11 +115,19 @@ func TestDurableApproval(t *testing.T) {
 			want: protocol.OutcomeAwaitingApproval, wantCode: "return a + b", pauses: 2},
 		{name: "a decision sent before the pause still counts", early: true, decision: protocol.Decision{Approve: true},
 			want: protocol.OutcomeFinished, wantCode: "return a + b", pauses: 0},
+		{name: "an approved write writes the content the person saw", first: &writeCall, decision: protocol.Decision{Approve: true},
+			want: protocol.OutcomeFinished, wantCode: "return a + b", pauses: 1},
+		{name: "an approved exec runs that command", first: &execCall, decision: protocol.Decision{Approve: true},
+			want: protocol.OutcomeFinished, wantCode: "return a + b", pauses: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := copyDir(t, "examples/fix-a-test/workspace")
-			cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(tt.twice)})
+			agent := askingAgent(tt.twice)
+			if tt.first != nil {
+				agent = askingAgentWith(*tt.first, tt.twice)
+			}
+			cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: agent})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +149,7 @@ func TestDurableApproval(t *testing.T) {
 					t.Fatalf("paused state = %+v, want awaiting_approval naming %s", st, id)
 				}
 				aps, err := cl.Approvals(t.Context())
-				if err != nil || len(aps) != 1 || aps[0].Pending == nil || !strings.Contains(aps[0].Pending.Shown, "return a + b") {
+				if err != nil || len(aps) != 1 || aps[0].Pending == nil || !strings.Contains(aps[0].Pending.Shown, "a + b") {
 					t.Fatalf("approvals = %+v, %v; want the pending edit showing what it would write", aps, err)
 				}
 				if _, err := cl.Decide(t.Context(), id, &d); err != nil {

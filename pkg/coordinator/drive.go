@@ -637,7 +637,7 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 		d.finish(ctx, protocol.OutcomeFailed, "the pending action could not be recorded: "+err.Error())
 		return false
 	}
-	why := fmt.Sprintf("waiting for a person to approve %s %q: harness approve %s, or harness deny %s --reason ...", p.Act, p.Target, id, id)
+	why := fmt.Sprintf("waiting for a person to approve %s %q: harness approve %s or harness deny %s --reason ...", p.Act, p.Target, id, id)
 	rec := &protocol.Record{Kind: protocol.RecordPaused, Step: s.step, Approval: id, Outcome: protocol.OutcomeAwaitingApproval, Reason: why}
 	if err := d.w.Append(ctx, rec); err != nil {
 		d.log.Error("record the pause", "err", err)

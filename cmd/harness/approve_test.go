@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// TestRunPausesAndApproveCarriesOn is the embedded default with nobody at
+// a terminal: `harness run` pauses on a write the policy asks about,
+// prints the approval id and the command, and exits 7; `harness approve`
+// then records the decision and carries the run on in its own process.
+func TestRunPausesAndApproveCarriesOn(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
+		t.Fatal(err)
+	}
+	contract := filepath.Join(dir, "contract.json")
+	body := `{"schema":"harness.contract/v1","task":"Fix Add in calc.go.","workspace":{"root":"ws"},"verification":{"none":{}},
+		"policy":{"defaults":{"read":"allow","write":"ask","exec":"deny","net":"deny"}}}`
+	if err := os.WriteFile(contract, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cassette := recordPausing(t, body, ws)
+
+	data := t.TempDir()
+	code, out, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--replay", cassette, "--id", "cli-paused", contract)
+	if code != exitPaused {
+		t.Fatalf("run = %d, want %d (paused)\nstdout: %s\nstderr: %s", code, exitPaused, out, errOut)
+	}
+	id := regexp.MustCompile(`harness approve (\S+)`).FindStringSubmatch(out)
+	if id == nil || id[1] != "cli-paused.1.0" {
+		t.Fatalf("run output names no approval command: %s", out)
+	}
+	code, out, errOut = cli(t, t.Context(), nil, "approve", "--data", data, "--replay", cassette, id[1])
+	if code != exitOK || !strings.Contains(out, "outcome finished") {
+		t.Fatalf("approve = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !strings.Contains(string(b), "return a + b") {
+		t.Errorf("calc.go after the approval = %q", b)
+	}
+	if code, _, _ := cli(t, t.Context(), nil, "approve", "--data", data, id[1]); code == exitOK {
+		t.Error("a second approval of the same action was accepted")
+	}
+	if code, _, errOut := cli(t, t.Context(), nil, "deny", "--data", data, "not-an-id"); code != exitUsage || !strings.Contains(errOut, "approval id") {
+		t.Errorf("deny not-an-id = %d %q, want a usage error", code, errOut)
+	}
+}
+
+// recordPausing records an agent that fixes Add through a pause and an
+// approval, for the CLI to replay.
+func recordPausing(t *testing.T, contract, root string) string {
+	t.Helper()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.CopyFS(ws, os.DirFS(root)); err != nil {
+		t.Fatal(err)
+	}
+	rec := provider.NewRecord(provider.NewScripted(
+		&protocol.Turn{Text: "Fixing Add.", ToolCalls: []protocol.ToolCall{{ID: "fix", Name: "edit_file",
+			Arguments: json.RawMessage(`{"path":"calc.go","search":"return a - b","replace":"return a + b"}`)}}},
+		&protocol.Turn{Text: "Done."}))
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec, NoTakeover: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	raw := strings.Replace(contract, `"root":"ws"`, `"root":"`+ws+`"`, 1)
+	if _, err := cl.Submit(t.Context(), []byte(raw), "rec"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Wait(t.Context(), "rec"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("rec", 1, 0), &protocol.Decision{Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cl.Resume(t.Context(), "rec"); err != nil || res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("recording: %+v, %v", res, err)
+	}
+	path := filepath.Join(t.TempDir(), "cassette.json")
+	if err := rec.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
