@@ -212,6 +212,20 @@ func TestStopConditions(t *testing.T) {
 			answer: always, want: protocol.OutcomeStepCapReached, wantSteps: 3,
 		},
 		{
+			name: "an agent repeating itself is told to re-plan once, then stopped",
+			edit: func(c *protocol.Contract) {
+				c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "calc.go", Needle: "never there"}}
+			},
+			answer: func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+				last := req.Messages[len(req.Messages)-1].Content
+				if call == 4 && !strings.Contains(last, "[re-plan]") {
+					return nil, protocol.Errorf(protocol.CodeProviderRequest, "step 4 was not told to re-plan: %q", last)
+				}
+				return readCall(call), nil
+			},
+			want: protocol.OutcomeStalled, wantSteps: 6,
+		},
+		{
 			name: "no verification ends on a turn without a tool call",
 			edit: func(c *protocol.Contract) { c.Verification = protocol.Verification{None: &struct{}{}} },
 			answer: func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {

@@ -112,6 +112,7 @@ func (d *driver) loop(ctx context.Context) {
 			d.finish(ctx, outcome, why)
 			return
 		}
+		stalled, stallWhy := s.stalled(rec)
 		if err := d.w.Append(ctx, d.c.slim(ctx, rec)); err != nil {
 			if errors.Is(err, protocol.ErrFenced) {
 				d.log.Warn("run taken over; stopping", "step", step)
@@ -140,6 +141,10 @@ func (d *driver) loop(ctx context.Context) {
 			d.log.Warn("update run index", "err", err)
 		}
 		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
+		if stalled {
+			d.finish(ctx, protocol.OutcomeStalled, stallWhy)
+			return
+		}
 		if o, why := s.afterStep(rec); o != "" {
 			d.finish(ctx, o, why)
 			return
@@ -202,7 +207,7 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		passed := rec.Check.Passed
 		d.c.emit(s.run, step, protocol.EventCheck, &protocol.Event{Passed: &passed, Text: rec.Check.Detail})
 	}
-	rec.Note = s.note(turn, rec.Check)
+	rec.Note = s.note(rec)
 	return rec, nil, "", ""
 }
 

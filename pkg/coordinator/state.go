@@ -23,6 +23,7 @@ type runState struct {
 	paused *protocol.Record
 	// remembered are the rules people approved for the rest of the run.
 	remembered []protocol.Rule
+	stall      stallState
 }
 
 // newRunState rebuilds a run from its records. Records must have their
@@ -51,6 +52,7 @@ func (s *runState) apply(rec *protocol.Record) error {
 		}
 		s.step = rec.Step
 		s.tokens = rec.Tokens
+		s.stall, _, _ = nextStall(s.stall, s.contract.Stall, rec)
 		if rec.Turn != nil {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls})
 		}
@@ -124,6 +126,16 @@ func (s *runState) overBudget(tokens int64) bool {
 	return s.contract.Budget.MaxTokens > 0 && tokens > s.contract.Budget.MaxTokens
 }
 
+// stalled reports whether a step, about to be committed, stops the run
+// for repeating itself, and why.
+func (s *runState) stalled(rec *protocol.Record) (bool, string) {
+	_, v, tried := nextStall(s.stall, s.contract.Stall, rec)
+	if v != stallStopped {
+		return false, ""
+	}
+	return true, fmt.Sprintf("the agent repeated itself without changing the workspace after %d re-plan(s): %s", s.stall.replans, strings.Join(tried, " ; "))
+}
+
 // afterStep decides how a committed step ends the run, if it does: budgets,
 // then a verification-free run finished by a turn without tool calls, then
 // a passed check. The order is io-harness 0.17's.
@@ -149,8 +161,12 @@ func (s *runState) needsCheck(turn *protocol.Turn, tokens int64) bool {
 
 // note is the user message that follows a step's tool results, if any: a
 // reminder when the model called no tool, and the failed check.
-func (s *runState) note(turn *protocol.Turn, check *protocol.CheckResult) string {
+func (s *runState) note(rec *protocol.Record) string {
+	turn, check := rec.Turn, rec.Check
 	var parts []string
+	if _, v, tried := nextStall(s.stall, s.contract.Stall, rec); v == stallReplan {
+		parts = append(parts, replanNote(tried))
+	}
 	if len(turn.ToolCalls) == 0 && s.contract.Verification.None == nil {
 		parts = append(parts, "You called no tool, and the task is not verified yet. Continue by calling a tool.")
 	}

@@ -139,11 +139,44 @@ func TestAfterStep(t *testing.T) {
 
 func TestNote(t *testing.T) {
 	s, _ := newRunState("r", []protocol.Record{started(contract(nil))})
-	quiet := &protocol.Turn{}
-	if n := s.note(quiet, &protocol.CheckResult{Detail: "`go test` exited 1 (expected 0)."}); !strings.Contains(n, "called no tool") || !strings.Contains(n, "exited 1") {
+	quiet := &protocol.Record{Kind: protocol.RecordStep, Step: 1, Turn: &protocol.Turn{}, Check: &protocol.CheckResult{Detail: "`go test` exited 1 (expected 0)."}}
+	if n := s.note(quiet); !strings.Contains(n, "called no tool") || !strings.Contains(n, "exited 1") {
 		t.Errorf("note = %q, want the reminder and the failed check", n)
 	}
-	if n := s.note(&protocol.Turn{ToolCalls: []protocol.ToolCall{{}}}, &protocol.CheckResult{Passed: true}); n != "" {
+	passing := step(1, 1, 1, &protocol.CheckResult{Passed: true})
+	if n := s.note(&passing); n != "" {
 		t.Errorf("note after a passing step = %q, want none", n)
+	}
+}
+
+// TestStall folds repeated, unproductive steps: a re-plan once the window
+// is full and a signature repeats, then a stop; a change clears it.
+func TestStall(t *testing.T) {
+	spec := &protocol.StallSpec{Window: 3, MaxReplans: 1}
+	same := step(1, 1, 1, nil) // read_file x, every time
+	var st stallState
+	var got []stallVerdict
+	for range 6 {
+		var v stallVerdict
+		st, v, _ = nextStall(st, spec, &same)
+		got = append(got, v)
+	}
+	want := []stallVerdict{stallFine, stallFine, stallReplan, stallFine, stallFine, stallStopped}
+	if !cmp.Equal(got, want) {
+		t.Errorf("verdicts = %v, want %v", got, want)
+	}
+	changed := step(1, 1, 1, nil)
+	changed.Observations[0].Tool, changed.Observations[0].Changed = "write_file", true
+	st, v, _ := nextStall(stallState{window: []string{"a", "b"}}, spec, &changed)
+	if v != stallFine || len(st.window) != 0 {
+		t.Errorf("a changing step left %v, %v; want the window cleared", st, v)
+	}
+	execd := step(1, 1, 1, nil)
+	execd.Observations[0].Tool, execd.Observations[0].Changed = "exec", true
+	if st, _, _ := nextStall(stallState{window: []string{"a"}}, spec, &execd); len(st.window) != 2 {
+		t.Errorf("an exec cleared the window: %v", st)
+	}
+	if _, v, _ := nextStall(stallState{window: []string{signature(same.Turn), signature(same.Turn)}}, &protocol.StallSpec{}, &same); v != stallFine {
+		t.Errorf("a window of 0 still detected a stall")
 	}
 }

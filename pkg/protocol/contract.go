@@ -40,7 +40,22 @@ type Contract struct {
 	Budget       Budget       `json:"budget,omitzero"`
 	Provider     ProviderSpec `json:"provider,omitzero"`
 	Sandbox      SandboxSpec  `json:"sandbox,omitzero"`
+	Stall        *StallSpec   `json:"stall,omitempty"`
 }
+
+// StallSpec says when a run that repeats itself without changing the
+// workspace is told to re-plan, and when it is stopped. Absent, the window
+// is 3 and one re-plan is given; a window of 0 turns detection off.
+type StallSpec struct {
+	Window     int `json:"window"`
+	MaxReplans int `json:"max_replans"`
+}
+
+// Default stall detection.
+const (
+	DefaultStallWindow     = 3
+	DefaultStallMaxReplans = 1
+)
 
 // Workspace names the directory the agent works in.
 type Workspace struct {
@@ -288,6 +303,9 @@ func (c *Contract) Validate() error {
 	if p := c.Provider.Pool; p != "" && !ValidToken(p) {
 		return FieldError(CodeInvalidField, "provider.pool", "use letters, digits, '-' and '_' only", "pool %q is not a valid subject token", p)
 	}
+	if st := c.Stall; st != nil && (st.Window < 0 || st.MaxReplans < 0) {
+		return FieldError(CodeInvalidField, "stall", "use a window of 0 (off) or more, and max_replans of 0 or more", "negative stall settings")
+	}
 	if c.Provider.MaxOutputTokens < 0 {
 		return FieldError(CodeInvalidField, "provider.max_output_tokens", "use a positive number", "max_output_tokens is negative")
 	}
@@ -393,6 +411,9 @@ func (c *Contract) fillDefaults() {
 		c.Sandbox.Backend = "auto"
 	}
 	c.Sandbox.Limits = c.Sandbox.Limits.WithDefaults()
+	if c.Stall == nil {
+		c.Stall = &StallSpec{Window: DefaultStallWindow, MaxReplans: DefaultStallMaxReplans}
+	}
 }
 
 // ValidToken reports whether s can stand as one NATS subject token in our
