@@ -21,7 +21,9 @@ coordinator, worker and sandboxer) listening on a NATS port, and prints the
 URL clients connect to. Stops on SIGINT or SIGTERM; runs in hand stay in the
 trace.
 
-The worker's provider is --replay FILE, or OpenAI when OPENAI_API_KEY is set.`)
+The worker's provider is --replay FILE, or every vendor whose key is set
+(OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY), chained in the
+order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	data := fs.String("data", "", "data directory (default $HARNESS_DATA or ~/.local/share/harness)")
 	listen := fs.String("listen", "127.0.0.1:4222", "host:port NATS listens on (port 0 for a free one)")
 	replay := fs.String("replay", "", "answer turns from this cassette")
@@ -40,16 +42,13 @@ The worker's provider is --replay FILE, or OpenAI when OPENAI_API_KEY is set.`)
 			return exitUsage
 		}
 		p = r
-	case env.getenv("OPENAI_API_KEY") != "":
-		o, err := provider.NewOpenAI(openAIConfig(env))
+	default:
+		chain, _, err := provider.FromEnv(env.getenv)
 		if err != nil {
 			fail(env.stderr, "%v", err)
 			return exitUsage
 		}
-		p = o
-	default:
-		fail(env.stderr, "no provider: set OPENAI_API_KEY or pass --replay CASSETTE")
-		return exitUsage
+		p = chain
 	}
 	level := slog.LevelWarn
 	if *verbose {

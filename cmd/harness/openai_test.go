@@ -23,6 +23,7 @@ func TestRunDrivesAnOpenAICompatibleServer(t *testing.T) {
 			return
 		}
 		var req struct {
+			Stream   bool   `json:"stream"`
 			Model    string `json:"model"`
 			Messages []struct {
 				Role       string `json:"role"`
@@ -51,11 +52,36 @@ func TestRunDrivesAnOpenAICompatibleServer(t *testing.T) {
 			msg["tool_calls"] = []map[string]any{{"id": "call_1", "type": "function", "function": map[string]any{
 				"name": "edit_file", "arguments": `{"path":"calc.go","search":"return a - b","replace":"return a + b"}`}}}
 		}
+		usage := map[string]any{"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320}
+		if req.Stream {
+			// The streamed form: the role, the text, the tool call, the
+			// finish, the usage, then [DONE].
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk := func(delta map[string]any, finish any, usage any) {
+				choices := []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}}
+				if delta == nil {
+					choices = []map[string]any{}
+				}
+				b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": req.Model, "choices": choices, "usage": usage})
+				_, _ = w.Write([]byte("data: " + string(b) + "\n\n"))
+			}
+			chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
+			chunk(map[string]any{"content": msg["content"]}, nil, nil)
+			if calls, ok := msg["tool_calls"].([]map[string]any); ok {
+				call := calls[0]
+				call["index"] = 0
+				chunk(map[string]any{"tool_calls": []map[string]any{call}}, nil, nil)
+			}
+			chunk(map[string]any{}, finish, nil)
+			chunk(nil, nil, usage)
+			_, _ = w.Write([]byte("data: [DONE]\n\n"))
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "chatcmpl-1", "object": "chat.completion", "model": req.Model,
 			"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish}},
-			"usage":   map[string]any{"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320},
+			"usage":   usage,
 		})
 	}))
 	defer srv.Close()

@@ -168,12 +168,14 @@ func chooseProvider(env *environ, replay, contractPath string) (worker.Provider,
 		}
 		return r, "replay of " + replay, nil
 	}
-	if env.getenv("OPENAI_API_KEY") != "" {
-		o, err := provider.NewOpenAI(openAIConfig(env))
-		if err != nil {
-			return nil, "", err
+	if p, _, err := provider.FromEnv(env.getenv); err == nil {
+		source := p.Name()
+		if env.getenv("OPENAI_API_KEY") != "" {
+			source += " (" + orDefault(env.getenv("OPENAI_BASE_URL"), "https://api.openai.com/v1") + ")"
 		}
-		return o, "openai (" + orDefault(env.getenv("OPENAI_BASE_URL"), "https://api.openai.com/v1") + ")", nil
+		return p, source, nil
+	} else if hasKey(env) {
+		return nil, "", err
 	}
 	cassette := filepath.Join(filepath.Dir(contractPath), "cassette.json")
 	if _, err := os.Stat(cassette); contractPath != "" && err == nil {
@@ -183,16 +185,12 @@ func chooseProvider(env *environ, replay, contractPath string) (worker.Provider,
 		}
 		return r, "replay of " + cassette + " (set OPENAI_API_KEY for a real model)", nil
 	}
-	return nil, "", errors.New("no provider: set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server), or pass --replay CASSETTE")
+	return nil, "", errors.New("no provider: set OPENAI_API_KEY (and OPENAI_BASE_URL for an OpenAI-compatible server), ANTHROPIC_API_KEY or OPENROUTER_API_KEY, or pass --replay CASSETTE")
 }
 
-func openAIConfig(env *environ) provider.OpenAIConfig {
-	return provider.OpenAIConfig{
-		APIKey:       env.getenv("OPENAI_API_KEY"),
-		BaseURL:      env.getenv("OPENAI_BASE_URL"),
-		Model:        env.getenv("OPENAI_MODEL"),
-		Organization: env.getenv("OPENAI_ORG_ID"),
-	}
+// hasKey reports whether any provider key is set.
+func hasKey(env *environ) bool {
+	return env.getenv("OPENAI_API_KEY") != "" || env.getenv("ANTHROPIC_API_KEY") != "" || env.getenv("OPENROUTER_API_KEY") != ""
 }
 
 func orDefault(s, d string) string {

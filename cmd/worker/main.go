@@ -2,13 +2,15 @@
 // takes step tasks from its pools and answers them with its provider.
 //
 // Usage: worker [--nats URL] [--id ID] [--pool NAME]... [--concurrency N] [--replay CASSETTE]
-// The provider is --replay CASSETTE, else OpenAI (or any OpenAI-compatible
-// server) from OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL.
+// The provider is --replay CASSETTE, else every vendor whose key is set
+// (OPENAI_API_KEY with OPENAI_BASE_URL and OPENAI_MODEL for any
+// OpenAI-compatible server, ANTHROPIC_API_KEY, OPENROUTER_API_KEY), chained
+// in the order HARNESS_PROVIDERS gives and falling over on retryable
+// failures.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -36,32 +38,28 @@ func main() {
 	replay := flag.String("replay", "", "answer from this cassette instead of a live provider")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	p, err := newProvider(*replay)
+	p, primary, err := newProvider(*replay)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *natsURL, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, Logger: log}); err != nil {
+	if err := run(ctx, log, *natsURL, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, Primary: primary, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 }
 
-func newProvider(replay string) (worker.Provider, error) {
+func newProvider(replay string) (worker.Provider, string, error) {
 	if replay != "" {
-		return provider.LoadReplay(replay)
+		r, err := provider.LoadReplay(replay)
+		if err != nil {
+			return nil, "", err
+		}
+		return r, r.Name(), nil
 	}
-	if os.Getenv("OPENAI_API_KEY") == "" {
-		return nil, errors.New("no provider: set OPENAI_API_KEY or pass --replay CASSETTE")
-	}
-	return provider.NewOpenAI(provider.OpenAIConfig{
-		APIKey:       os.Getenv("OPENAI_API_KEY"),
-		BaseURL:      os.Getenv("OPENAI_BASE_URL"),
-		Model:        os.Getenv("OPENAI_MODEL"),
-		Organization: os.Getenv("OPENAI_ORG_ID"),
-	})
+	return provider.FromEnv(os.Getenv)
 }
 
 func run(ctx context.Context, log *slog.Logger, url string, p worker.Provider, cfg worker.Config) error {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/trace"
 )
 
@@ -43,11 +44,13 @@ type Config struct {
 	// OpenTimeout bounds the wait for a sandboxer to take a workspace; a
 	// run that finds none by then ends failed. Default 60 seconds.
 	OpenTimeout time.Duration
-	// MaxRetries is how many times a retryable provider failure is tried
-	// again before the run escalates; default 2.
-	MaxRetries int
-	// RetryBase is the first back-off; each retry doubles it; default 500ms.
-	RetryBase time.Duration
+	// Retry says when a provider failure is tried again: only retryable
+	// failures, with doubling back-off from Base to Max, a server's
+	// Retry-After honoured as is, at most MaxRetries times, and never a
+	// wait that would outlast the run's wall clock (the run escalates at
+	// once instead). The zero value is provider.RetryPolicy's defaults:
+	// 500 ms, 30 s, 2 retries.
+	Retry provider.RetryPolicy
 	// InlineLimit is the largest observation or turn text kept inside a
 	// trace record; larger content goes to the blob store; default 4 KiB.
 	InlineLimit int
@@ -85,12 +88,6 @@ func (c *Config) setDefaults() {
 	if c.OpenTimeout == 0 {
 		c.OpenTimeout = 60 * time.Second
 	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 2
-	}
-	if c.RetryBase == 0 {
-		c.RetryBase = 500 * time.Millisecond
-	}
 	if c.InlineLimit == 0 {
 		c.InlineLimit = 4 << 10
 	}
@@ -113,8 +110,11 @@ func (c *Config) Validate() error {
 	if c.ID != "" && !protocol.ValidToken(c.ID) {
 		return fmt.Errorf("coordinator id %q: use letters, digits, '-' and '_'", c.ID)
 	}
-	if c.MaxRuns < 0 || c.MaxRetries < 0 {
-		return errors.New("coordinator: MaxRuns and MaxRetries must not be negative")
+	if c.MaxRuns < 0 {
+		return errors.New("coordinator: MaxRuns must not be negative")
+	}
+	if err := c.Retry.Validate(); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
 	}
 	return nil
 }

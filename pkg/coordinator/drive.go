@@ -260,21 +260,16 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 		if perr == nil {
 			perr = protocol.Errorf(protocol.CodeProviderMalformed, "the worker returned neither a turn nor an error")
 		}
-		if !perr.Retryable() || retries >= d.c.cfg.MaxRetries {
-			return nil, perr
-		}
-		wait := d.c.cfg.RetryBase << retries
-		if perr.RetryAfterMS > 0 {
-			wait = time.Duration(perr.RetryAfterMS) * time.Millisecond
-		}
-		if dl := s.deadline(); !dl.IsZero() && time.Now().Add(wait).After(dl) {
-			return nil, perr // a wait is not a way to escape the time budget
+		retries++
+		wait, retry := d.c.cfg.Retry.Next(retries, perr, time.Now(), s.deadline())
+		if !retry {
+			return nil, perr // not retryable, retries spent, or a wait that would outlast the time budget
 		}
 		d.log.Info("retrying provider call", "step", step, "attempt", attempt, "wait", wait, "err", perr)
+		d.c.emit(s.run, step, protocol.EventRetry, &protocol.Event{Text: fmt.Sprintf("%s; retry %d in %s", perr.Name, retries, wait)})
 		if err := sleep(ctx, wait); err != nil {
 			return nil, err
 		}
-		retries++
 		attempt++
 	}
 }

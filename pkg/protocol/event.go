@@ -15,6 +15,9 @@ const (
 	EventDecided  = "approval_decided"
 	EventFinished = "finished"
 	EventError    = "error"
+	EventRetry    = "retry"
+	EventToken    = "token"
+	EventFallback = "fallback"
 )
 
 // Event is a live notification on harness.events.<run>.<kind>. The trace is

@@ -62,6 +62,13 @@ type Config struct {
 	AckWait time.Duration
 	// CallTimeout bounds one provider call; default 10 minutes.
 	CallTimeout time.Duration
+	// Primary names the provider expected to serve; a turn served by
+	// another (a fallback) is announced with a fallback event. Default:
+	// the provider's name, so a chain announces nothing unless set.
+	Primary string
+	// NoStream calls providers without streaming; by default a provider
+	// that streams publishes its tokens as token events while it answers.
+	NoStream bool
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -115,6 +122,10 @@ type Worker struct {
 	inflight atomic.Int64
 	served   atomic.Int64
 	failed   atomic.Int64
+	// notBefore is when the provider may be called again after it rate
+	// limited this worker (unix nanoseconds): the whole worker backs off,
+	// rather than every goroutine hammering it.
+	notBefore atomic.Int64
 }
 
 // New returns a worker calling p. Errors: an invalid Config.
@@ -284,18 +295,74 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 		res.Error = err
 		return res
 	}
+	if err := w.backOff(cctx); err != nil {
+		res.Error = protocol.Errorf(protocol.CodeProviderTimeout, "the provider is rate limiting this worker past the run's time: %s", err.Error())
+		return res
+	}
 	start := time.Now()
-	turn, err := w.p.Complete(cctx, &task.Request)
+	var turn *protocol.Turn
+	var err error
+	if s, ok := w.p.(streamer); ok && !w.cfg.NoStream {
+		turn, err = s.CompleteStream(cctx, &task.Request, func(text string) {
+			w.event(task, protocol.EventToken, &protocol.Event{Text: text})
+		})
+	} else {
+		turn, err = w.p.Complete(cctx, &task.Request)
+	}
 	res.LatencyMS = time.Since(start).Milliseconds()
 	if err != nil {
 		res.Error = protocol.AsError(err)
+		if res.Error.Code == protocol.CodeRateLimited {
+			wait := time.Duration(max(res.Error.RetryAfterMS, 1000)) * time.Millisecond
+			w.notBefore.Store(time.Now().Add(wait).UnixNano())
+		}
 		return res
 	}
 	if turn.Served == "" {
 		turn.Served = w.p.Name()
 	}
+	primary := w.cfg.Primary
+	if primary == "" {
+		primary = w.p.Name()
+	}
+	if turn.Served != primary {
+		w.event(task, protocol.EventFallback, &protocol.Event{Text: turn.Served + " served instead of " + primary})
+	}
 	res.Turn = turn
 	return res
+}
+
+// streamer is a provider that streams its answer; provider.OpenAI and
+// provider.Anthropic are.
+type streamer interface {
+	CompleteStream(ctx context.Context, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error)
+}
+
+// backOff waits out a rate limit the provider set on this worker.
+func (w *Worker) backOff(ctx context.Context) error {
+	until := time.Unix(0, w.notBefore.Load())
+	d := time.Until(until)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// event publishes a live event of the task's run.
+func (w *Worker) event(task *protocol.StepTask, kind string, ev *protocol.Event) {
+	ev.Run, ev.Step, ev.Kind, ev.Time = task.Run, task.Step, kind, time.Now().UTC()
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	_ = w.nc.Publish(streams.Event(task.Run, kind), data)
 }
 
 // egress checks net on each of the provider's endpoints against the run's
