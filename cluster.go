@@ -143,7 +143,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if nc, err = connect("harness-sandboxer"); err != nil {
 		return fail(err)
 	}
-	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backend: cfg.Backend, Logger: cfg.Logger})
+	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backend: cfg.Backend, Logger: cfg.Logger, Ops: c.assets.Ops})
 	if err != nil {
 		return fail(err)
 	}

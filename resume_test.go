@@ -202,3 +202,64 @@ func statusVia(t *testing.T, data, run string) (*protocol.RunState, error) {
 	defer c.Close()
 	return c.Status(t.Context(), run)
 }
+
+// TestNATSRestartMidRun restarts the NATS server, on the same store, under
+// a run driven by separate coordinator, worker and sandboxer processes:
+// they reconnect on their own and the run reaches its outcome with every
+// step once.
+func TestNATSRestartMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the role binaries; run without -short")
+	}
+	bin := buildRoles(t)
+	cassette := recordSlow(t)
+	store := t.TempDir()
+	srv, err := harness.StartServer(store, "127.0.0.1:0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr().String()
+	url := srv.ClientURL()
+	c, err := harness.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	env := []string{"NATS_URL=" + url}
+	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
+	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
+	startProcess(t, filepath.Join(bin, "coordinator"), env)
+	if _, err := c.Submit(t.Context(), slowContract(t, ws), "through-restart"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		st, err := c.Status(t.Context(), "through-restart")
+		if err != nil {
+			return err
+		}
+		if st.Step < 1 {
+			return errorf("at step %d", st.Step)
+		}
+		return nil
+	})
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	srv, err = harness.StartServer(store, addr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	res, err := c.Wait(t.Context(), "through-restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
+		t.Fatalf("run through a NATS restart = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
+	}
+	recs, err := c.Trace(t.Context(), "through-restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, recs, res)
+}

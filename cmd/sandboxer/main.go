@@ -43,11 +43,12 @@ func main() {
 }
 
 func run(ctx context.Context, log *slog.Logger, url string, cfg sandboxer.Config) error {
-	nc, _, _, err := streams.Connect(ctx, url, "harness-sandboxer")
+	nc, _, assets, err := streams.Connect(ctx, url, "harness-sandboxer")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	cfg.Ops = assets.Ops
 	s, err := sandboxer.New(nc, cfg)
 	if err != nil {
 		return err

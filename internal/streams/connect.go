@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,11 +14,24 @@ import (
 // loss, and ensures the streams. It is what every role's main does first.
 // Errors: the server cannot be reached, or JetStream is not enabled.
 func Connect(ctx context.Context, url, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, *Assets, error) {
+	// After a reconnect the streams are ensured again: a restarted server
+	// has lost the in-memory steps stream.
+	var handle atomic.Pointer[jetstream.JetStream]
+	reconnected := func(*nats.Conn) {
+		if js := handle.Load(); js != nil {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_, _ = Ensure(ctx, *js, Config{})
+			}()
+		}
+	}
 	opts = append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
+		nats.ReconnectHandler(reconnected),
 	}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -28,6 +42,7 @@ func Connect(ctx context.Context, url, name string, opts ...nats.Option) (*nats.
 		nc.Close()
 		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
+	handle.Store(&js)
 	assets, err := Ensure(ctx, js, Config{})
 	if err != nil {
 		nc.Close()

@@ -35,6 +35,7 @@ const (
 	BucketRuns      = "harness-runs"
 	BucketLeases    = "harness-leases"
 	BucketApprovals = "harness-approvals"
+	BucketOps       = "harness-ops"
 	BucketBlobs     = "harness-blobs"
 
 	ConsumerCoordinators = "coordinators"
@@ -85,6 +86,7 @@ type Assets struct {
 	Runs      jetstream.KeyValue
 	Leases    jetstream.KeyValue
 	Approvals jetstream.KeyValue
+	Ops       jetstream.KeyValue
 	Blobs     jetstream.ObjectStore
 }
 
@@ -125,9 +127,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Subjects:    []string{StepsPrefix + ">"},
 		Storage:     jetstream.MemoryStorage,
 		Retention:   jetstream.WorkQueuePolicy,
-		Duplicates:  2 * time.Minute,
-		MaxMsgSize:  8 << 20,
-		Replicas:    r,
+		// As long as a coordinator waits for a turn: it publishes the task
+		// again under the same id while it waits.
+		Duplicates: 15 * time.Minute,
+		MaxMsgSize: 8 << 20,
+		Replicas:   r,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamSteps, err)
 	}
@@ -183,6 +187,16 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Replicas:    r,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketApprovals, err)
+	}
+	if a.Ops, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      BucketOps,
+		Description: "sandbox operations begun and their results, so an op id runs at most once",
+		History:     1,
+		TTL:         7 * 24 * time.Hour,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", BucketOps, err)
 	}
 	if a.Blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      BucketBlobs,

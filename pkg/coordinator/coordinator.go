@@ -38,6 +38,11 @@ type Config struct {
 	// TurnTimeout bounds the wait for one turn before the step task is
 	// published again as a new attempt; default 10 minutes.
 	TurnTimeout time.Duration
+	// RepublishInterval is how often a coordinator waiting for a turn
+	// looks for it in the turns stream and publishes its step task again
+	// under the same message id, which recovers a task a NATS restart lost;
+	// default 5 seconds.
+	RepublishInterval time.Duration
 	// OpTimeout bounds a sandbox operation beyond its own wall-clock cap;
 	// default 30 seconds.
 	OpTimeout time.Duration
@@ -81,6 +86,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TurnTimeout == 0 {
 		c.TurnTimeout = 10 * time.Minute
+	}
+	if c.RepublishInterval == 0 {
+		c.RepublishInterval = 5 * time.Second
 	}
 	if c.OpTimeout == 0 {
 		c.OpTimeout = 30 * time.Second

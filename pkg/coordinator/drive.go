@@ -244,7 +244,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			}
 			continue
 		}
-		tr, err := d.await(ctx, step, attempt)
+		tr, err := d.await(ctx, step, attempt, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data}, task.Key())
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -275,15 +275,29 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 }
 
 // await waits for the turn of one attempt on the run's turns subject.
-func (d *driver) await(ctx context.Context, step, attempt int) (*protocol.TurnResult, error) {
+// Every RepublishInterval it looks for the turn in the turns stream (it
+// may have been published while this coordinator was cut off from NATS)
+// and publishes the task again under the same message id: a no-op while
+// the task is still queued, and its recovery when a NATS restart lost it
+// (step tasks are kept in memory).
+func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, key string) (*protocol.TurnResult, error) {
 	timer := time.NewTimer(d.c.cfg.TurnTimeout)
 	defer timer.Stop()
+	tick := time.NewTicker(d.c.cfg.RepublishInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
 			return nil, errors.New("turn timeout")
+		case <-tick.C:
+			if tr := d.lastTurn(ctx); tr != nil && tr.Step == step && tr.Attempt == attempt {
+				return tr, nil
+			}
+			if _, err := d.c.js.PublishMsg(ctx, task, jetstream.WithMsgID(key)); err != nil {
+				d.log.Debug("publish the step task again", "step", step, "err", err)
+			}
 		case m := <-d.turns:
 			var tr protocol.TurnResult
 			if err := json.Unmarshal(m.Data, &tr); err != nil {
@@ -681,7 +695,21 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	m, err := c.nc.RequestWithContext(rctx, subject, data)
+	// Ops are idempotent by op id, so a request lost to a broken connection
+	// or a sandboxer that is restarting is sent again until the op's time
+	// is up; the sandboxer answers a repeat from its first result.
+	var m *nats.Msg
+	for {
+		m, err = c.nc.RequestWithContext(rctx, subject, data)
+		if err == nil || rctx.Err() != nil || subject == streams.SandboxOpenSubject ||
+			!(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+				errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrTimeout)) {
+			break
+		}
+		if serr := sleep(rctx, 250*time.Millisecond); serr != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness/internal/gate"
@@ -64,9 +65,14 @@ type Config struct {
 	// CmdEnv is the whole environment commands see; default
 	// sandbox.MinimalEnv(). The sandboxer's own environment never leaks.
 	CmdEnv []string
-	// RememberOps is how many completed op results are kept to answer a
-	// repeated op id; default 4096.
+	// RememberOps is how many completed op results are kept in memory to
+	// answer a repeated op id; default 4096.
 	RememberOps int
+	// Ops, when set, keeps every operation's start and result in a
+	// key-value bucket, so a repeated op id is answered from its first
+	// result even after this node restarts, and a tool call the node died
+	// under is reported as indeterminate instead of run again.
+	Ops jetstream.KeyValue
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -297,9 +303,69 @@ func (s *Sandboxer) once(ctx context.Context, op *protocol.SandboxOp) *protocol.
 		s.opOrder = s.opOrder[1:]
 	}
 	s.mu.Unlock()
-	e.reply = s.do(ctx, op)
+	e.reply = s.durably(ctx, op)
 	close(e.done)
 	return e.reply
+}
+
+// opRecord is what the ops bucket holds for one operation: that it began,
+// and once it ended, its reply.
+type opRecord struct {
+	Done  bool                   `json:"done"`
+	Reply *protocol.SandboxReply `json:"reply,omitempty"`
+}
+
+// durably runs an operation at most once across restarts of this node when
+// an ops bucket is configured: a completed op's reply is kept there and
+// returned again; a tool call that began but never ended (the node died
+// under it) is reported as indeterminate, never silently run again. A
+// verification cut off that way is simply run again: it changes nothing.
+func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
+	if s.cfg.Ops == nil {
+		return s.do(ctx, op)
+	}
+	key := opKey(op.OpID)
+	if e, err := s.cfg.Ops.Get(ctx, key); err == nil {
+		var rec opRecord
+		if json.Unmarshal(e.Value(), &rec) == nil {
+			if rec.Done && rec.Reply != nil {
+				return rec.Reply
+			}
+			if op.Kind == protocol.OpTool {
+				return indeterminate(op)
+			}
+		}
+	}
+	begun, _ := json.Marshal(opRecord{})
+	if _, err := s.cfg.Ops.Put(ctx, key, begun); err != nil {
+		s.log.Warn("record op start", "op", op.OpID, "err", err)
+	}
+	reply := s.do(ctx, op)
+	done, _ := json.Marshal(opRecord{Done: true, Reply: reply})
+	if _, err := s.cfg.Ops.Put(ctx, key, done); err != nil {
+		s.log.Warn("record op result", "op", op.OpID, "err", err)
+	}
+	return reply
+}
+
+// indeterminate is the reply for a tool call cut off by a restart.
+func indeterminate(op *protocol.SandboxOp) *protocol.SandboxReply {
+	obs := &protocol.Observation{IsError: true,
+		Content: "[indeterminate] this call was cut off when the sandboxer stopped: it did not finish, and its effects are unknown. Look at the workspace before you repeat it."}
+	if op.Call != nil {
+		obs.CallID, obs.Tool = op.Call.ID, op.Call.Name
+	}
+	return &protocol.SandboxReply{OpID: op.OpID, Observation: obs}
+}
+
+// opKey turns an op id into a bucket key.
+func opKey(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '=' {
+			return r
+		}
+		return '_'
+	}, id)
 }
 
 func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -309,5 +310,83 @@ func TestExecArgvTricks(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, "pwned")); err == nil {
 			t.Fatalf("%s created a file: %s", argv, r.Observation.Content)
 		}
+	}
+}
+
+// TestOpsOutliveTheSandboxer keeps op results in a real JetStream bucket:
+// a new sandboxer answers a repeated op id from the first result, and a
+// tool call the old one died under is reported as indeterminate, not run.
+func TestOpsOutliveTheSandboxer(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	allow := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	appendOp := &protocol.SandboxOp{OpID: "r1.1.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
+		Call: call("exec", `{"argv":["sh","-c","echo ran >> count.txt"]}`), Policy: allow}
+	runOnce := func(op *protocol.SandboxOp) *protocol.SandboxReply {
+		t.Helper()
+		sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sb1", Roots: []string{root}, Ops: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- sb.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		var r *protocol.SandboxReply
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r, err = do(t, nc, "harness.sandbox.sb1.op", op, 5*time.Second)
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := runOnce(appendOp)
+	second := runOnce(appendOp) // another sandboxer process, the same op id
+	if first.Observation == nil || second.Observation == nil || second.Observation.Content != first.Observation.Content {
+		t.Fatalf("replies differ: %+v then %+v", first.Observation, second.Observation)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "count.txt")); string(got) != "ran\n" {
+		t.Errorf("count.txt = %q after two deliveries across a restart, want one line", got)
+	}
+
+	// An op the previous node began and never finished.
+	if _, err := kv.Put(t.Context(), "r1.2.0.1", []byte(`{"done":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	cut := *appendOp
+	cut.OpID = "r1.2.0.1"
+	r := runOnce(&cut)
+	if r.Observation == nil || !strings.Contains(r.Observation.Content, "[indeterminate]") {
+		t.Errorf("a cut-off op = %+v, want indeterminate", r.Observation)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "count.txt")); string(got) != "ran\n" {
+		t.Errorf("the cut-off op ran again: count.txt = %q", got)
 	}
 }

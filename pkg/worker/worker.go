@@ -167,57 +167,102 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var stopMu sync.Mutex // guards stopping and every wg.Add
 	stopping := false
-	var consumers []jetstream.ConsumeContext
-	defer func() {
-		for _, cc := range consumers {
-			cc.Stop()
-		}
-	}()
-	for _, pool := range w.cfg.Pools {
-		cons, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
-		if err != nil {
-			return err
-		}
+	handle := func(msg jetstream.Msg) {
 		// The callback blocks while every slot is busy, which holds back
 		// the next pull: at most Concurrency calls run, and at most as many
 		// tasks wait in this worker's buffer.
-		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				_ = msg.Nak()
-				return
-			}
-			stopMu.Lock()
-			if stopping {
-				stopMu.Unlock()
-				<-slots
-				_ = msg.Nak()
-				return
-			}
-			wg.Add(1)
-			stopMu.Unlock()
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				w.serve(ctx, msg)
-			}()
-		}, jetstream.PullMaxMessages(w.cfg.Concurrency))
-		if err != nil {
-			return fmt.Errorf("consume pool %s: %w", pool, err)
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			_ = msg.Nak()
+			return
 		}
-		consumers = append(consumers, cc)
+		stopMu.Lock()
+		if stopping {
+			stopMu.Unlock()
+			<-slots
+			_ = msg.Nak()
+			return
+		}
+		wg.Add(1)
+		stopMu.Unlock()
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			w.serve(ctx, msg)
+		}()
+	}
+	// The first consumer of each pool must come up, or the worker fails.
+	for _, pool := range w.cfg.Pools {
+		if _, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait); err != nil {
+			return err
+		}
+	}
+	var consumers sync.WaitGroup
+	for _, pool := range w.cfg.Pools {
+		consumers.Add(1)
+		go func() {
+			defer consumers.Done()
+			w.consume(ctx, pool, handle)
+		}()
 	}
 	w.log.Info("worker started", "pools", w.cfg.Pools, "provider", w.p.Name())
 	<-ctx.Done()
-	for _, cc := range consumers {
-		cc.Stop()
-	}
+	consumers.Wait()
 	stopMu.Lock()
 	stopping = true
 	stopMu.Unlock()
 	wg.Wait()
 	return nil
+}
+
+// consume takes a pool's tasks until ctx ends. When the consumer goes away
+// under it (a NATS restart loses the in-memory steps stream with its
+// consumers), it creates the stream and the consumer again and carries on.
+func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream.Msg)) {
+	for ctx.Err() == nil {
+		lost := make(chan struct{}, 1)
+		cons, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
+		if err != nil {
+			if _, eerr := streams.Ensure(ctx, w.js, streams.Config{}); eerr != nil {
+				w.log.Debug("ensure streams", "err", eerr)
+			}
+			_ = sleepCtx(ctx, time.Second)
+			continue
+		}
+		cc, err := cons.Consume(handle, jetstream.PullMaxMessages(w.cfg.Concurrency),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+					errors.Is(err, jetstream.ErrNoHeartbeat) {
+					select {
+					case lost <- struct{}{}:
+					default:
+					}
+				}
+			}))
+		if err != nil {
+			_ = sleepCtx(ctx, time.Second)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-lost:
+			w.log.Warn("lost the consumer of pool; taking it up again", "pool", pool)
+		case <-cc.Closed():
+		}
+		cc.Stop()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // serve handles one step task.
