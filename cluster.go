@@ -37,8 +37,9 @@ type Config struct {
 	// Roots are the directories whose workspaces the sandboxer serves;
 	// default the working directory.
 	Roots []string
-	// Backend runs the sandboxer's commands; default the floor.
-	Backend sandbox.Backend
+	// Backends run the sandboxer's commands, best first; default the
+	// floor alone.
+	Backends []sandbox.Backend
 	// Approver answers what the policy asks a person; default durable: the
 	// run pauses until someone decides with Client.Decide.
 	Approver coordinator.Approver
@@ -143,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if nc, err = connect("harness-sandboxer"); err != nil {
 		return fail(err)
 	}
-	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backend: cfg.Backend, Logger: cfg.Logger, Ops: c.assets.Ops})
+	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops})
 	if err != nil {
 		return fail(err)
 	}

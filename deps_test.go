@@ -23,8 +23,8 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "pkg/protocol"},
 		{pkg: "pkg/policy", ours: []string{"pkg/protocol", "internal/glob"}, noDirect: []string{"os", "os/exec", "net", "net/http", "syscall", "time"}},
 		{pkg: "internal/glob"},
-		{pkg: "pkg/sandbox", ours: []string{"pkg/protocol"}},
-		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}},
+		{pkg: "pkg/sandbox", ours: []string{"pkg/protocol"}, modules: dockerClient},
+		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}, modules: dockerClient},
 		{pkg: "pkg/provider", ours: []string{"pkg/protocol"}, modules: []string{"github.com/sashabaranov/go-openai"}},
 		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
 	}
@@ -50,6 +50,11 @@ func TestDependenciesPointDown(t *testing.T) {
 		}
 	}
 }
+
+// dockerClient is the Docker Engine's Go client (moby/moby/client, for the
+// docker sandbox backend) and what it brings with it.
+var dockerClient = []string{"github.com/moby/", "github.com/containerd/", "github.com/distribution/", "github.com/docker/",
+	"github.com/opencontainers/", "github.com/felixge/httpsnoop", "github.com/go-logr/", "go.opentelemetry.io/", "golang.org/x/sys"}
 
 // natsClient is nats.go and what it brings with it.
 var natsClient = []string{"github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",

@@ -40,8 +40,10 @@ func WithDataDir(dir string) Option { return func(c *Config, _ *runOptions) { c.
 // WithLogger sends the roles' logs to l.
 func WithLogger(l *slog.Logger) Option { return func(c *Config, _ *runOptions) { c.Logger = l } }
 
-// WithBackend sets the sandbox backend; default the floor.
-func WithBackend(b sandbox.Backend) Option { return func(c *Config, _ *runOptions) { c.Backend = b } }
+// WithBackends sets the sandbox backends, best first; default the floor.
+func WithBackends(b ...sandbox.Backend) Option {
+	return func(c *Config, _ *runOptions) { c.Backends = b }
+}
 
 // WithApprover sets who answers what the policy asks a person; default
 // durable: the run pauses with outcome awaiting_approval until a decision

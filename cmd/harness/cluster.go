@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -30,6 +31,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	var roots listFlag
 	fs.Var(&roots, "root", "a directory whose workspaces the sandboxer serves (repeatable; default the working directory)")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
+	backendNames := fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
 	}
@@ -55,8 +57,13 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 		level = slog.LevelInfo
 	}
 	dir := dataDir(env, *data)
-	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots,
-		Logger: slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))})
+	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+	bs, err := backends.Build(ctx, *backendNames, env.getenv("HARNESS_DOCKER_IMAGE"), logger)
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitUsage
+	}
+	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, Backends: bs})
 	if err != nil {
 		fail(env.stderr, "start the cluster: %v", err)
 		return exitError

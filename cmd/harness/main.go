@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+
+	"github.com/ioharness/harness/pkg/sandbox"
 )
 
 // Exit codes. 0 is success or finished; the outcome codes are stable and
@@ -61,6 +63,9 @@ type environ struct {
 }
 
 func main() {
+	// A native sandbox re-executes this binary as its init; that child
+	// never goes past this line.
+	sandbox.RunShimIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	env := &environ{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -37,6 +38,7 @@ the contract, replayed.`)
 	copyWS := fs.Bool("copy", false, "run on a private copy of the workspace under the data directory; the original stays as it was")
 	id := fs.String("id", "", "run id (idempotency key); running again with the same id reports that run")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
+	backendNames := fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitForParse(err)
@@ -94,8 +96,13 @@ the contract, replayed.`)
 	if env.stdin != nil {
 		approver = terminalApprover(env)
 	}
+	bs, err := backends.Build(ctx, *backendNames, env.getenv("HARNESS_DOCKER_IMAGE"), logger)
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitUsage
+	}
 	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: "127.0.0.1:0", Provider: p, Roots: []string{root}, Logger: logger,
-		NoTakeover: true, Approver: approver})
+		NoTakeover: true, Approver: approver, Backends: bs})
 	if err != nil {
 		fail(env.stderr, "start the embedded cluster: %v", err)
 		return exitError

@@ -2,7 +2,7 @@
 // it serves the workspaces under its roots, running tools and verification
 // commands for the runs that open them.
 //
-// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N]
+// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N] [--backends native,docker,floor]
 // The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the roots
 // default to the working directory.
 package main
@@ -17,7 +17,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
 )
 
@@ -27,16 +29,25 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
+	// A native sandbox re-executes this binary as its init; that child
+	// never goes past this line.
+	sandbox.RunShimIfRequested()
 	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	id := flag.String("id", os.Getenv("HARNESS_ID"), "node id ($HARNESS_ID; default random)")
 	var roots listFlag
 	flag.Var(&roots, "root", "a directory whose workspaces this node serves (repeatable; default the working directory)")
 	maxConc := flag.Int("max-concurrent", 0, "operations at once (default 4)")
+	backendNames := flag.String("backends", envOr("HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *natsURL, sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Logger: log}); err != nil {
+	bs, err := backends.Build(ctx, *backendNames, os.Getenv("HARNESS_DOCKER_IMAGE"), log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxer:", err)
+		os.Exit(2)
+	}
+	if err := run(ctx, log, *natsURL, sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Backends: bs, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(1)
 	}

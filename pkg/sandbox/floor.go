@@ -55,13 +55,26 @@ const escapedNote = "\n…[the sandbox stopped reading here: a process that left
 // number of commands at once.
 type Floor struct{}
 
-var _ Backend = (*Floor)(nil)
+var (
+	_ Backend  = (*Floor)(nil)
+	_ Enforcer = (*Floor)(nil)
+)
 
 // NewFloor returns the floor backend.
 func NewFloor() *Floor { return &Floor{} }
 
 // Name returns "floor".
 func (*Floor) Name() string { return "floor" }
+
+// Enforces returns the caps the floor enforces: "wall" everywhere, and on
+// Linux "cpu" and "open_files" too. It enforces no memory, pids or network
+// cap and no filesystem or process isolation.
+func (*Floor) Enforces() []string {
+	if floorRlimits {
+		return []string{CapWall, CapCPU, CapOpenFiles}
+	}
+	return []string{CapWall}
+}
 
 // Run runs spec as described on Floor and Backend. Errors (the command was
 // not started): ctx already done (ctx.Err(), wrapped); CodeBadArguments
@@ -154,8 +167,10 @@ func (f *Floor) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	<-exited
 	// The leader has exited but is not reaped yet, so its pid, which is
-	// the group's id, cannot be reused: sweep the group.
+	// the group's id, cannot be reused: sweep the group. Its own CPU time
+	// is still readable.
 	killGroup(pid)
+	cpuUsed := processCPU(pid)
 	ld.reap()
 	dur := time.Since(start)
 
@@ -177,6 +192,11 @@ func (f *Floor) Run(ctx context.Context, spec Spec) (*Result, error) {
 	switch {
 	case cmd.ProcessState == nil:
 		rep.ExitCode = -1
+	case ws.Exited() && cpuEnforced && cpuUsed >= time.Duration(lim.CPUSecs)*time.Second:
+		// It reached its CPU limit, caught SIGXCPU and exited: the cap
+		// ended it, whatever its status says.
+		rep.ExitCode = -1
+		capHit = CapCPU
 	case ws.Exited():
 		rep.Exited = true
 		rep.ExitCode = ws.ExitStatus()

@@ -5,7 +5,11 @@ package sandbox
 import (
 	"errors"
 	"os/exec"
+	"time"
 )
+
+// floorRlimits: the floor applies no rlimits here.
+const floorRlimits = false
 
 // setLimit is not available here: the floor reports "cpu" and
 // "open_files" as unenforced.
@@ -25,3 +29,6 @@ func (l *leader) waitExit() { _ = l.cmd.Wait() }
 
 // reap does nothing: waitExit already reaped.
 func (l *leader) reap() {}
+
+// processCPU is not available here.
+func processCPU(pid int) time.Duration { return 0 }

@@ -48,7 +48,11 @@ type Spec struct {
 // middle (see ElidedBytes).
 type Result struct {
 	// Report says how the command ran. ExitCode is -1 when the command did
-	// not exit on its own (Exited false); Signal then names what killed it.
+	// not exit on its own (Exited false); Signal then names what killed it,
+	// if a signal did. Exited is false whenever a cap was hit (CapHit set),
+	// even if the command's first process then exited: a command whose
+	// child was killed by the memory cap and which then exited 0 did not
+	// pass.
 	Report protocol.ExecReport
 	// Stdout is what the command wrote to its standard output, bounded.
 	Stdout string

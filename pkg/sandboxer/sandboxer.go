@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,8 +59,10 @@ type Config struct {
 	Base string
 	// MaxConcurrent bounds operations running at once; default 4.
 	MaxConcurrent int
-	// Backend runs commands; default the floor backend.
-	Backend sandbox.Backend
+	// Backends run commands, best first: a contract's "auto" takes the
+	// first, a named backend ("native", "docker", "floor") the one of that
+	// name. Default: the floor alone.
+	Backends []sandbox.Backend
 	// Tools are the tools offered; default tools.Builtins().
 	Tools *tools.Set
 	// CmdEnv is the whole environment commands see; default
@@ -104,8 +107,8 @@ func (c *Config) setDefaults() error {
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 4
 	}
-	if c.Backend == nil {
-		c.Backend = sandbox.NewFloor()
+	if len(c.Backends) == 0 {
+		c.Backends = []sandbox.Backend{sandbox.NewFloor()}
 	}
 	if c.Tools == nil {
 		c.Tools = tools.Builtins()
@@ -189,9 +192,9 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		Name:        "harness-sandboxer",
 		Version:     Version,
 		Description: "workspaces, tools and sandboxed commands for harness runs",
-		Metadata:    map[string]string{"id": s.cfg.ID, "backend": s.cfg.Backend.Name(), "roots": strings.Join(s.cfg.Roots, ":")},
+		Metadata:    map[string]string{"id": s.cfg.ID, "backends": strings.Join(s.backendNames(), ","), "roots": strings.Join(s.cfg.Roots, ":")},
 		StatsHandler: func(*micro.Endpoint) any {
-			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backend": s.cfg.Backend.Name()}
+			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames()}
 		},
 	})
 	if err != nil {
@@ -208,7 +211,19 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		micro.WithEndpointSubject(streams.SandboxOps(s.cfg.ID))); err != nil {
 		return fmt.Errorf("register op endpoint: %w", err)
 	}
-	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backend", s.cfg.Backend.Name())
+	// Containers a previous life of this node left behind go first.
+	for _, b := range s.cfg.Backends {
+		if r, ok := b.(interface {
+			Reconcile(ctx context.Context, live func(run string) bool) (int, error)
+		}); ok {
+			if n, err := r.Reconcile(ctx, nil); err != nil {
+				s.log.Warn("reconcile sandboxes", "backend", b.Name(), "err", err)
+			} else if n > 0 {
+				s.log.Info("removed leftover sandboxes", "backend", b.Name(), "count", n)
+			}
+		}
+	}
+	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backends", s.backendNames())
 	<-ctx.Done()
 	if err := svc.Stop(); err != nil {
 		s.log.Warn("stop micro service", "err", err)
@@ -218,6 +233,16 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	s.stopping = true
 	s.stopMu.Unlock()
 	s.wg.Wait()
+	for _, b := range s.cfg.Backends {
+		switch c := b.(type) {
+		case interface{ Close() error }:
+			_ = c.Close()
+		case interface{ Shutdown(context.Context) error }:
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = c.Shutdown(sctx)
+			cancel()
+		}
+	}
 	s.mu.Lock()
 	for run, w := range s.workspaces {
 		_ = w.ws.Close()
@@ -477,14 +502,42 @@ func (s *Sandboxer) resolveRoot(root string) (string, error) {
 	return dir, nil
 }
 
+// backend picks the backend an op's contract asks for: the best this node
+// has for "auto", else the one of that name. Errors: CodeUnsupported when
+// the node has no backend of that name.
+func (s *Sandboxer) backend(name string) (sandbox.Backend, error) {
+	if name == "" || name == "auto" {
+		return s.cfg.Backends[0], nil
+	}
+	for _, b := range s.cfg.Backends {
+		if b.Name() == name {
+			return b, nil
+		}
+	}
+	return nil, protocol.FieldError(protocol.CodeUnsupported, "sandbox.backend", `use "auto", or one of this sandboxer's backends: `+strings.Join(s.backendNames(), ", "),
+		"this sandboxer has no %s backend", name)
+}
+
+func (s *Sandboxer) backendNames() []string {
+	names := make([]string, len(s.cfg.Backends))
+	for i, b := range s.cfg.Backends {
+		names[i] = b.Name()
+	}
+	return names
+}
+
 func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
 	var spec protocol.SandboxSpec
 	if op.Sandbox != nil {
 		spec = *op.Sandbox
 	}
+	backend, err := s.backend(spec.Backend)
+	if err != nil {
+		backend = refusing{err}
+	}
 	env := &tools.Env{
 		Workspace: w.ws,
-		Sandbox:   s.cfg.Backend,
+		Sandbox:   backend,
 		Limits:    spec.Limits.WithDefaults(),
 		Network:   spec.Network,
 		CmdEnv:    s.cfg.CmdEnv,
@@ -520,7 +573,7 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		obs.IsError, obs.Content = true, refusal
 		return obs
 	}
-	out, err := t.Invoke(ctx, s.env(op, w), call.Arguments)
+	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), s.env(op, w), call.Arguments)
 	if err != nil {
 		obs.IsError = true
 		msg := err.Error()
@@ -576,7 +629,7 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 			return res
 		}
 		env := s.env(op, w)
-		r, err := s.cfg.Backend.Run(ctx, sandbox.Spec{Argv: v.Command.Argv, Dir: w.dir, Env: env.CmdEnv, Limits: env.Limits})
+		r, err := env.Sandbox.Run(sandbox.WithRun(ctx, op.Run, op.OpID), sandbox.Spec{Argv: v.Command.Argv, Dir: w.dir, Env: env.CmdEnv, Limits: env.Limits})
 		cmd := "`" + strings.Join(v.Command.Argv, " ") + "`"
 		if err != nil {
 			res.Detail = fmt.Sprintf("%s could not start: %s", cmd, protocol.AsError(err).Message)
@@ -615,6 +668,14 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 	}
 	return res
 }
+
+// refusing is the backend of an op whose contract asks for one this node
+// does not have: every command fails to start, saying so.
+type refusing struct{ err error }
+
+func (r refusing) Name() string { return "none" }
+
+func (r refusing) Run(context.Context, sandbox.Spec) (*sandbox.Result, error) { return nil, r.err }
 
 func orEmpty(p *protocol.Policy) *protocol.Policy {
 	if p == nil {

@@ -6,12 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +42,19 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend) {
 		{"BackgroundChildDoesNotOutliveCommand", testBackgroundChild, false},
 		{"CPUCap", testCPUCap, false},
 		{"ContextCancel", testContextCancel, false},
+		// Containment, for the caps the backend declares (sandbox.Enforcer).
+		{"PidsCapStopsForkBomb", testPidsCap, false},
+		{"MemoryCapKillsHog", testMemoryCap, false},
+		{"NetworkDenied", testNetworkDenied, false},
+		{"NetworkAllowed", testNetworkAllowed, false},
+		{"WritesOutsideWorkspaceFail", testWritesConfined, false},
+		{"HostFilesInvisible", testHostFilesInvisible, false},
+		{"OpenFilesCap", testOpenFilesCap, false},
+		{"CapHitIsNotAPass", testCapHitIsNotAPass, false},
+		{"DaemonGoneAfterTeardown", testDaemonGone, false},
+		{"SandboxerEnvNotVisible", testSandboxerEnvNotVisible, true},
+		{"NoLeftoversAfter100Runs", testNoLeftovers, true},
+		{"DeclarationsMatchReports", testDeclarations, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,7 +270,8 @@ func testKilledBySignal(t *testing.T, b sandbox.Backend) {
 }
 
 func testWallCap(t *testing.T, b sandbox.Backend) {
-	s := spec(t, "sh", "-c", "sleep 30 & echo $!; sleep 30")
+	sleep := uniqueSleep()
+	s := spec(t, "sh", "-c", sleep+" & echo $!; "+sleep)
 	s.Limits.WallSecs = 1
 	start := time.Now()
 	res := run(t, b, s)
@@ -268,19 +282,20 @@ func testWallCap(t *testing.T, b sandbox.Backend) {
 	if r.Exited || r.CapHit != sandbox.CapWall || r.Signal != "SIGKILL" {
 		t.Errorf("Run(sleep 30) = exited %v cap %q signal %q, want killed by the wall cap (SIGKILL)", r.Exited, r.CapHit, r.Signal)
 	}
-	waitGone(t, childPID(t, res.Stdout))
+	waitNoProcess(t, sleep)
 }
 
 func testBackgroundChild(t *testing.T, b sandbox.Backend) {
 	start := time.Now()
-	res := run(t, b, spec(t, "sh", "-c", "sleep 30 & echo $!"))
+	sleep := uniqueSleep()
+	res := run(t, b, spec(t, "sh", "-c", sleep+" & echo $!"))
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("Run(sleep 30 &) took %v, want it to end with its leader", took)
 	}
 	if r := res.Report; !r.Exited || r.ExitCode != 0 {
 		t.Errorf("Run(sleep 30 &) = %+v, want exit 0", r)
 	}
-	waitGone(t, childPID(t, res.Stdout))
+	waitNoProcess(t, sleep)
 }
 
 func testCPUCap(t *testing.T, b sandbox.Backend) {
@@ -318,34 +333,52 @@ func testContextCancel(t *testing.T, b sandbox.Backend) {
 	}
 }
 
-// childPID reads the pid a script printed on the first line of out.
-func childPID(t *testing.T, out string) int {
-	t.Helper()
-	line, _, _ := strings.Cut(out, "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || pid <= 0 {
-		t.Fatalf("script output %q does not start with a pid", out)
-	}
-	return pid
+// uniqueSleep returns a command line, "sleep 30.NNNNNN", that no other
+// process on this machine has, for waitNoProcess to look for. A pid would
+// not do: a backend with a PID namespace prints its own numbering.
+func uniqueSleep() string {
+	return fmt.Sprintf("sleep 30.%06d", rand.IntN(1000000))
 }
 
-// waitGone polls until pid no longer runs. A zombie (killed, waiting for
-// its new parent to reap it) counts as gone.
-func waitGone(t *testing.T, pid int) {
+// waitNoProcess polls until no process on this machine (the sandbox's
+// kernel: the suite must run where the backend runs its commands) has
+// cmdline, its arguments joined by spaces, as its command line or in it.
+// Zombies (killed, waiting for a parent to reap them) count as gone.
+func waitNoProcess(t *testing.T, cmdline string) {
 	t.Helper()
 	waitFor(t, 10*time.Second, func() error {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return nil
+		if pid := findProcess(cmdline); pid != 0 {
+			return fmt.Errorf("process %d (%q) is still running", pid, cmdline)
 		}
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			// pid (comm) state ...; comm may hold spaces, so read after the last ')'.
-			s := string(b)
-			if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 && strings.ContainsRune("ZX", rune(s[i+2])) {
-				return nil
-			}
-		}
-		return fmt.Errorf("process %d is still running", pid)
+		return nil
 	})
+}
+
+// findProcess returns the pid of a live process whose command line
+// contains cmdline, or 0.
+func findProcess(cmdline string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ...; comm may hold spaces, so read after the last ')'.
+		s := string(st)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 && strings.ContainsRune("ZX", rune(s[i+2])) {
+			continue
+		}
+		return pid
+	}
+	return 0
 }
 
 // waitFor polls fn until it returns nil or timeout passes.

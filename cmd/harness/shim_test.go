@@ -1,0 +1,15 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ioharness/harness/pkg/sandbox"
+)
+
+// TestMain lets the native sandbox re-execute this test binary as its init,
+// as the harness binary's main does.
+func TestMain(m *testing.M) {
+	sandbox.RunShimIfRequested()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+// ErrNativeUnavailable is wrapped by the error NewNative returns when
+// this machine or process cannot run the native backend; the message says
+// what is missing (a kernel feature, cgroup write access, the shim hook in
+// main). A caller choosing a backend falls back to another on it.
+var ErrNativeUnavailable = errors.New("the native sandbox is unavailable")
+
+// NativeConfig configures the native backend. The zero value is the
+// default: the system directories visible read-only, the built-in list of
+// secrets hidden, no CPU bandwidth cap, a user namespace only when the
+// sandboxer is not root, cgroups required, and two warm sandboxes.
+type NativeConfig struct {
+	// ReadOnly lists further host paths (absolute) shown read-only at the
+	// same path inside the sandbox, such as a shared Go module cache. The
+	// system directories /usr, /bin, /sbin, /lib, /lib32, /lib64, /libx32
+	// and /etc are always shown; nothing else of the host is. Default none.
+	ReadOnly []string
+	// Hide lists further paths (absolute) inside the visible tree to mask
+	// with an empty file or directory. Always hidden: /etc/shadow,
+	// /etc/gshadow (and their "-" backups), /etc/ssh/ssh_host_*_key,
+	// /etc/ssl/private, /etc/sudoers, /etc/sudoers.d and
+	// /etc/security/opasswd. Default none.
+	Hide []string
+	// CPUs caps each command's CPU bandwidth, in cores, through the cgroup
+	// CPU controller (a throttle, unlike the CPU-seconds cap, which kills).
+	// Default 0: no bandwidth cap.
+	CPUs float64
+	// UserNamespace runs every sandbox in a new user namespace even when
+	// the sandboxer is root (the command is uid 0 inside, mapped to the
+	// sandboxer's uid). Default false: a user namespace only when the
+	// sandboxer is not root, which needs one to create the others.
+	UserNamespace bool
+	// AllowMissingCgroups lets NewNative succeed when the sandboxer cannot
+	// create cgroups for the memory or pids controllers (an unprivileged
+	// sandboxer without delegation). The caps it cannot apply are then
+	// absent from Enforces and listed in every Report.Unenforced; every
+	// process still dies with the sandbox's PID namespace. Default false:
+	// NewNative returns ErrNativeUnavailable naming what is missing.
+	AllowMissingCgroups bool
+	// Warm is how many sandboxes for network-denied commands are kept
+	// started and waiting, each used by one command only, so that a
+	// command does not wait for the sandbox's init to start (the
+	// sandboxer's binary starting up again: several milliseconds). A
+	// waiting sandbox has its namespaces but no filesystem, cgroup or
+	// limit yet; it gets them from the command that takes it. Close stops
+	// them. Default 0 means 2; a negative value keeps none.
+	Warm int
+}
+
+// defaultWarm is the number of warm sandboxes when NativeConfig.Warm is 0.
+const defaultWarm = 2
+
+// Validate reports the first field of c that cannot be used.
+func (c NativeConfig) Validate() error {
+	for _, p := range c.ReadOnly {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return fmt.Errorf("native sandbox: read-only path %q must be absolute and not /", p)
+		}
+	}
+	for _, p := range c.Hide {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return fmt.Errorf("native sandbox: hidden path %q must be absolute and not /", p)
+		}
+	}
+	if c.CPUs < 0 {
+		return fmt.Errorf("native sandbox: CPUs is %v; use a positive number of cores, or 0 for no bandwidth cap", c.CPUs)
+	}
+	return nil
+}
+
+// systemDirs are the host directories every sandbox shows read-only.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// secretPaths are hidden inside /etc in every sandbox (globs).
+var secretPaths = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d",
+	"/etc/security/opasswd",
+}
