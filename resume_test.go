@@ -83,16 +83,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	waitFor(t, 30*time.Second, func() error {
-		st, err := statusVia(t, data, "killed")
-		if err != nil {
-			return err
-		}
-		if st.Step < 1 {
-			return errorf("at step %d", st.Step)
-		}
-		return nil
-	})
+	waitStep(t, func() (*protocol.RunState, error) { return statusVia(t, data, "killed") }, 1)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -150,16 +141,7 @@ func TestTakeoverAfterCoordinatorDies(t *testing.T) {
 	if _, err := c.Submit(t.Context(), slowContract(t, ws), "taken-over"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		st, err := c.Status(t.Context(), "taken-over")
-		if err != nil {
-			return err
-		}
-		if st.Step < 1 {
-			return errorf("at step %d", st.Step)
-		}
-		return nil
-	})
+	waitStep(t, func() (*protocol.RunState, error) { return c.Status(t.Context(), "taken-over") }, 1)
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +164,21 @@ func TestTakeoverAfterCoordinatorDies(t *testing.T) {
 	if err != nil || st.Coordinator != "second" {
 		t.Errorf("the run finished under %q (%v), want the second coordinator", st.Coordinator, err)
 	}
+}
+
+// waitStep polls until the run has committed at least n steps.
+func waitStep(t *testing.T, status func() (*protocol.RunState, error), n int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() error {
+		st, err := status()
+		if err != nil {
+			return err
+		}
+		if st.Step < n {
+			return errorf("at step %d", st.Step)
+		}
+		return nil
+	})
 }
 
 // statusVia reads a run's state from the harness process serving data.
@@ -233,16 +230,7 @@ func TestNATSRestartMidRun(t *testing.T) {
 	if _, err := c.Submit(t.Context(), slowContract(t, ws), "through-restart"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		st, err := c.Status(t.Context(), "through-restart")
-		if err != nil {
-			return err
-		}
-		if st.Step < 1 {
-			return errorf("at step %d", st.Step)
-		}
-		return nil
-	})
+	waitStep(t, func() (*protocol.RunState, error) { return c.Status(t.Context(), "through-restart") }, 1)
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	srv, err = harness.StartServer(store, addr, 0)

@@ -147,11 +147,14 @@ is resolved by the sandboxer against its base directory.`)
 	return printResult(env, res, *asJSON)
 }
 
-func cmdStatus(ctx context.Context, env *environ, args []string) int {
-	fs := newFlags(env, "status", "[flags] RUN", "Shows where a run stands: its status, outcome, steps and tokens.")
+// readRun is the shape of the commands that read one run: parse the
+// flags, connect to the cluster or the data directory, then show.
+func readRun(ctx context.Context, env *environ, args []string, name, about, jsonHelp string,
+	show func(c *harness.Client, run string, asJSON bool) int) int {
+	fs := newFlags(env, name, "[flags] RUN", about)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
 	data := fs.String("data", "", "data directory")
-	asJSON := fs.Bool("json", false, "print the state as JSON")
+	asJSON := fs.Bool("json", false, jsonHelp)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitForParse(err)
@@ -166,68 +169,60 @@ func cmdStatus(ctx context.Context, env *environ, args []string) int {
 		return exitError
 	}
 	defer closeFn()
-	st, err := c.Status(ctx, pos[0])
-	if err != nil {
-		fail(env.stderr, "%v", err)
-		return exitError
-	}
-	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(st)
-		return exitOK
-	}
-	w := env.stdout
-	fmt.Fprintf(w, "run      %s\nstatus   %s\n", st.Run, st.Status)
-	if st.Outcome != "" {
-		fmt.Fprintf(w, "outcome  %s\n", st.Outcome)
-	}
-	fmt.Fprintf(w, "steps    %d\ntokens   %d\ntask     %s\nstarted  %s\nupdated  %s\n",
-		st.Step, st.Tokens, oneLine(st.Task, 100), st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339))
-	if st.Reason != "" {
-		fmt.Fprintf(w, "reason   %s\n", st.Reason)
-	}
-	if st.Coordinator != "" {
-		fmt.Fprintf(w, "owner    %s\n", st.Coordinator)
-	}
-	return exitOK
+	return show(c, pos[0], *asJSON)
+}
+
+func cmdStatus(ctx context.Context, env *environ, args []string) int {
+	return readRun(ctx, env, args, "status", "Shows where a run stands: its status, outcome, steps and tokens.", "print the state as JSON",
+		func(c *harness.Client, run string, asJSON bool) int {
+			st, err := c.Status(ctx, run)
+			if err != nil {
+				fail(env.stderr, "%v", err)
+				return exitError
+			}
+			if asJSON {
+				enc := json.NewEncoder(env.stdout)
+				enc.SetIndent("", "  ")
+				_ = enc.Encode(st)
+				return exitOK
+			}
+			w := env.stdout
+			fmt.Fprintf(w, "run      %s\nstatus   %s\n", st.Run, st.Status)
+			if st.Outcome != "" {
+				fmt.Fprintf(w, "outcome  %s\n", st.Outcome)
+			}
+			fmt.Fprintf(w, "steps    %d\ntokens   %d\ntask     %s\nstarted  %s\nupdated  %s\n",
+				st.Step, st.Tokens, oneLine(st.Task, 100), st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339))
+			if st.Reason != "" {
+				fmt.Fprintf(w, "reason   %s\n", st.Reason)
+			}
+			if st.Coordinator != "" {
+				fmt.Fprintf(w, "owner    %s\n", st.Coordinator)
+			}
+			return exitOK
+		})
 }
 
 func cmdTrace(ctx context.Context, env *environ, args []string) int {
-	fs := newFlags(env, "trace", "[flags] RUN", "Shows the durable trace of a run, finished or not, record by record.")
-	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
-	data := fs.String("data", "", "data directory")
-	asJSON := fs.Bool("json", false, "print the records as JSON, one per line")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return exitForParse(err)
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
-	if err != nil {
-		fail(env.stderr, "%v", err)
-		return exitError
-	}
-	defer closeFn()
-	recs, err := c.Trace(ctx, pos[0])
-	if err != nil {
-		fail(env.stderr, "%v", err)
-		return exitError
-	}
-	if *asJSON {
-		enc := json.NewEncoder(env.stdout)
-		for i := range recs {
-			_ = enc.Encode(&recs[i])
-		}
-		return exitOK
-	}
-	for i := range recs {
-		writeRecord(env.stdout, &recs[i])
-	}
-	return exitOK
+	return readRun(ctx, env, args, "trace", "Shows the durable trace of a run, finished or not, record by record.", "print the records as JSON, one per line",
+		func(c *harness.Client, run string, asJSON bool) int {
+			recs, err := c.Trace(ctx, run)
+			if err != nil {
+				fail(env.stderr, "%v", err)
+				return exitError
+			}
+			if asJSON {
+				enc := json.NewEncoder(env.stdout)
+				for i := range recs {
+					_ = enc.Encode(&recs[i])
+				}
+				return exitOK
+			}
+			for i := range recs {
+				writeRecord(env.stdout, &recs[i])
+			}
+			return exitOK
+		})
 }
 
 // writeRecord renders one trace record as readable text.
