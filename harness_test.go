@@ -172,7 +172,7 @@ func TestExampleRunsToSuccess(t *testing.T) {
 	}
 	checkTrace(t, recs, res)
 	kinds := ev.kinds()
-	for _, want := range []string{"1:token", "1:tool_call", "1:observation", "1:check", "1:step", "3:check", "3:step"} {
+	for _, want := range []string{"1:token", "1:tool_call", "1:verdict", "1:observation", "1:check", "1:step", "3:verdict", "3:check", "3:step"} {
 		if !contains(kinds, want) {
 			t.Errorf("events %v lack %s", kinds, want)
 		}

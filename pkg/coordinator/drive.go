@@ -377,6 +377,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		obs.IsError, obs.Content = true, bad
 		return obs, nil
 	}
+	d.c.emit(d.s.run, step, protocol.EventVerdict, &protocol.Event{Tool: call.Name, Target: v.Target, Effect: v.Effect.String(), Rule: v.Rule, Layer: v.Layer})
 	if v.Effect == policy.Ask {
 		p := d.pending(step, i, call, v)
 		id := protocol.ApprovalID(d.s.run, step, i)

@@ -11,6 +11,7 @@ const (
 	EventStep     = "step"
 	EventCheck    = "check"
 	EventRefused  = "refused"
+	EventVerdict  = "verdict"
 	EventApproval = "approval_requested"
 	EventDecided  = "approval_decided"
 	EventFinished = "finished"
@@ -37,4 +38,9 @@ type Event struct {
 	Refused *Refusal  `json:"refused,omitempty"`
 	// Approval names the approval an approval event is about.
 	Approval string `json:"approval,omitempty"`
+	// Effect, Rule and Layer are a verdict event's decision and what made
+	// it (an empty rule: the act's default).
+	Effect string `json:"effect,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+	Layer  string `json:"layer,omitempty"`
 }
