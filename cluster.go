@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/pkg/coordinator"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -40,6 +41,8 @@ type Config struct {
 	// Backends run the sandboxer's commands, best first; default the
 	// floor alone.
 	Backends []sandbox.Backend
+	// Prices prices each provider call in the trace; default none.
+	Prices ledger.Prices
 	// Approver answers what the policy asks a person; default durable: the
 	// run pauses until someone decides with Client.Decide.
 	Approver coordinator.Approver
@@ -129,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver})
+	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices})
 	if err != nil {
 		return fail(err)
 	}

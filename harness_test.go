@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -421,5 +422,48 @@ func TestProviderEgressIsChecked(t *testing.T) {
 	p2 := endpointed{provider.NewScripted(exampleTurns()...)}
 	if res, err := harness.Run(t.Context(), c2, harness.WithProvider(p2), harness.WithDataDir(t.TempDir())); err != nil || res.Outcome != protocol.OutcomeSuccess {
 		t.Errorf("run without the deny = %+v, %v; want success", res, err)
+	}
+}
+
+// TestCostIsRecordedPerCall prices each provider call from the price table
+// and records it in the trace, with the running total in the run index.
+func TestCostIsRecordedPerCall(t *testing.T) {
+	c := exampleContract(t)
+	replay, err := provider.LoadReplay("examples/fix-a-test/cassette.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := c.Workspace.Root
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := ledger.Prices{"gpt-4.1": {InputPerMillion: 2_000_000, OutputPerMillion: 8_000_000}} // $2 and $8 a million, in micro-dollars
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: replay, Prices: prices})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	res, err := cl.RunContract(t.Context(), raw, "priced", nil)
+	if err != nil || res.Outcome != protocol.OutcomeSuccess {
+		t.Fatalf("run = %+v, %v", res, err)
+	}
+	recs, err := cl.Trace(t.Context(), "priced")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, r := range recs {
+		if r.Kind != protocol.RecordStep {
+			continue
+		}
+		want, _ := prices.Cost("gpt-4.1", r.Turn.Usage.InputTokens, r.Turn.Usage.OutputTokens)
+		total += want
+		if r.Cost == nil || !r.Cost.Priced || r.Cost.Micros != want || r.Cost.TotalMicros != total || want == 0 {
+			t.Errorf("step %d cost = %+v, want %d priced, %d in all", r.Step, r.Cost, want, total)
+		}
+	}
+	if st, err := cl.Status(t.Context(), "priced"); err != nil || st.CostMicros != total {
+		t.Errorf("index cost = %+v, %v; want %d", st, err, total)
 	}
 }

@@ -16,17 +16,27 @@ import (
 
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/coordinator"
+	"github.com/ioharness/harness/pkg/ledger"
 )
 
 func main() {
 	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	id := flag.String("id", os.Getenv("HARNESS_ID"), "coordinator id ($HARNESS_ID; default random)")
 	maxRuns := flag.Int("max-runs", 0, "runs driven at once (default 64)")
+	pricesFile := flag.String("prices", os.Getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var prices ledger.Prices
+	if *pricesFile != "" {
+		var err error
+		if prices, err = ledger.LoadPrices(*pricesFile); err != nil {
+			fmt.Fprintln(os.Stderr, "coordinator:", err)
+			os.Exit(2)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *natsURL, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Logger: log}); err != nil {
+	if err := run(ctx, log, *natsURL, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/backends"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -31,6 +32,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	var roots listFlag
 	fs.Var(&roots, "root", "a directory whose workspaces the sandboxer serves (repeatable; default the working directory)")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
+	pricesFile := fs.String("prices", env.getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
 	backendNames := fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
@@ -58,12 +60,20 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	dir := dataDir(env, *data)
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+	var prices ledger.Prices
+	if *pricesFile != "" {
+		var err error
+		if prices, err = ledger.LoadPrices(*pricesFile); err != nil {
+			fail(env.stderr, "%v", err)
+			return exitUsage
+		}
+	}
 	bs, err := backends.Build(ctx, *backendNames, env.getenv("HARNESS_DOCKER_IMAGE"), logger)
 	if err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage
 	}
-	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, Backends: bs})
+	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, Backends: bs, Prices: prices})
 	if err != nil {
 		fail(env.stderr, "start the cluster: %v", err)
 		return exitError
@@ -191,8 +201,12 @@ func cmdStatus(ctx context.Context, env *environ, args []string) int {
 			if st.Outcome != "" {
 				fmt.Fprintf(w, "outcome  %s\n", st.Outcome)
 			}
-			fmt.Fprintf(w, "steps    %d\ntokens   %d\ntask     %s\nstarted  %s\nupdated  %s\n",
-				st.Step, st.Tokens, oneLine(st.Task, 100), st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339))
+			fmt.Fprintf(w, "steps    %d\ntokens   %d\n", st.Step, st.Tokens)
+			if st.CostMicros > 0 {
+				fmt.Fprintf(w, "cost     %d micro-units\n", st.CostMicros)
+			}
+			fmt.Fprintf(w, "task     %s\nstarted  %s\nupdated  %s\n",
+				oneLine(st.Task, 100), st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339))
 			if st.Reason != "" {
 				fmt.Fprintf(w, "reason   %s\n", st.Reason)
 			}

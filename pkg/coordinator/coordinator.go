@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/trace"
@@ -70,6 +71,10 @@ type Config struct {
 	// coordinators' runs on its own (the embedded `harness run` sets it:
 	// it serves one workspace). Resume still works.
 	NoTakeover bool
+	// Prices is the price table each provider call's cost is computed
+	// from and recorded in the trace; default none (every call unpriced,
+	// and recorded as such).
+	Prices ledger.Prices
 	// Approver answers what the policy asks a person; default Durable,
 	// which defers every ask to a person and pauses the run.
 	Approver Approver

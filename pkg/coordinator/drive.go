@@ -137,7 +137,7 @@ func (d *driver) loop(ctx context.Context) {
 			continue
 		}
 		if err := d.c.index.Progress(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
-			Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started, Updated: time.Now().UTC()}); err != nil {
+			CostMicros: s.cost, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started, Updated: time.Now().UTC()}); err != nil {
 			d.log.Warn("update run index", "err", err)
 		}
 		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
@@ -171,7 +171,7 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		return nil, nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
 	}
 	d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
-	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total()}
+	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn)}
 	for i := range turn.ToolCalls {
 		call := &turn.ToolCalls[i]
 		if call.ID == "" {
@@ -586,15 +586,26 @@ func (d *driver) compilePolicy() error {
 	return nil
 }
 
+// cost prices a turn from the coordinator's table: by the model that
+// answered, else the one the contract asked for.
+func (d *driver) cost(turn *protocol.Turn) *protocol.Cost {
+	model := turn.Model
+	if model == "" {
+		model = d.s.contract.Provider.Model
+	}
+	micros, ok := d.c.cfg.Prices.Cost(model, turn.Usage.InputTokens, turn.Usage.OutputTokens)
+	return &protocol.Cost{Model: model, Micros: micros, Priced: ok, TotalMicros: d.s.cost + micros}
+}
+
 func (d *driver) pausedState(why string) *protocol.RunState {
 	s := d.s
 	return &protocol.RunState{Run: s.run, Status: protocol.StatusPaused, Outcome: protocol.OutcomeAwaitingApproval,
-		Step: s.step, Tokens: s.tokens, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Reason: why, Started: s.started}
+		Step: s.step, Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Reason: why, Started: s.started}
 }
 
 func (d *driver) runningState() *protocol.RunState {
 	s := d.s
-	return &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
+	return &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens, CostMicros: s.cost,
 		Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started}
 }
 
@@ -684,7 +695,7 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 func (c *Coordinator) indexFinished(ctx context.Context, s *runState) {
 	f := s.finished
 	c.putState(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusOf(f.Outcome), Outcome: f.Outcome, Step: s.step,
-		Tokens: s.tokens, Task: s.contract.Task, Coordinator: c.cfg.ID, Reason: f.Reason, Started: s.started})
+		Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task, Coordinator: c.cfg.ID, Reason: f.Reason, Started: s.started})
 	c.emit(s.run, s.step, protocol.EventFinished, &protocol.Event{Outcome: f.Outcome, Tokens: s.tokens, Text: f.Reason})
 }
 

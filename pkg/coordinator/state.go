@@ -17,6 +17,7 @@ type runState struct {
 	started  time.Time
 	step     int   // the last committed step
 	tokens   int64 // tokens spent by committed steps
+	cost     int64 // micro-units spent by committed steps, as priced
 	messages []protocol.Message
 	finished *protocol.Record
 	// paused is the pause record while the run waits for a person.
@@ -52,6 +53,9 @@ func (s *runState) apply(rec *protocol.Record) error {
 		}
 		s.step = rec.Step
 		s.tokens = rec.Tokens
+		if rec.Cost != nil {
+			s.cost = rec.Cost.TotalMicros
+		}
 		s.stall, _, _ = nextStall(s.stall, s.contract.Stall, rec)
 		if rec.Turn != nil {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls})

@@ -1,5 +1,12 @@
 package ledger
 
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
 import "math/bits"
 
 // Price is what one model costs, in micro-units per million tokens: a model
@@ -48,4 +55,22 @@ func mulPos(a, b int64) (hi, lo uint64) {
 		return 0, 0
 	}
 	return bits.Mul64(uint64(a), uint64(b))
+}
+
+// LoadPrices reads a price table from a JSON file:
+// {"model": {"input_per_million": N, "output_per_million": M}, ...}, in
+// micro-units of one currency. Errors: the file cannot be read, or is not
+// such an object (unknown fields included).
+func LoadPrices(path string) (Prices, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("price table: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Prices
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("price table %s: %w", path, err)
+	}
+	return p, nil
 }

@@ -68,6 +68,7 @@ type RunState struct {
 	Outcome     Outcome   `json:"outcome,omitempty"`
 	Step        int       `json:"step"`
 	Tokens      int64     `json:"tokens"`
+	CostMicros  int64     `json:"cost_micros,omitempty"`
 	Task        string    `json:"task"`
 	Coordinator string    `json:"coordinator,omitempty"`
 	Reason      string    `json:"reason,omitempty"`

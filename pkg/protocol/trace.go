@@ -22,6 +22,18 @@ const (
 	RecordPolicy = "policy"
 )
 
+// Cost is what one provider call cost, from the price table of the
+// coordinator that committed it, in micro-units of the table's currency.
+// Priced is false when the model had no price: the call cost nothing here,
+// which is not to say it was free.
+type Cost struct {
+	Model  string `json:"model"`
+	Micros int64  `json:"micros"`
+	Priced bool   `json:"priced"`
+	// TotalMicros is the run's cost so far, this call included.
+	TotalMicros int64 `json:"total_micros"`
+}
+
 // Record is one entry of a run's durable trace on harness.trace.<run>. A
 // step commits as exactly one record. Large content is held by reference
 // (Observation.Ref, TurnRef), so a record stays small.
@@ -43,6 +55,7 @@ type Record struct {
 	Note         string        `json:"note,omitempty"`
 	Check        *CheckResult  `json:"check,omitempty"`
 	Tokens       int64         `json:"tokens,omitempty"`
+	Cost         *Cost         `json:"cost,omitempty"`
 	Changed      bool          `json:"changed,omitempty"`
 
 	// finished, paused
