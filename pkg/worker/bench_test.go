@@ -1,0 +1,126 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/worker"
+)
+
+// answer is an OpenAI chat completion a local server returns at once.
+var answer = []byte(`{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`)
+
+func fastServer(b *testing.B) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+func request() *protocol.CompletionRequest {
+	return &protocol.CompletionRequest{Model: "m", System: "be brief", Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Task: say done"}}}
+}
+
+// BenchmarkWorkerTurn is the worker's whole path for one turn against a
+// local OpenAI-compatible server that answers at once: the step task
+// taken from JetStream, the request built, sent and parsed, the turn
+// published durably, seen by a subscriber. Compare with BenchmarkBareHTTP,
+// the same exchange as one plain HTTP round trip; the difference is the
+// worker's own overhead.
+func BenchmarkWorkerTurn(b *testing.B) {
+	srv := fastServer(b)
+	ns, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: b.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		b.Fatal("nats server not ready")
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	assets, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := provider.NewOpenAI(provider.OpenAIConfig{APIKey: "k", BaseURL: srv.URL + "/v1", Model: "m"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := worker.New(nc, js, assets, p, worker.Config{NoStream: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = w.Run(ctx) }()
+	turns := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(streams.Turns("bench"), turns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	turn := func(i int) {
+		task := &protocol.StepTask{Run: "bench", Step: i + 1, Attempt: 1, Request: *request()}
+		data, _ := json.Marshal(task)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case m := <-turns:
+			var tr protocol.TurnResult
+			if json.Unmarshal(m.Data, &tr) != nil || tr.Turn == nil || tr.Turn.Text != "done" {
+				b.Fatalf("turn = %s", m.Data)
+			}
+		case <-time.After(10 * time.Second):
+			b.Fatal("no turn")
+		}
+	}
+	turn(-1000) // warm up the connections
+	b.ResetTimer()
+	for i := range b.N {
+		turn(i)
+	}
+}
+
+// BenchmarkBareHTTP is one plain HTTP round trip of the same request to the
+// same server: the baseline for BenchmarkWorkerTurn.
+func BenchmarkBareHTTP(b *testing.B) {
+	srv := fastServer(b)
+	body, _ := json.Marshal(map[string]any{"model": "m", "messages": []map[string]string{{"role": "system", "content": "be brief"}, {"role": "user", "content": "Task: say done"}}})
+	client := srv.Client()
+	b.ResetTimer()
+	for range b.N {
+		resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			b.Fatal(fmt.Errorf("decode: %w", err))
+		}
+		resp.Body.Close()
+	}
+}
