@@ -21,6 +21,7 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/tools"
 	"github.com/ioharness/harness/pkg/worker"
 )
 
@@ -41,6 +42,9 @@ type Config struct {
 	// Backends run the sandboxer's commands, best first; default the
 	// floor alone.
 	Backends []sandbox.Backend
+	// Tools are what the sandboxer offers the model; default
+	// tools.Builtins() (tools.BuiltinsWithImages() adds view_image).
+	Tools *tools.Set
 	// Prices prices each provider call in the trace; default none.
 	Prices ledger.Prices
 	// Approver answers what the policy asks a person; default durable: the
@@ -147,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if nc, err = connect("harness-sandboxer"); err != nil {
 		return fail(err)
 	}
-	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops})
+	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops, Tools: cfg.Tools})
 	if err != nil {
 		return fail(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/tools"
 )
 
 type listFlag []string
@@ -38,6 +39,7 @@ func main() {
 	flag.Var(&roots, "root", "a directory whose workspaces this node serves (repeatable; default the working directory)")
 	maxConc := flag.Int("max-concurrent", 0, "operations at once (default 4)")
 	backendNames := flag.String("backends", envOr("HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
+	images := flag.Bool("images", false, "offer the view_image tool, for models that take images")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,7 +49,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(2)
 	}
-	if err := run(ctx, log, *natsURL, sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Backends: bs, Logger: log}); err != nil {
+	cfg := sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Backends: bs, Logger: log}
+	if *images {
+		cfg.Tools = tools.BuiltinsWithImages()
+	}
+	if err := run(ctx, log, *natsURL, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(1)
 	}

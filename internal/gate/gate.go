@@ -21,6 +21,7 @@ var toolActs = map[string]struct {
 	arg string
 }{
 	"read_file":  {policy.Read, "path"},
+	"view_image": {policy.Read, "path"},
 	"write_file": {policy.Write, "path"},
 	"edit_file":  {policy.Write, "path"},
 	"exec":       {policy.Exec, "argv"},

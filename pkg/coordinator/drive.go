@@ -752,6 +752,13 @@ func (c *Coordinator) slim(ctx context.Context, rec *protocol.Record) *protocol.
 					o.Ref, o.Size, o.Content = ref, len(o.Content), ""
 				}
 			}
+			if o.Image != nil {
+				if data, err := json.Marshal(o.Image); err == nil {
+					if ref, err := c.blobs.Put(ctx, data); err == nil {
+						o.ImageRef, o.Image = ref, nil
+					}
+				}
+			}
 			out.Observations[i] = o
 		}
 	}
@@ -787,6 +794,17 @@ func Resolve(ctx context.Context, blobs *trace.Blobs, recs []protocol.Record) er
 					return err
 				}
 				o.Content = string(data)
+			}
+			if o.ImageRef != "" && o.Image == nil {
+				data, err := blobs.Get(ctx, o.ImageRef)
+				if err != nil {
+					return err
+				}
+				var img protocol.Image
+				if err := json.Unmarshal(data, &img); err != nil {
+					return fmt.Errorf("decode image blob %s: %w", o.ImageRef, err)
+				}
+				o.Image = &img
 			}
 		}
 	}

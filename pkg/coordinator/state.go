@@ -60,12 +60,20 @@ func (s *runState) apply(rec *protocol.Record) error {
 		if rec.Turn != nil {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls})
 		}
+		var images []protocol.Image
 		for _, o := range rec.Observations {
 			content := o.Content
 			if content == "" {
 				content = "(no output)" // providers refuse an empty tool result
 			}
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleTool, ToolCallID: o.CallID, Content: content})
+			if o.Image != nil {
+				images = append(images, *o.Image)
+			}
+		}
+		if len(images) > 0 {
+			// Tool results carry no pictures; they follow as a user message.
+			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: "The images you asked to view:", Images: images})
 		}
 		if rec.Note != "" {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})

@@ -57,6 +57,11 @@ type Observation struct {
 	Refused *Refusal `json:"refused,omitempty"`
 	// Approval names the approval this call waits for: nothing ran yet.
 	Approval string `json:"approval,omitempty"`
+	// Image is a picture the call produced for the model (view_image);
+	// ImageRef names the blob holding it when the trace keeps it by
+	// reference.
+	Image    *Image `json:"image,omitempty"`
+	ImageRef string `json:"image_ref,omitempty"`
 }
 
 // Refusal records a policy verdict that stopped a call: the act, its

@@ -21,6 +21,25 @@ type Message struct {
 	Content    string     `json:"content,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Images ride on a user message, for models that accept them.
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is a picture for the model: its media type (image/png,
+// image/jpeg, image/gif or image/webp) and its bytes (base64 in JSON).
+type Image struct {
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"`
+}
+
+// HasImages reports whether any message of the request carries an image.
+func (r *CompletionRequest) HasImages() bool {
+	for _, m := range r.Messages {
+		if len(m.Images) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ToolCall is the model asking for one tool. Arguments is the JSON object

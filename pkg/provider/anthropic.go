@@ -118,6 +118,9 @@ type Anthropic struct {
 // against a run's policy before calling.
 func (a *Anthropic) Endpoints() []string { return []string{endpointOf(a.url)} }
 
+// AcceptsImages reports that the Messages API takes images.
+func (a *Anthropic) AcceptsImages() bool { return true }
+
 var (
 	_ Provider = (*Anthropic)(nil)
 	_ Streamer = (*Anthropic)(nil)
@@ -360,12 +363,15 @@ func (a *Anthropic) messagesRequest(req *protocol.CompletionRequest, stream bool
 	for i, m := range req.Messages {
 		switch m.Role {
 		case protocol.RoleUser:
-			block := anthropicContent{Type: "text", Text: &m.Content}
+			blocks := []anthropicContent{{Type: "text", Text: &m.Content}}
+			for _, img := range m.Images {
+				blocks = append(blocks, anthropicContent{Type: "image", Source: &anthropicImage{Type: "base64", MediaType: img.MediaType, Data: img.Data}})
+			}
 			if results {
 				last := &w.Messages[len(w.Messages)-1]
-				last.Content = append(last.Content, block)
+				last.Content = append(last.Content, blocks...)
 			} else {
-				w.Messages = append(w.Messages, anthropicMessageParam{Role: "user", Content: []anthropicContent{block}})
+				w.Messages = append(w.Messages, anthropicMessageParam{Role: "user", Content: blocks})
 			}
 			results = false
 		case protocol.RoleAssistant:
@@ -461,6 +467,14 @@ type anthropicContent struct {
 	Input     json.RawMessage `json:"input,omitempty"`
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   string          `json:"content,omitempty"`
+	Source    *anthropicImage `json:"source,omitempty"`
+}
+
+// anthropicImage is an image block's source: base64 data.
+type anthropicImage struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      []byte `json:"data"`
 }
 
 type anthropicTool struct {

@@ -424,3 +424,13 @@ func unrecorded(key string, req *protocol.CompletionRequest) *protocol.Error {
 		"re-record the cassette with `harness run --record FILE`, or find what made the request differ from the recording (prompt, tools, model, workspace)",
 		"the request was not recorded in the cassette (key %s); %s", key, last)
 }
+
+// AcceptsImages reports that a replay answers requests with images as it
+// answers any other: by their content.
+func (r *Replay) AcceptsImages() bool { return true }
+
+// AcceptsImages reports whether the recorded provider takes images.
+func (r *Record) AcceptsImages() bool {
+	a, ok := r.p.(interface{ AcceptsImages() bool })
+	return ok && a.AcceptsImages()
+}

@@ -107,3 +107,14 @@ func (f *Fallback) each(ctx context.Context, call func(Provider) (*protocol.Turn
 	}
 	panic("unreachable: the last member returns")
 }
+
+// AcceptsImages reports whether every member takes images: a chain that
+// may fall over to one that does not cannot promise to show them.
+func (f *Fallback) AcceptsImages() bool {
+	for _, m := range f.members {
+		if a, ok := m.(interface{ AcceptsImages() bool }); !ok || !a.AcceptsImages() {
+			return false
+		}
+	}
+	return len(f.members) > 0
+}

@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,6 +153,11 @@ func newOpenAI(cfg OpenAIConfig) *OpenAI {
 // against a run's policy before calling.
 func (o *OpenAI) Endpoints() []string { return []string{o.endpoint} }
 
+// AcceptsImages reports that the chat completions API takes images (as
+// content parts); whether the configured model does is the server's to
+// say, with a request error.
+func (o *OpenAI) AcceptsImages() bool { return true }
+
 // Name returns OpenAIConfig.Name: "openai" unless configured otherwise.
 func (o *OpenAI) Name() string { return o.name }
 
@@ -228,7 +234,17 @@ func (o *OpenAI) chatRequest(req *protocol.CompletionRequest) (openai.ChatComple
 	for i, m := range req.Messages {
 		switch m.Role {
 		case protocol.RoleUser:
-			w.Messages = append(w.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: m.Content})
+			um := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: m.Content}
+			if len(m.Images) > 0 {
+				// Images go as data URLs beside the text, in content parts.
+				um.Content = ""
+				um.MultiContent = []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: m.Content}}
+				for _, img := range m.Images {
+					um.MultiContent = append(um.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL,
+						ImageURL: &openai.ChatMessageImageURL{URL: "data:" + img.MediaType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)}})
+				}
+			}
+			w.Messages = append(w.Messages, um)
 		case protocol.RoleAssistant:
 			wm := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: m.Content}
 			for _, c := range m.ToolCalls {

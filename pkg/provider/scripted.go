@@ -101,3 +101,7 @@ func (s *Scripted) Calls() int {
 	defer s.mu.Unlock()
 	return s.calls
 }
+
+// AcceptsImages reports that a script, which answers whatever it is asked,
+// takes images.
+func (s *Scripted) AcceptsImages() bool { return true }

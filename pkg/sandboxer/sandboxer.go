@@ -587,7 +587,7 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		obs.Content = fmt.Sprintf("[%s failed] %s", call.Name, msg)
 		return obs
 	}
-	obs.Content, obs.Changed, obs.Exec = out.Content, out.Changed, out.Exec
+	obs.Content, obs.Changed, obs.Exec, obs.Image = out.Content, out.Changed, out.Exec, out.Image
 	return obs
 }
 

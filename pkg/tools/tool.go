@@ -79,6 +79,8 @@ type Output struct {
 	Changed bool
 	// Exec is how exec's command ran; nil for the other tools.
 	Exec *protocol.ExecReport
+	// Image is a picture for the model (view_image); nil otherwise.
+	Image *protocol.Image
 }
 
 // Tool is one capability offered to the model.
@@ -129,6 +131,16 @@ func NewSet(tools ...Tool) (*Set, error) {
 // read_file, write_file, edit_file, exec.
 func Builtins() *Set {
 	s, err := NewSet(Grep{}, Find{}, ReadFile{}, WriteFile{}, EditFile{}, Exec{})
+	if err != nil {
+		panic(err) // the names above are fixed and distinct
+	}
+	return s
+}
+
+// BuiltinsWithImages is Builtins and view_image, for models that take
+// images.
+func BuiltinsWithImages() *Set {
+	s, err := NewSet(Grep{}, Find{}, ReadFile{}, WriteFile{}, EditFile{}, Exec{}, ViewImage{})
 	if err != nil {
 		panic(err) // the names above are fixed and distinct
 	}

@@ -340,6 +340,14 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 		res.Error = err
 		return res
 	}
+	if task.Request.HasImages() {
+		if a, ok := w.p.(interface{ AcceptsImages() bool }); !ok || !a.AcceptsImages() {
+			// Refused before any spend: the call could only fail or ignore them.
+			res.Error = protocol.FieldError(protocol.CodeProviderRequest, "messages.images", "use a model that takes images, or do without view_image",
+				"provider %s does not accept images", w.p.Name())
+			return res
+		}
+	}
 	if err := w.backOff(cctx); err != nil {
 		res.Error = protocol.Errorf(protocol.CodeProviderTimeout, "the provider is rate limiting this worker past the run's time: %s", err.Error())
 		return res
