@@ -88,7 +88,8 @@ func (r *recorder) kinds() []string {
 func TestExampleCassette(t *testing.T) {
 	c := exampleContract(t)
 	rec := provider.NewRecord(provider.NewScripted(exampleTurns()...))
-	res, err := harness.Run(t.Context(), c, harness.WithProvider(rec), harness.WithDataDir(t.TempDir()))
+	recData := t.TempDir()
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(rec), harness.WithDataDir(recData), harness.WithRunID("recorded"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +118,18 @@ func TestExampleCassette(t *testing.T) {
 	}
 	if diff := cmp.Diff(shipped.Exchanges, current.Exchanges); diff != "" {
 		t.Errorf("the shipped cassette is out of date with the prompt or tools (-shipped +now):\n%s\nregenerate with go test -run TestExampleCassette -update .", diff)
+	}
+	// The recording replayed gives the same trace as the recorded run.
+	replay, err := provider.NewReplay(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	playData := t.TempDir()
+	if _, err := harness.Run(t.Context(), exampleContract(t), harness.WithProvider(replay), harness.WithDataDir(playData), harness.WithRunID("replayed")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(canonical(readTrace(t, recData, "recorded")), canonical(readTrace(t, playData, "replayed"))); diff != "" {
+		t.Errorf("the replayed run's trace differs from the recorded run's (-recorded +replayed):\n%s", diff)
 	}
 }
 
