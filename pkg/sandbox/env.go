@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -22,7 +23,9 @@ var allowedEnv = []string{
 // The allowlist is PATH, HOME, USER, LANG, LC_ALL, TZ, TMPDIR, TERM, and
 // the variables a Go build reads: GOPATH, GOCACHE, GOMODCACHE, GOROOT,
 // GOFLAGS, GOTOOLCHAIN, GOPROXY, GOSUMDB, GONOSUMDB, GOPRIVATE, GONOPROXY,
-// GOINSECURE and CGO_ENABLED. Unset variables are left out. If HOME is
+// GOINSECURE and CGO_ENABLED. Unset variables are left out. GOCACHE, when
+// unset, is a directory under the temporary directory, which every backend
+// lets a command write (Go's default, under HOME, may not be). If HOME is
 // unset it is set to os.TempDir(), so that tools such as go find a cache
 // directory. Note that a GOPROXY URL carrying credentials would be passed
 // on; keep credentials for module proxies in .netrc, not in GOPROXY.
@@ -46,6 +49,11 @@ func MinimalEnv(extra ...string) []string {
 	}
 	if _, ok := vals["HOME"]; !ok {
 		set("HOME", os.TempDir())
+	}
+	if _, ok := vals["GOCACHE"]; !ok {
+		// Go's default cache is under HOME, which a sandbox may not show
+		// or let write; a temporary directory is writable in every backend.
+		set("GOCACHE", filepath.Join(os.TempDir(), "harness-gocache"))
 	}
 	for _, kv := range extra {
 		k, v, ok := strings.Cut(kv, "=")
