@@ -6,7 +6,9 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -90,7 +92,8 @@ type Assets struct {
 	Blobs     jetstream.ObjectStore
 }
 
-// Ensure creates or updates every stream and bucket. It is idempotent and
+// Ensure creates every stream and bucket that is missing, and updates a
+// stream whose settings of ours differ. It is idempotent and
 // safe to call from every role at once.
 //
 // Storage and retention were chosen by measurement (docs/protocol.md):
@@ -109,7 +112,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}
 	var a Assets
 	var err error
-	if a.Submit, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if a.Submit, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        StreamSubmit,
 		Description: "contracts submitted to harness; consumed as a work queue by coordinators",
 		Subjects:    []string{SubjectSubmit},
@@ -121,7 +124,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamSubmit, err)
 	}
-	if a.Steps, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if a.Steps, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        StreamSteps,
 		Description: "step tasks for workers, one subject per pool",
 		Subjects:    []string{StepsPrefix + ">"},
@@ -135,7 +138,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamSteps, err)
 	}
-	if a.Turns, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if a.Turns, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:              StreamTurns,
 		Description:       "provider turns, durable before the coordinator acts on them",
 		Subjects:          []string{TurnsPrefix + ">"},
@@ -149,7 +152,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamTurns, err)
 	}
-	if a.Trace, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if a.Trace, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        StreamTrace,
 		Description: "the durable trace: one subject per run, one record per committed step",
 		Subjects:    []string{TracePrefix + ">"},
@@ -161,7 +164,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamTrace, err)
 	}
-	if a.Runs, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	if a.Runs, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      BucketRuns,
 		Description: "run index: where each run stands (a cache of the trace)",
 		History:     1,
@@ -170,7 +173,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketRuns, err)
 	}
-	if a.Leases, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	if a.Leases, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      BucketLeases,
 		Description: "one lease per running run: which coordinator drives it, until when, at which generation",
 		History:     1,
@@ -179,7 +182,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketLeases, err)
 	}
-	if a.Approvals, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	if a.Approvals, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      BucketApprovals,
 		Description: "actions waiting for a person, and the decisions made about them",
 		History:     1,
@@ -188,7 +191,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketApprovals, err)
 	}
-	if a.Ops, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	if a.Ops, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      BucketOps,
 		Description: "sandbox operations begun and their results, so an op id runs at most once",
 		History:     1,
@@ -198,7 +201,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketOps, err)
 	}
-	if a.Blobs, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	if a.Blobs, err = ensureObjects(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket:      BucketBlobs,
 		Description: "content-addressed blobs the trace refers to",
 		Storage:     jetstream.FileStorage,
@@ -207,6 +210,57 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		return nil, fmt.Errorf("ensure object store %s: %w", BucketBlobs, err)
 	}
 	return &a, nil
+}
+
+// ensureStream returns the stream cfg describes, creating it when it is
+// missing and updating it only when a setting of ours differs. Every role
+// ensures the streams at every start and reconnect; an update on each would
+// be needless work on the server, and an update racing with consumers
+// being created is a data race inside nats-server v2.15.2's file store
+// (seen under the race detector).
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return js.Stream(ctx, cfg.Name)
+		}
+		return s, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := s.CachedInfo().Config
+	if slices.Equal(have.Subjects, cfg.Subjects) && have.Storage == cfg.Storage && have.Retention == cfg.Retention &&
+		have.Duplicates == cfg.Duplicates && have.MaxMsgSize == cfg.MaxMsgSize && have.MaxAge == cfg.MaxAge &&
+		have.MaxMsgsPerSubject == cfg.MaxMsgsPerSubject && have.Replicas == cfg.Replicas {
+		return s, nil
+	}
+	return js.UpdateStream(ctx, cfg)
+}
+
+// ensureBucket returns the key-value bucket, creating it when missing.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			return js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	return kv, err
+}
+
+// ensureObjects returns the object store, creating it when missing.
+func ensureObjects(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	os, err := js.ObjectStore(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		os, err = js.CreateObjectStore(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			return js.ObjectStore(ctx, cfg.Bucket)
+		}
+	}
+	return os, err
 }
 
 // EnsureWorkerConsumer creates or updates the durable consumer of a pool.
