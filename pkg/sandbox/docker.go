@@ -652,6 +652,13 @@ func (d *Docker) runContainer(ctx context.Context, id string, spec Spec, lim pro
 	case killed:
 	case st.sig == syscall.SIGXCPU || usage.cpu >= time.Duration(lim.CPUSecs)*time.Second:
 		capHit = CapCPU
+	case st.exited && st.code != 0 && lim.Pids > 0 && forkRefused(stderr.String()):
+		// The engine removes a container's cgroup as soon as its last
+		// process ends, so a command that gave up the moment a fork was
+		// refused can be gone before the pids counter is read. A fork
+		// refused inside a container whose only process limit is the pids
+		// cap was refused by that cap.
+		capHit = CapPids
 	}
 	switch {
 	case capHit != "":
@@ -806,4 +813,15 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// forkRefused reports whether a command's error output says a fork was
+// refused for want of processes (EAGAIN), as shells and runtimes word it.
+func forkRefused(stderr string) bool {
+	for _, m := range []string{"Cannot fork", "fork: retry", "fork: Resource temporarily unavailable", "can't fork", "Resource temporarily unavailable"} {
+		if strings.Contains(stderr, m) {
+			return true
+		}
+	}
+	return false
 }
