@@ -90,6 +90,19 @@ func (d *driver) loop(ctx context.Context) {
 			d.finish(ctx, o, why)
 			return
 		}
+		if s.unpaused != "" {
+			// The step that deferred a call was committed but its pause was
+			// not recorded: record it now, from the step itself.
+			p, err := d.pendingOf(s.unpaused)
+			if err != nil {
+				d.finish(ctx, protocol.OutcomeFailed, err.Error())
+				return
+			}
+			if !d.pause(ctx, p) {
+				return
+			}
+			continue
+		}
 		if s.paused != nil {
 			ap, err := d.c.approvals.Get(ctx, s.paused.Approval)
 			if err != nil || ap.Decision == nil || ap.Pending == nil {
@@ -447,6 +460,28 @@ func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolC
 		obs.CallID, obs.Tool = call.ID, call.Name
 	}
 	return obs
+}
+
+// pendingOf rebuilds the pending action of an approval id from the last
+// committed step, whose turn holds the call.
+func (d *driver) pendingOf(id string) (*protocol.Pending, error) {
+	_, step, call, err := protocol.ParseApprovalID(id)
+	if err != nil {
+		return nil, err
+	}
+	msgs := d.s.messages
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role == protocol.RoleAssistant {
+			if call >= len(m.ToolCalls) {
+				break
+			}
+			c := m.ToolCalls[call]
+			v, _ := gate.Verdict(d.pol, &c)
+			return d.pending(step, call, &c, v), nil
+		}
+	}
+	return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: no call for approval %s", d.s.run, id)
 }
 
 // pending describes a call for the person who decides it: exactly what it

@@ -22,6 +22,10 @@ type runState struct {
 	finished *protocol.Record
 	// paused is the pause record while the run waits for a person.
 	paused *protocol.Record
+	// unpaused names the approval a committed step deferred a call to when
+	// no pause record followed it (the coordinator died in between): the
+	// pause must be recorded before the run goes on.
+	unpaused string
 	// remembered are the rules people approved for the rest of the run.
 	remembered []protocol.Rule
 	stall      stallState
@@ -79,8 +83,14 @@ func (s *runState) apply(rec *protocol.Record) error {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
 		}
 		s.remembered = append(s.remembered, rec.Remember...)
+		for _, o := range rec.Observations {
+			if o.Approval != "" {
+				s.unpaused = o.Approval
+			}
+		}
 	case protocol.RecordPaused:
 		s.paused = rec
+		s.unpaused = ""
 	case protocol.RecordDecision:
 		if s.paused == nil || s.paused.Approval != rec.Approval {
 			return protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: a decision on %s with no pause for it", s.run, rec.Approval)
