@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
-	"github.com/ioharness/harness/internal/backends"
-	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -32,8 +30,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	var roots listFlag
 	fs.Var(&roots, "root", "a directory whose workspaces the sandboxer serves (repeatable; default the working directory)")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
-	pricesFile := fs.String("prices", env.getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
-	backendNames := fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
+	roles := clusterFlags(env, fs)
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
 	}
@@ -60,15 +57,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	dir := dataDir(env, *data)
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-	var prices ledger.Prices
-	if *pricesFile != "" {
-		var err error
-		if prices, err = ledger.LoadPrices(*pricesFile); err != nil {
-			fail(env.stderr, "%v", err)
-			return exitUsage
-		}
-	}
-	bs, err := backends.Build(ctx, *backendNames, env.getenv("HARNESS_DOCKER_IMAGE"), logger)
+	prices, bs, err := roles.build(ctx, env, logger)
 	if err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/backends"
+	"github.com/ioharness/harness/pkg/ledger"
+	"github.com/ioharness/harness/pkg/sandbox"
 )
 
 // newFlags returns a flag set for a command whose --help prints the
@@ -77,4 +82,32 @@ func (l *listFlag) Set(s string) error {
 
 func fail(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "harness: "+format+"\n", args...)
+}
+
+// roleFlags are the flags of the commands that run roles in this process
+// (run, up): the price table and the sandbox backends.
+type roleFlags struct {
+	prices, backends *string
+}
+
+func clusterFlags(env *environ, fs *flag.FlagSet) roleFlags {
+	return roleFlags{
+		prices: fs.String("prices", env.getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)"),
+		backends: fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"),
+			"sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)"),
+	}
+}
+
+// build loads the price table, if any, and the backends that work here.
+// Errors: an unreadable price table, or no backend left.
+func (r roleFlags) build(ctx context.Context, env *environ, log *slog.Logger) (ledger.Prices, []sandbox.Backend, error) {
+	var prices ledger.Prices
+	if *r.prices != "" {
+		var err error
+		if prices, err = ledger.LoadPrices(*r.prices); err != nil {
+			return nil, nil, err
+		}
+	}
+	bs, err := backends.Build(ctx, *r.backends, env.getenv("HARNESS_DOCKER_IMAGE"), log)
+	return prices, bs, err
 }

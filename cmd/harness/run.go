@@ -13,9 +13,7 @@ import (
 	"strings"
 
 	"github.com/ioharness/harness"
-	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/pkg/coordinator"
-	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -39,8 +37,7 @@ the contract, replayed.`)
 	copyWS := fs.Bool("copy", false, "run on a private copy of the workspace under the data directory; the original stays as it was")
 	id := fs.String("id", "", "run id (idempotency key); running again with the same id reports that run")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
-	pricesFile := fs.String("prices", env.getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
-	backendNames := fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
+	roles := clusterFlags(env, fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitForParse(err)
@@ -98,14 +95,7 @@ the contract, replayed.`)
 	if env.stdin != nil {
 		approver = terminalApprover(env)
 	}
-	var prices ledger.Prices
-	if *pricesFile != "" {
-		if prices, err = ledger.LoadPrices(*pricesFile); err != nil {
-			fail(env.stderr, "%v", err)
-			return exitUsage
-		}
-	}
-	bs, err := backends.Build(ctx, *backendNames, env.getenv("HARNESS_DOCKER_IMAGE"), logger)
+	prices, bs, err := roles.build(ctx, env, logger)
 	if err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage
