@@ -47,6 +47,9 @@ type Config struct {
 	Tools *tools.Set
 	// Prices prices each provider call in the trace; default none.
 	Prices ledger.Prices
+	// Ledger is the budget ledger the coordinator draws on; default one in
+	// memory, rebuilt from the trace after a restart.
+	Ledger ledger.Ledger
 	// Approver answers what the policy asks a person; default durable: the
 	// run pauses until someone decides with Client.Decide.
 	Approver coordinator.Approver
@@ -136,7 +139,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices})
+	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices,
+		Ledger: cfg.Ledger})
 	if err != nil {
 		return fail(err)
 	}

@@ -1,8 +1,9 @@
 // Command coordinator runs the harness coordinator role against a NATS
 // server: it takes contracts from harness.submit and drives their runs.
 //
-// Usage: coordinator [--nats URL] [--id ID] [--max-runs N]
-// The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222.
+// Usage: coordinator [--nats URL] [--id ID] [--max-runs N] [--redis URL] [--prices FILE]
+// The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the
+// budget ledger is Redis at $REDIS_URL, else a ledger in this process.
 package main
 
 import (
@@ -23,6 +24,7 @@ func main() {
 	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	id := flag.String("id", os.Getenv("HARNESS_ID"), "coordinator id ($HARNESS_ID; default random)")
 	maxRuns := flag.Int("max-runs", 0, "runs driven at once (default 64)")
+	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL of the budget ledger shared by every coordinator ($REDIS_URL; default a ledger in this process)")
 	pricesFile := flag.String("prices", os.Getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -36,7 +38,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *natsURL, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Logger: log}); err != nil {
+	led, closeLedger, err := ledger.Dial(ctx, *redisURL, ledger.RedisConfig{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(1)
+	}
+	defer func() { _ = closeLedger() }()
+	if *redisURL == "" {
+		log.Warn("no REDIS_URL: the budget ledger lives in this process, so tree ceilings hold across this coordinator's runs only")
+	}
+	if err := run(ctx, log, *natsURL, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Ledger: led, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}

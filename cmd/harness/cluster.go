@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -30,6 +31,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	var roots listFlag
 	fs.Var(&roots, "root", "a directory whose workspaces the sandboxer serves (repeatable; default the working directory)")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
+	redisURL := fs.String("redis", env.getenv("REDIS_URL"), "Redis URL of the budget ledger ($REDIS_URL; default a ledger in this process, rebuilt from the trace after a restart)")
 	roles := clusterFlags(env, fs)
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
@@ -62,7 +64,14 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 		fail(env.stderr, "%v", err)
 		return exitUsage
 	}
-	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, Backends: bs, Prices: prices})
+	led, closeLedger, err := ledger.Dial(ctx, *redisURL, ledger.RedisConfig{})
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	defer func() { _ = closeLedger() }()
+	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, Backends: bs, Prices: prices,
+		Ledger: led})
 	if err != nil {
 		fail(env.stderr, "start the cluster: %v", err)
 		return exitError

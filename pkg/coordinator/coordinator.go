@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,6 +76,12 @@ type Config struct {
 	// from and recorded in the trace; default none (every call unpriced,
 	// and recorded as such).
 	Prices ledger.Prices
+	// Ledger is the budget ledger every provider call draws on: a Redis
+	// ledger shared by every coordinator of a deployment, so an agent
+	// tree's ceiling holds across machines. Default a Memory ledger, which
+	// holds for the runs of this coordinator alone (the embedded default);
+	// either way a lost ledger is rebuilt from the trace.
+	Ledger ledger.Ledger
 	// Approver answers what the policy asks a person; default Durable,
 	// which defers every ask to a person and pauses the run.
 	Approver Approver
@@ -113,6 +120,9 @@ func (c *Config) setDefaults() {
 	if c.Approver == nil {
 		c.Approver = Durable{}
 	}
+	if c.Ledger == nil {
+		c.Ledger = ledger.NewMemory()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -143,6 +153,7 @@ type Coordinator struct {
 	blobs     *trace.Blobs
 	leases    *leases
 	approvals *trace.Approvals
+	ledger    ledger.Ledger
 	log       *slog.Logger
 
 	slots    chan struct{} // one per run in hand
@@ -171,6 +182,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Conf
 		blobs:     trace.NewBlobs(assets.Blobs),
 		leases:    &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: time.Now},
 		approvals: trace.NewApprovals(assets.Approvals),
+		ledger:    cfg.Ledger,
 		log:       cfg.Logger.With("coordinator", cfg.ID),
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]bool),
@@ -327,7 +339,18 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	if len(recs) == 0 {
-		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC()}
+		tree, depth, err := c.treeOf(ctx, run, contract)
+		if err != nil {
+			pe := protocol.AsError(err)
+			c.log.Info("contract refused", "run", run, "err", pe)
+			c.respond(reply, &protocol.SubmitReply{Error: pe})
+			c.leases.release(ctx, ls)
+			_ = msg.Term()
+			<-c.slots
+			return
+		}
+		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC(),
+			Tree: tree, Depth: depth}
 		w := c.trace.Writer(run, 0)
 		if err := w.Append(ctx, started); err != nil {
 			c.log.Error("start run", "run", run, "err", err)
@@ -338,12 +361,39 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		}
 		recs, last = []protocol.Record{*started}, w.LastSeq()
 		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
-			Coordinator: c.cfg.ID, Started: started.Time})
+			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
+			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}})
 		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
 	}
 	c.respond(reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()
 	c.start(ctx, run, recs, last, ls)
+}
+
+// treeOf places a new run in its agent tree: a run without a parent is
+// the root of its own; a sub-agent joins its parent's tree one level down.
+// Errors: the parent is unknown or has finished.
+func (c *Coordinator) treeOf(ctx context.Context, run string, contract *protocol.Contract) (string, int, error) {
+	if contract.Parent == "" {
+		return run, 0, nil
+	}
+	if contract.Parent == run {
+		return "", 0, protocol.FieldError(protocol.CodeInvalidField, "parent", "name another run", "a run cannot be its own parent")
+	}
+	st, err := c.index.Get(ctx, contract.Parent)
+	if err != nil {
+		return "", 0, protocol.FieldError(protocol.CodeUnknownRun, "parent", "name a run that is running, or leave parent out to start a tree of its own",
+			"no run %s to be a sub-agent of", contract.Parent)
+	}
+	if st.Status != protocol.StatusRunning && st.Status != protocol.StatusPaused {
+		return "", 0, protocol.FieldError(protocol.CodeRunFinished, "parent", "a finished run takes no sub-agents",
+			"the parent run %s has finished (%s)", contract.Parent, st.Outcome)
+	}
+	depth := 1
+	if st.Budgets != nil {
+		depth = st.Budgets.Depth + 1
+	}
+	return cmp.Or(st.Tree, st.Run), depth, nil
 }
 
 // start drives a run this coordinator holds the lease of, on its own

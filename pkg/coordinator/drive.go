@@ -16,6 +16,7 @@ import (
 
 	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
@@ -31,6 +32,11 @@ type driver struct {
 	node  string
 	tools []protocol.ToolSpec
 	pol   *policy.Policy // the run's policy with remembered rules on top
+	// draws are the settled charges of the step in hand, not yet
+	// committed; unsettled maps the attempts of that step whose
+	// reservations are held without an answer yet to their keys.
+	draws     []protocol.Draw
+	unsettled map[int]string
 }
 
 // drive carries a run from the state its trace records to its outcome.
@@ -69,6 +75,16 @@ func (d *driver) loop(ctx context.Context) {
 	s := d.s
 	if ok, why := gate.Allowed(d.pol, s.contract.Verification); !ok {
 		d.finish(ctx, protocol.OutcomeRefused, why)
+		return
+	}
+	if o, why := s.beforeStep(time.Now()); o != "" {
+		d.finish(ctx, o, why)
+		return
+	}
+	if o, why, err := d.admit(ctx); err != nil {
+		return // shutting down
+	} else if o != "" {
+		d.finish(ctx, o, why)
 		return
 	}
 	if err := d.open(ctx); err != nil {
@@ -136,6 +152,7 @@ func (d *driver) loop(ctx context.Context) {
 			return
 		}
 		_ = s.apply(rec)
+		d.draws = nil
 		if len(rec.Remember) > 0 {
 			if err := d.compilePolicy(); err != nil {
 				d.finish(ctx, protocol.OutcomeFailed, err.Error())
@@ -149,8 +166,9 @@ func (d *driver) loop(ctx context.Context) {
 			}
 			continue
 		}
-		if err := d.c.index.Progress(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens,
-			CostMicros: s.cost, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started, Updated: time.Now().UTC()}); err != nil {
+		st := s.status(protocol.StatusRunning, d.c.cfg.ID)
+		st.Updated = time.Now().UTC()
+		if err := d.c.index.Progress(ctx, st); err != nil {
 			d.log.Warn("update run index", "err", err)
 		}
 		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
@@ -174,6 +192,11 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
 		}
+		var refusal *ledger.Refusal
+		if errors.As(err, &refusal) {
+			o, why, _ := d.refusedBy(err)
+			return nil, nil, o, why
+		}
 		pe := protocol.AsError(err)
 		if pe.Code == protocol.CodeRefused {
 			return nil, nil, protocol.OutcomeRefused, pe.Message
@@ -184,7 +207,8 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		return nil, nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
 	}
 	d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
-	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn)}
+	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn),
+		Draws: d.draws}
 	for i := range turn.ToolCalls {
 		call := &turn.ToolCalls[i]
 		if call.ID == "" {
@@ -230,10 +254,19 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 // MaxRetries, unless the wait would outlast the run's deadline.
 func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 	s := d.s
+	d.draws, d.unsettled = nil, map[int]string{}
+	defer func() {
+		for _, key := range d.unsettled {
+			d.release(ctx, key) // no answer came for it: nothing was drawn that anyone knows of
+		}
+	}()
 	attempt := 1
 	if tr := d.lastTurn(ctx); tr != nil && tr.Step == step {
 		if tr.Turn != nil {
 			d.log.Info("reusing durable turn", "step", step, "attempt", tr.Attempt)
+			// Settled already if the driver that got it lived that long:
+			// a replay then charges nothing more.
+			d.draws = append(d.draws, d.settle(ctx, step, drawKey(s.run, step, tr.Attempt), tr.Turn, d.cost(tr.Turn)))
 			return tr.Turn, nil
 		}
 		attempt = tr.Attempt + 1
@@ -246,6 +279,16 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeInternal, "encode step task: %s", err.Error())
 		}
+		// No provider call without a reservation that fits every ceiling.
+		key := drawKey(s.run, step, attempt)
+		if err := d.reserve(ctx, key, d.estimate(len(data))); err != nil {
+			if errors.Is(err, errStaleKey) {
+				attempt++
+				continue
+			}
+			return nil, err
+		}
+		d.unsettled[attempt] = key
 		if _, err := d.c.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data},
 			jetstream.WithMsgID(task.Key())); err != nil {
 			if ctx.Err() != nil {
@@ -266,9 +309,12 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			attempt++
 			continue
 		}
+		delete(d.unsettled, attempt)
 		if tr.Error == nil && tr.Turn != nil {
+			d.draws = append(d.draws, d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn)))
 			return tr.Turn, nil
 		}
+		d.release(ctx, key)
 		perr := tr.Error
 		if perr == nil {
 			perr = protocol.Errorf(protocol.CodeProviderMalformed, "the worker returned neither a turn nor an error")
@@ -319,6 +365,16 @@ func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, k
 			}
 			if tr.Step == step && tr.Attempt == attempt {
 				return &tr, nil
+			}
+			if key, ok := d.unsettled[tr.Attempt]; ok && tr.Step == step {
+				// An earlier attempt's answer, late: the provider was paid
+				// for it, so it is charged, once, under its own key.
+				delete(d.unsettled, tr.Attempt)
+				if tr.Turn != nil {
+					d.draws = append(d.draws, d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn)))
+				} else {
+					d.release(ctx, key)
+				}
 			}
 		}
 	}
@@ -633,15 +689,13 @@ func (d *driver) cost(turn *protocol.Turn) *protocol.Cost {
 }
 
 func (d *driver) pausedState(why string) *protocol.RunState {
-	s := d.s
-	return &protocol.RunState{Run: s.run, Status: protocol.StatusPaused, Outcome: protocol.OutcomeAwaitingApproval,
-		Step: s.step, Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task, Coordinator: d.c.cfg.ID, Reason: why, Started: s.started}
+	st := d.s.status(protocol.StatusPaused, d.c.cfg.ID)
+	st.Outcome, st.Reason = protocol.OutcomeAwaitingApproval, why
+	return st
 }
 
 func (d *driver) runningState() *protocol.RunState {
-	s := d.s
-	return &protocol.RunState{Run: s.run, Status: protocol.StatusRunning, Step: s.step, Tokens: s.tokens, CostMicros: s.cost,
-		Task: s.contract.Task, Coordinator: d.c.cfg.ID, Started: s.started}
+	return d.s.status(protocol.StatusRunning, d.c.cfg.ID)
 }
 
 // check runs the contract's verification on the sandboxer.
@@ -717,7 +771,8 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 // event. A run is never left showing running once it has an outcome.
 func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 	s := d.s
-	rec := &protocol.Record{Kind: protocol.RecordFinished, Step: s.step, Outcome: o, Reason: why, Tokens: s.tokens}
+	// Draws of a step that will never commit are kept with the outcome.
+	rec := &protocol.Record{Kind: protocol.RecordFinished, Step: s.step, Outcome: o, Reason: why, Tokens: s.tokens, Draws: d.draws}
 	if err := d.w.Append(ctx, rec); err != nil {
 		d.log.Error("record outcome", "outcome", o, "err", err)
 		return
@@ -729,8 +784,9 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 
 func (c *Coordinator) indexFinished(ctx context.Context, s *runState) {
 	f := s.finished
-	c.putState(ctx, &protocol.RunState{Run: s.run, Status: protocol.StatusOf(f.Outcome), Outcome: f.Outcome, Step: s.step,
-		Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task, Coordinator: c.cfg.ID, Reason: f.Reason, Started: s.started})
+	st := s.status(protocol.StatusOf(f.Outcome), c.cfg.ID)
+	st.Outcome, st.Reason = f.Outcome, f.Reason
+	c.putState(ctx, st)
 	c.emit(s.run, s.step, protocol.EventFinished, &protocol.Event{Outcome: f.Outcome, Tokens: s.tokens, Text: f.Reason})
 }
 

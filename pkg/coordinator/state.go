@@ -18,6 +18,14 @@ type runState struct {
 	step     int   // the last committed step
 	tokens   int64 // tokens spent by committed steps
 	cost     int64 // micro-units spent by committed steps, as priced
+	// tree is the root run of the run's agent tree, depth the run's depth
+	// below it; spent is what the committed steps drew on the ledger.
+	tree  string
+	depth int
+	spent protocol.Spend
+	// budgets is the standing after the driver's last draw, for the
+	// index; nil before the first.
+	budgets  *protocol.Budgets
 	messages []protocol.Message
 	finished *protocol.Record
 	// paused is the pause record while the run waits for a person.
@@ -38,7 +46,10 @@ func newRunState(run string, recs []protocol.Record) (*runState, error) {
 	if len(recs) == 0 || recs[0].Kind != protocol.RecordStarted || recs[0].Contract == nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: it does not begin with a started record", run)
 	}
-	s := &runState{run: run, contract: recs[0].Contract, started: recs[0].Time}
+	s := &runState{run: run, contract: recs[0].Contract, started: recs[0].Time, tree: recs[0].Tree, depth: recs[0].Depth}
+	if s.tree == "" {
+		s.tree = run // a root, or a trace from before agent trees
+	}
 	s.messages = []protocol.Message{{Role: protocol.RoleUser, Content: taskMessage(s.contract)}}
 	for i := 1; i < len(recs); i++ {
 		if err := s.apply(&recs[i]); err != nil {
@@ -60,6 +71,7 @@ func (s *runState) apply(rec *protocol.Record) error {
 		if rec.Cost != nil {
 			s.cost = rec.Cost.TotalMicros
 		}
+		s.spent = s.spent.Add(drawn(rec))
 		s.stall, _, _ = nextStall(s.stall, s.contract.Stall, rec)
 		if rec.Turn != nil {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls})
@@ -106,8 +118,39 @@ func (s *runState) apply(rec *protocol.Record) error {
 		s.contract = &c
 	case protocol.RecordFinished:
 		s.finished = rec
+		s.spent = s.spent.Add(drawn(rec))
 	}
 	return nil
+}
+
+// drawn is what a record says was drawn on the ledger: a step's draws, or
+// for a step recorded before draws were, its turn's usage and cost as one
+// call; a finished record's draws of a step that never committed.
+func drawn(rec *protocol.Record) protocol.Spend {
+	var sum protocol.Spend
+	for _, d := range rec.Draws {
+		sum = sum.Add(d.Spend)
+	}
+	if len(rec.Draws) == 0 && rec.Kind == protocol.RecordStep && rec.Turn != nil {
+		sum = protocol.Spend{InputTokens: rec.Turn.Usage.InputTokens, OutputTokens: rec.Turn.Usage.OutputTokens, Steps: 1}
+		if rec.Cost != nil {
+			sum.CostMicros = rec.Cost.Micros
+		}
+	}
+	return sum
+}
+
+// status is the run's entry in the index with the given status; the
+// caller fills in the outcome and reason.
+func (s *runState) status(st protocol.Status, coordinator string) *protocol.RunState {
+	b := s.budgets
+	if b == nil {
+		b = &protocol.Budgets{Tree: s.tree, Depth: s.depth}
+	}
+	bb := *b
+	bb.Drawn, bb.Run = nil, s.spent
+	return &protocol.RunState{Run: s.run, Status: st, Step: s.step, Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task,
+		Coordinator: coordinator, Started: s.started, Tree: s.tree, Parent: s.contract.Parent, Budgets: &bb}
 }
 
 // deadline is when the run's wall clock runs out, or zero for none. It is

@@ -41,6 +41,9 @@ type Contract struct {
 	Provider     ProviderSpec `json:"provider,omitzero"`
 	Sandbox      SandboxSpec  `json:"sandbox,omitzero"`
 	Stall        *StallSpec   `json:"stall,omitempty"`
+	// Parent names the run this one is a sub-agent of: it joins the
+	// parent's agent tree and draws from the tree's ceiling.
+	Parent string `json:"parent,omitempty"`
 }
 
 // StallSpec says when a run that repeats itself without changing the
@@ -134,6 +137,11 @@ type Budget struct {
 	MaxSteps  int      `json:"max_steps,omitempty"`
 	MaxWall   Duration `json:"max_wall,omitzero"`
 	MaxTokens int64    `json:"max_tokens,omitempty"`
+	// MaxCostMicros caps the run's own cost, in micro-units of the price
+	// table's currency; default no cap.
+	MaxCostMicros int64 `json:"max_cost_micros,omitempty"`
+	// Tree is the ceiling of the agent tree this run is the root of.
+	Tree *TreeBudget `json:"tree,omitempty"`
 }
 
 // ProviderSpec says which model pool serves the run.
@@ -299,6 +307,9 @@ func (c *Contract) Validate() error {
 	}
 	if c.Budget.MaxTokens < 0 {
 		return FieldError(CodeInvalidField, "budget.max_tokens", "use a positive number, or leave it out for no cap", "max_tokens is negative")
+	}
+	if err := c.validateBudget(); err != nil {
+		return err
 	}
 	if p := c.Provider.Pool; p != "" && !ValidToken(p) {
 		return FieldError(CodeInvalidField, "provider.pool", "use letters, digits, '-' and '_' only", "pool %q is not a valid subject token", p)

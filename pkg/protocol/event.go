@@ -19,6 +19,10 @@ const (
 	EventRetry    = "retry"
 	EventToken    = "token"
 	EventFallback = "fallback"
+	// EventSpendDraw reports a settled draw on the budget ledger and what
+	// remains; EventLedger reports the ledger waiting or being rebuilt.
+	EventSpendDraw = "spend_draw"
+	EventLedger    = "ledger"
 )
 
 // Event is a live notification on harness.events.<run>.<kind>. The trace is
@@ -43,4 +47,6 @@ type Event struct {
 	Effect string `json:"effect,omitempty"`
 	Rule   string `json:"rule,omitempty"`
 	Layer  string `json:"layer,omitempty"`
+	// Budgets is a spend_draw event's standing after the draw.
+	Budgets *Budgets `json:"budgets,omitempty"`
 }

@@ -74,6 +74,13 @@ type RunState struct {
 	Reason      string    `json:"reason,omitempty"`
 	Started     time.Time `json:"started"`
 	Updated     time.Time `json:"updated"`
+	// Tree is the root run of the run's agent tree (its own id for a
+	// root); Parent the run this one is a sub-agent of, if any.
+	Tree   string `json:"tree,omitempty"`
+	Parent string `json:"parent,omitempty"`
+	// Budgets is where the run and its tree stand against their ceilings,
+	// as of the run's last draw.
+	Budgets *Budgets `json:"budgets,omitempty"`
 }
 
 // SubmitReply answers a submitted contract on the subject named in its

@@ -47,6 +47,10 @@ type Record struct {
 	// started
 	Contract    *Contract `json:"contract,omitempty"`
 	Coordinator string    `json:"coordinator,omitempty"`
+	// Tree is the root run of the agent tree the run belongs to (its own
+	// id for a root), Depth its depth below that root.
+	Tree  string `json:"tree,omitempty"`
+	Depth int    `json:"depth,omitempty"`
 
 	// step
 	Turn         *Turn         `json:"turn,omitempty"`
@@ -57,6 +61,8 @@ type Record struct {
 	Tokens       int64         `json:"tokens,omitempty"`
 	Cost         *Cost         `json:"cost,omitempty"`
 	Changed      bool          `json:"changed,omitempty"`
+	// Draws are the step's settled charges on the budget ledger.
+	Draws []Draw `json:"draws,omitempty"`
 
 	// finished, paused
 	Outcome Outcome `json:"outcome,omitempty"`
