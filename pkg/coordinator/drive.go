@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
@@ -142,6 +143,7 @@ func (d *driver) loop(ctx context.Context) {
 			return
 		}
 		stalled, stallWhy := s.stalled(rec)
+		fault.Hit(fault.BeforeCommit)
 		if err := d.w.Append(ctx, d.c.slim(ctx, rec)); err != nil {
 			if errors.Is(err, protocol.ErrFenced) {
 				d.log.Warn("run taken over; stopping", "step", step)
@@ -151,6 +153,7 @@ func (d *driver) loop(ctx context.Context) {
 			d.finish(ctx, protocol.OutcomeFailed, "the trace could not be written: "+err.Error())
 			return
 		}
+		fault.Hit(fault.AfterCommit)
 		_ = s.apply(rec)
 		d.draws = nil
 		if len(rec.Remember) > 0 {
@@ -638,6 +641,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 			rec.Note = fmt.Sprintf("[approved by a person] %s %q:\n%s", v.Act, v.Target, obs.Content)
 		}
 	}
+	fault.Hit(fault.BeforeCommit)
 	if err := d.w.Append(ctx, d.c.slim(ctx, rec)); err != nil {
 		d.log.Error("record decision", "approval", ap.ID, "err", err)
 		return false
@@ -700,6 +704,7 @@ func (d *driver) runningState() *protocol.RunState {
 
 // check runs the contract's verification on the sandboxer.
 func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
+	defer fault.During(fault.DuringVerification)()
 	v := d.s.contract.Verification
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
 		Workspace: d.s.contract.Workspace.Root, Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
@@ -758,6 +763,7 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 		d.log.Error("record the pause", "err", err)
 		return false
 	}
+	fault.Hit(fault.DuringApprovalPause)
 	_ = s.apply(rec)
 	if ap.Decision != nil {
 		return true // decided before the pause was seen: it still counts

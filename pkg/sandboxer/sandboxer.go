@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
@@ -574,6 +575,7 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		return obs
 	}
 	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), s.env(op, w), call.Arguments)
+	fault.Hit(fault.AfterToolEffect)
 	if err != nil {
 		obs.IsError = true
 		msg := err.Error()
@@ -615,6 +617,7 @@ func (s *Sandboxer) covered(op *protocol.SandboxOp) string {
 // verify runs the contract's check. A command killed by a cap or a signal
 // never passes, whatever it printed.
 func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.CheckResult {
+	defer fault.During(fault.DuringVerification)()
 	v := op.Verification
 	res := &protocol.CheckResult{Kind: v.Kind()}
 	switch {

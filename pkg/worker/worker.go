@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -310,6 +311,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	fault.Hit(fault.AfterTurnPublished)
 	if err := msg.Ack(); err != nil {
 		log.Debug("ack step task", "err", err)
 	}
@@ -352,6 +354,7 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 		res.Error = protocol.Errorf(protocol.CodeProviderTimeout, "the provider is rate limiting this worker past the run's time: %s", err.Error())
 		return res
 	}
+	fault.Hit(fault.BeforeProviderCall)
 	start := time.Now()
 	var turn *protocol.Turn
 	var err error
