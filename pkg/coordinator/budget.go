@@ -43,6 +43,24 @@ func ceilingOf(c *protocol.Contract, start time.Time) ledger.Ceiling {
 	}
 }
 
+// ownCeiling reports whether a root's tree ceiling in dimension dim is
+// its own cap, because the tree budget left that dimension out.
+func ownCeiling(c *protocol.Contract, dim ledger.Dimension) bool {
+	var t protocol.TreeBudget
+	if c.Budget.Tree != nil {
+		t = *c.Budget.Tree
+	}
+	switch dim {
+	case ledger.DimTokens:
+		return t.MaxTokens == 0 && c.Budget.MaxTokens > 0
+	case ledger.DimCost:
+		return t.MaxCostMicros == 0 && c.Budget.MaxCostMicros > 0
+	case ledger.DimWall:
+		return t.MaxWall == 0 && c.Budget.MaxWall > 0
+	}
+	return false
+}
+
 // caps is the run's own budget on the ledger. The step cap is not among
 // them: running out of steps ends a run step_cap_reached, by the state
 // machine.
@@ -87,9 +105,11 @@ func (d *driver) refusedBy(err error) (protocol.Outcome, string, error) {
 		if o == "" {
 			o = protocol.OutcomeRefused
 		}
-		if r.Dimension == ledger.DimWall && r.Tree == d.s.run {
-			if dl := d.s.deadline(); !dl.IsZero() && !time.Now().Before(dl) {
-				o = protocol.OutcomeTimeBudgetExceeded // the root's own clock and its tree's are one
+		if r.Scope == ledger.ScopeTree && r.Tree == d.s.run && ownCeiling(d.s.contract, r.Dimension) {
+			// A root's tree ceiling taken from its own cap is that cap.
+			o = protocol.OutcomeCostBudgetExceeded
+			if r.Dimension == ledger.DimWall {
+				o = protocol.OutcomeTimeBudgetExceeded
 			}
 		}
 		return o, r.Error(), nil

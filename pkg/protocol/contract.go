@@ -60,13 +60,6 @@ const (
 	DefaultStallMaxReplans = 1
 )
 
-// Workspace names the directory the agent works in.
-type Workspace struct {
-	// Root is the workspace directory as the sandboxer sees it. A relative
-	// root is resolved by the sandboxer against its base directory.
-	Root string `json:"root"`
-}
-
 // Verification is how success is checked. Exactly one member is set.
 type Verification struct {
 	Command          *CommandCheck  `json:"command,omitempty"`
@@ -283,10 +276,9 @@ func (c *Contract) Validate() error {
 			"unknown schema %q", c.Schema)
 	case strings.TrimSpace(c.Task) == "":
 		return FieldError(CodeMissingField, "task", "say in words what the agent should do", "the contract has no task")
-	case strings.TrimSpace(c.Workspace.Root) == "":
-		return FieldError(CodeMissingField, "workspace.root", "name the directory the agent works in", "the contract has no workspace")
-	case strings.ContainsRune(c.Workspace.Root, 0):
-		return FieldError(CodeInvalidField, "workspace.root", "remove the NUL byte", "workspace root contains a NUL byte")
+	}
+	if err := c.Workspace.validate(); err != nil {
+		return err
 	}
 	if err := c.Verification.validate(); err != nil {
 		return err

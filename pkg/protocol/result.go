@@ -58,6 +58,9 @@ type Result struct {
 	Reason   string    `json:"reason,omitempty"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
+	// Patch is what the run changed in its snapshot workspace, once it
+	// finished; nil for a workspace that lives on a sandboxer.
+	Patch *Patch `json:"patch,omitempty"`
 }
 
 // RunState is the run index entry (KV bucket harness-runs): where a run

@@ -6,6 +6,9 @@ const (
 	OpTool   = "tool"   // run one tool call
 	OpVerify = "verify" // run the contract's verification
 	OpClose  = "close"  // detach the run
+	// OpCollect asks the sandboxer holding a snapshot workspace for the
+	// run's changes as a Patch (and a commit, when the contract asks).
+	OpCollect = "collect"
 )
 
 // SandboxOp is a request from a coordinator to a sandboxer. OpID is its
@@ -26,6 +29,11 @@ type SandboxOp struct {
 	// Approval names the person's approval that covers a call the policy
 	// asks about.
 	Approval string `json:"approval,omitempty"`
+	// Snapshot is the ref of the run's snapshot workspace, on an open (the
+	// sandboxer materialises it) and a collect; Workspace is then empty.
+	Snapshot string `json:"snapshot,omitempty"`
+	// Commit, on a collect, asks for a git commit of the changes.
+	Commit *CommitSpec `json:"commit,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
@@ -38,7 +46,9 @@ type SandboxReply struct {
 	Check       *CheckResult `json:"check,omitempty"`
 	// Tools answers an open: the tools this sandboxer offers the model.
 	Tools []ToolSpec `json:"tools,omitempty"`
-	Error *Error     `json:"error,omitempty"`
+	// Patch answers a collect.
+	Patch *Patch `json:"patch,omitempty"`
+	Error *Error `json:"error,omitempty"`
 }
 
 // Observation is what one tool call produced, as the model will see it.

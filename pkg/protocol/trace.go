@@ -67,6 +67,8 @@ type Record struct {
 	// finished, paused
 	Outcome Outcome `json:"outcome,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
+	// finished: what the run changed in its snapshot workspace.
+	Patch *Patch `json:"patch,omitempty"`
 
 	// paused, decision
 	Approval string    `json:"approval,omitempty"`
