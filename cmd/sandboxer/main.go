@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/ioharness/harness/internal/backends"
+	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -41,6 +42,10 @@ func main() {
 	backendNames := flag.String("backends", envOr("HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	images := flag.Bool("images", false, "offer the view_image tool, for models that take images")
 	flag.Parse()
+	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxer:", err)
+		os.Exit(2)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -37,6 +38,10 @@ func main() {
 	conc := flag.Int("concurrency", 0, "provider calls at once (default 8)")
 	replay := flag.String("replay", "", "answer from this cassette instead of a live provider")
 	flag.Parse()
+	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	p, primary, err := newProvider(*replay)
 	if err != nil {
