@@ -252,8 +252,10 @@ func TestStopConditions(t *testing.T) {
 		},
 		{
 			name:   "token budget",
+			// The first call's reservation (the request's size plus its
+			// max output) does not fit 40 tokens, so no call is made.
 			edit:   func(c *protocol.Contract) { c.Budget.MaxTokens = 40 },
-			answer: always, want: protocol.OutcomeCostBudgetExceeded, wantSteps: 3,
+			answer: always, want: protocol.OutcomeCostBudgetExceeded, wantSteps: 0,
 		},
 		{
 			name: "wall clock",
