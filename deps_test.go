@@ -27,6 +27,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}, modules: dockerClient},
 		{pkg: "pkg/provider", ours: []string{"pkg/protocol"}, modules: []string{"github.com/sashabaranov/go-openai"}},
 		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
+		{pkg: "pkg/snapshot", ours: []string{"pkg/protocol"}, noDirect: []string{"os/exec", "net", "net/http"}},
 	}
 	for _, r := range rules {
 		for _, dep := range goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./"+r.pkg) {
