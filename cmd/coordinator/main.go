@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/ioharness/harness/internal/fault"
@@ -27,12 +28,20 @@ func main() {
 	maxRuns := flag.Int("max-runs", 0, "runs driven at once (default 64)")
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL of the budget ledger shared by every coordinator ($REDIS_URL; default a ledger in this process)")
 	pricesFile := flag.String("prices", os.Getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
+	pools := flag.String("pools", envOr("HARNESS_POOLS", "default"), "worker pools whose consumers coordinators create, for workers that may not ($HARNESS_POOLS, comma-separated)")
+	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts, err := natsFlags.Options()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(2)
+	}
+	opts.Pools, opts.Logger = strings.Split(*pools, ","), log
 	var prices ledger.Prices
 	if *pricesFile != "" {
 		var err error
@@ -52,14 +61,14 @@ func main() {
 	if *redisURL == "" {
 		log.Warn("no REDIS_URL: the budget ledger lives in this process, so tree ceilings hold across this coordinator's runs only")
 	}
-	if err := run(ctx, log, *natsURL, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Ledger: led, Logger: log}); err != nil {
+	if err := run(ctx, log, *natsURL, opts, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Ledger: led, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, url string, cfg coordinator.Config) error {
-	nc, js, assets, err := streams.Connect(ctx, url, "harness-coordinator")
+func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg coordinator.Config) error {
+	nc, js, assets, err := streams.Connect(ctx, url, "harness-coordinator", opts)
 	if err != nil {
 		return err
 	}
@@ -68,7 +77,7 @@ func run(ctx context.Context, log *slog.Logger, url string, cfg coordinator.Conf
 	if err != nil {
 		return err
 	}
-	log.Info("connected", "nats", nc.ConnectedUrl(), "id", c.ID())
+	log.Info("connected", "nats", nc.ConnectedUrlRedacted(), "id", c.ID())
 	return c.Run(ctx)
 }
 

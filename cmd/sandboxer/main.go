@@ -41,12 +41,19 @@ func main() {
 	maxConc := flag.Int("max-concurrent", 0, "operations at once (default 4)")
 	backendNames := flag.String("backends", envOr("HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	images := flag.Bool("images", false, "offer the view_image tool, for models that take images")
+	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts, err := natsFlags.Options()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxer:", err)
+		os.Exit(2)
+	}
+	opts.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bs, err := backends.Build(ctx, *backendNames, os.Getenv("HARNESS_DOCKER_IMAGE"), log)
@@ -58,14 +65,14 @@ func main() {
 	if *images {
 		cfg.Tools = tools.BuiltinsWithImages()
 	}
-	if err := run(ctx, log, *natsURL, cfg); err != nil {
+	if err := run(ctx, log, *natsURL, opts, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, url string, cfg sandboxer.Config) error {
-	nc, _, assets, err := streams.Connect(ctx, url, "harness-sandboxer")
+func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg sandboxer.Config) error {
+	nc, _, assets, err := streams.Connect(ctx, url, "harness-sandboxer", opts)
 	if err != nil {
 		return err
 	}
@@ -75,7 +82,7 @@ func run(ctx context.Context, log *slog.Logger, url string, cfg sandboxer.Config
 	if err != nil {
 		return err
 	}
-	log.Info("connected", "nats", nc.ConnectedUrl(), "id", s.ID())
+	log.Info("connected", "nats", nc.ConnectedUrlRedacted(), "id", s.ID())
 	return s.Run(ctx)
 }
 

@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/streams"
@@ -36,21 +37,33 @@ func main() {
 	var pools listFlag
 	flag.Var(&pools, "pool", "a pool to serve (repeatable; default \"default\")")
 	conc := flag.Int("concurrency", 0, "provider calls at once (default 8)")
-	replay := flag.String("replay", "", "answer from this cassette instead of a live provider")
+	replay := flag.String("replay", os.Getenv("HARNESS_REPLAY"), "answer from this cassette instead of a live provider ($HARNESS_REPLAY)")
+	turnDelay := flag.Duration("turn-delay", durationEnv("HARNESS_TURN_DELAY"), "answer no turn sooner than this after the call began: a cassette that takes as long as a model ($HARNESS_TURN_DELAY)")
+	ackWait := flag.Duration("ack-wait", durationEnv("HARNESS_ACK_WAIT"), "how long a step task this worker holds may go unacknowledged before another worker gets it; the worker signals progress every third of it (default 60s) ($HARNESS_ACK_WAIT)")
+	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts, err := natsFlags.Options()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	opts.Logger = log
 	p, primary, err := newProvider(*replay)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
+	if *turnDelay > 0 {
+		p = &delayed{p: p, d: *turnDelay}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *natsURL, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, Primary: primary, Logger: log}); err != nil {
+	if err := run(ctx, log, *natsURL, opts, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, AckWait: *ackWait, Primary: primary, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
@@ -67,8 +80,8 @@ func newProvider(replay string) (worker.Provider, string, error) {
 	return provider.FromEnv(os.Getenv)
 }
 
-func run(ctx context.Context, log *slog.Logger, url string, p worker.Provider, cfg worker.Config) error {
-	nc, js, assets, err := streams.Connect(ctx, url, "harness-worker")
+func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, p worker.Provider, cfg worker.Config) error {
+	nc, js, assets, err := streams.Connect(ctx, url, "harness-worker", opts)
 	if err != nil {
 		return err
 	}
@@ -77,8 +90,15 @@ func run(ctx context.Context, log *slog.Logger, url string, p worker.Provider, c
 	if err != nil {
 		return err
 	}
-	log.Info("connected", "nats", nc.ConnectedUrl())
+	log.Info("connected", "nats", nc.ConnectedUrlRedacted())
 	return w.Run(ctx)
+}
+
+// durationEnv reads a duration from the environment; zero when unset or
+// unreadable, which the flag's default then stands for.
+func durationEnv(k string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(k))
+	return d
 }
 
 func envOr(k, d string) string {

@@ -2,7 +2,9 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -10,32 +12,90 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// Options configure Connect. The zero value connects without credentials
+// and ensures single-node streams, as every role did before there were
+// options.
+type Options struct {
+	// Streams tunes what Ensure creates (the replication factor).
+	Streams Config
+	// Bind makes the role create nothing: it waits for the coordinators to
+	// create the streams, buckets and pool consumers, and binds to them.
+	// For roles whose credentials may not manage streams.
+	Bind bool
+	// BindWait bounds that wait; default DefaultBindWait.
+	BindWait time.Duration
+	// Pools are the worker pools whose consumers this role creates (and
+	// creates again after a NATS restart lost the in-memory steps
+	// stream), so that workers which may not create consumers find them.
+	// Coordinators are given the pools; ignored with Bind.
+	Pools []string
+	// Auth holds the credentials and TLS settings.
+	Auth Auth
+	// Logger receives what the connection goes through; default discard.
+	Logger *slog.Logger
+	// NATS are further options, applied last.
+	NATS []nats.Option
+}
+
 // Connect dials NATS for a role named name, reconnecting for ever after a
-// loss, and ensures the streams. It is what every role's main does first.
-// Errors: the server cannot be reached, or JetStream is not enabled.
-func Connect(ctx context.Context, url, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, *Assets, error) {
-	// After a reconnect the streams are ensured again: a restarted server
-	// has lost the in-memory steps stream.
-	var handle atomic.Pointer[jetstream.JetStream]
-	reconnected := func(*nats.Conn) {
-		if js := handle.Load(); js != nil {
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_, _ = Ensure(ctx, *js, Config{})
-			}()
-		}
+// loss, and ensures the streams (or, with Options.Bind, binds to them). It
+// is what every role's main does first.
+//
+// Errors: bad credentials (the server's authorization violation, with
+// which credentials were offered but never the secret); unreadable
+// credential or CA files; the server cannot be reached; JetStream is not
+// enabled; a *PermissionError when the credentials may not do what the
+// role needs.
+func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jetstream.JetStream, *Assets, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	opts = append([]nats.Option{
+	authOpts, err := o.Auth.options()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// After a reconnect the streams are ensured again: a restarted server
+	// has lost the in-memory steps stream. A bound role leaves that to the
+	// coordinators.
+	var handle atomic.Pointer[jetstream.JetStream]
+	reconnected := func(nc *nats.Conn) {
+		log.Info("reconnected to NATS", "nats", nc.ConnectedUrl())
+		js := handle.Load()
+		if js == nil || o.Bind {
+			return
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := ensureAll(ctx, *js, o); err != nil {
+				log.Warn("ensure streams after reconnecting", "err", err)
+			}
+		}()
+	}
+	opts := append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
 		nats.ReconnectHandler(reconnected),
-	}, opts...)
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from NATS", "err", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				log.Error("the NATS server refused this role's credentials a subject", "err", err)
+				return
+			}
+			log.Warn("NATS", "err", err)
+		}),
+	}, authOpts...)
+	opts = append(opts, o.NATS...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, nil, nil, o.Auth.explainConnect(Redact(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -43,10 +103,33 @@ func Connect(ctx context.Context, url, name string, opts ...nats.Option) (*nats.
 		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	handle.Store(&js)
-	assets, err := Ensure(ctx, js, Config{})
+	var assets *Assets
+	if o.Bind {
+		assets, err = Bind(ctx, js, o.BindWait)
+	} else if assets, err = Ensure(ctx, js, o.Streams); err == nil {
+		err = ensurePools(ctx, assets, o.Pools)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, nil, nil, err
 	}
 	return nc, js, assets, nil
+}
+
+// ensureAll ensures the streams and the pools' consumers.
+func ensureAll(ctx context.Context, js jetstream.JetStream, o Options) error {
+	a, err := Ensure(ctx, js, o.Streams)
+	if err != nil {
+		return err
+	}
+	return ensurePools(ctx, a, o.Pools)
+}
+
+func ensurePools(ctx context.Context, a *Assets, pools []string) error {
+	for _, p := range pools {
+		if _, err := EnsureWorkerConsumer(ctx, a, p, DefaultWorkerAckWait); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/pkg/protocol"
@@ -39,6 +40,10 @@ const (
 	BucketApprovals = "harness-approvals"
 	BucketOps       = "harness-ops"
 	BucketBlobs     = "harness-blobs"
+	// BucketWorkspaces holds workspace snapshots and the patches runs bring
+	// back, apart from the trace's blobs so it can be sized and pruned on
+	// its own.
+	BucketWorkspaces = "harness-workspaces"
 
 	ConsumerCoordinators = "coordinators"
 )
@@ -71,15 +76,17 @@ func WorkerConsumer(pool string) string { return "workers-" + pool }
 
 // Config tunes the streams for a deployment. The zero value suits one node.
 type Config struct {
-	// Replicas is the replication factor of every stream and bucket;
-	// default 1. A three-node cluster uses 3.
+	// Replicas is the replication factor of every stream and bucket. Zero
+	// (the default) creates what is missing with 1 and leaves the factor of
+	// what exists alone, so a client or a role told nothing never scales a
+	// cluster's streams down; a three-node cluster's roles pass 3.
 	Replicas int
 	// TurnsMaxAge bounds how long a published turn is kept for a resume
 	// that needs it; default 7 days. The trace keeps turns forever.
 	TurnsMaxAge time.Duration
 }
 
-// Assets are the handles Ensure created or found.
+// Assets are the handles Ensure or Bind created or found.
 type Assets struct {
 	Submit    jetstream.Stream
 	Steps     jetstream.Stream
@@ -90,6 +97,14 @@ type Assets struct {
 	Approvals jetstream.KeyValue
 	Ops       jetstream.KeyValue
 	Blobs     jetstream.ObjectStore
+	// Workspaces holds snapshots and patches, by content ref.
+	Workspaces jetstream.ObjectStore
+
+	// bind is set by Bind: the role may create nothing, so a worker
+	// consumer is looked up, never created.
+	bind     bool
+	bindWait time.Duration
+	nc       *nats.Conn
 }
 
 // Ensure creates every stream and bucket that is missing, and updates a
@@ -101,21 +116,29 @@ type Assets struct {
 // work-queue retention, because a step task can always be derived again from
 // the trace and a file-backed work queue costs 100-360 µs a task on the
 // disks we measured against about 24 µs in memory.
+//
+// Errors: a *PermissionError when the server refuses these credentials
+// an API call Ensure needs (see Bind for roles that may not create).
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, error) {
-	r := cfg.Replicas
-	if r == 0 {
-		r = 1
+	a, err := ensure(ctx, js, cfg)
+	if err != nil {
+		return nil, explain(js.Conn(), err)
 	}
+	return a, nil
+}
+
+func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, error) {
+	r := cfg.Replicas
 	turnsAge := cfg.TurnsMaxAge
 	if turnsAge == 0 {
 		turnsAge = 7 * 24 * time.Hour
 	}
-	var a Assets
+	a := Assets{nc: js.Conn()}
 	var err error
 	if a.Submit, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        StreamSubmit,
 		Description: "contracts submitted to harness; consumed as a work queue by coordinators",
-		Subjects:    []string{SubjectSubmit},
+		Subjects:    []string{SubjectSubmit, SubmitTenantPrefix + "*"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.WorkQueuePolicy,
 		Duplicates:  time.Hour,
@@ -209,6 +232,14 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	}); err != nil {
 		return nil, fmt.Errorf("ensure object store %s: %w", BucketBlobs, err)
 	}
+	if a.Workspaces, err = ensureObjects(ctx, js, jetstream.ObjectStoreConfig{
+		Bucket:      BucketWorkspaces,
+		Description: "workspace snapshots submitted with contracts, and the patches their runs bring back",
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return nil, fmt.Errorf("ensure object store %s: %w", BucketWorkspaces, err)
+	}
 	return &a, nil
 }
 
@@ -219,9 +250,14 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 // being created is a data race inside nats-server v2.15.2's file store
 // (seen under the race detector).
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if b := bindingOf(ctx); b != nil {
+		return find(ctx, b, "stream "+cfg.Name, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) })
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, cfg)
+		s, err = js.CreateStream(ctx, withReplicas(cfg))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return js.Stream(ctx, cfg.Name)
 		}
@@ -233,16 +269,35 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	have := s.CachedInfo().Config
 	if slices.Equal(have.Subjects, cfg.Subjects) && have.Storage == cfg.Storage && have.Retention == cfg.Retention &&
 		have.Duplicates == cfg.Duplicates && have.MaxMsgSize == cfg.MaxMsgSize && have.MaxAge == cfg.MaxAge &&
-		have.MaxMsgsPerSubject == cfg.MaxMsgsPerSubject && have.Replicas == cfg.Replicas {
+		have.MaxMsgsPerSubject == cfg.MaxMsgsPerSubject && (cfg.Replicas == 0 || have.Replicas == cfg.Replicas) {
 		return s, nil
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = have.Replicas
 	}
 	return js.UpdateStream(ctx, cfg)
 }
 
+// apiTimeout bounds each JetStream call of Ensure: a call the server
+// refuses for lack of permission is never answered.
+const apiTimeout = 10 * time.Second
+
+// withReplicas returns cfg with a replication factor to create it with.
+func withReplicas(cfg jetstream.StreamConfig) jetstream.StreamConfig {
+	cfg.Replicas = max(cfg.Replicas, 1)
+	return cfg
+}
+
 // ensureBucket returns the key-value bucket, creating it when missing.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if b := bindingOf(ctx); b != nil {
+		return find(ctx, b, "bucket "+cfg.Bucket, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) })
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		cfg.Replicas = max(cfg.Replicas, 1)
 		kv, err = js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			return js.KeyValue(ctx, cfg.Bucket)
@@ -253,8 +308,14 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 
 // ensureObjects returns the object store, creating it when missing.
 func ensureObjects(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	if b := bindingOf(ctx); b != nil {
+		return find(ctx, b, "object store "+cfg.Bucket, func(ctx context.Context) (jetstream.ObjectStore, error) { return js.ObjectStore(ctx, cfg.Bucket) })
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	os, err := js.ObjectStore(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		cfg.Replicas = max(cfg.Replicas, 1)
 		os, err = js.CreateObjectStore(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			return js.ObjectStore(ctx, cfg.Bucket)
@@ -263,10 +324,23 @@ func ensureObjects(ctx context.Context, js jetstream.JetStream, cfg jetstream.Ob
 	return os, err
 }
 
+// DefaultWorkerAckWait is the AckWait a coordinator creates a pool's
+// consumer with for workers that may not create it themselves; it is the
+// worker's own default.
+const DefaultWorkerAckWait = 60 * time.Second
+
 // EnsureWorkerConsumer creates or updates the durable consumer of a pool.
 // ackWait bounds how long a task may go unacknowledged before another
-// worker gets it.
+// worker gets it. On Assets from Bind it only looks the consumer up,
+// waiting for a coordinator to create it (Options.Pools), and then the
+// consumer's own AckWait holds.
+//
+// Errors: a *PermissionError when the server refuses the call; on bound
+// Assets, a consumer that does not appear within the bind wait.
 func EnsureWorkerConsumer(ctx context.Context, a *Assets, pool string, ackWait time.Duration) (jetstream.Consumer, error) {
+	if a.bind {
+		return a.waitConsumer(ctx, pool)
+	}
 	c, err := a.Steps.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       WorkerConsumer(pool),
 		Description:   "workers of pool " + pool,
@@ -277,7 +351,7 @@ func EnsureWorkerConsumer(ctx context.Context, a *Assets, pool string, ackWait t
 		MaxAckPending: 1024,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ensure consumer %s: %w", WorkerConsumer(pool), err)
+		return nil, fmt.Errorf("ensure consumer %s: %w", WorkerConsumer(pool), explain(a.nc, err))
 	}
 	return c, nil
 }

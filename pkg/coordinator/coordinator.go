@@ -306,6 +306,13 @@ func (c *Coordinator) handleStatus(req micro.Request) {
 // slot, released when the run's driver ends.
 func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 	reply := msg.Headers().Get(streams.HeaderReply)
+	if tenant, _ := streams.SubmitTenant(msg.Subject()); reply != "" && !streams.ReplyAllowed(tenant, reply) {
+		// Answering anywhere else would let a submitter make this
+		// coordinator, whose permissions are wide, publish where the
+		// submitter may not.
+		c.log.Warn("a submitter asked for its answer outside its inbox; no answer is sent", "reply", reply, "tenant", tenant)
+		reply = ""
+	}
 	contract, err := protocol.DecodeContract(msg.Data())
 	if err != nil {
 		pe := protocol.AsError(err)
@@ -579,15 +586,21 @@ func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.
 
 // runIDOf names the run of a submitted message: from its idempotency key
 // when it has one, else from the time and sequence it was stored at.
+// A tenant's contract (on harness.submit.<tenant>) gets t-<tenant>- in front,
+// so its events are copied to the tenant's subjects.
 func (c *Coordinator) runIDOf(msg jetstream.Msg) string {
-	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
-		return protocol.RunIDFor(id)
+	id := ""
+	if key := msg.Headers().Get(jetstream.MsgIDHeader); key != "" {
+		id = protocol.RunIDFor(key)
+	} else if meta, err := msg.Metadata(); err != nil {
+		id = "r" + randomHex(8)
+	} else {
+		id = meta.Timestamp.UTC().Format("20060102-150405") + "-s" + strconv.FormatUint(meta.Sequence.Stream, 10)
 	}
-	meta, err := msg.Metadata()
-	if err != nil {
-		return "r" + randomHex(8)
+	if tenant, ok := streams.SubmitTenant(msg.Subject()); ok {
+		return streams.TenantRun(tenant, id)
 	}
-	return meta.Timestamp.UTC().Format("20060102-150405") + "-s" + strconv.FormatUint(meta.Sequence.Stream, 10)
+	return id
 }
 
 func (c *Coordinator) respond(subject string, r *protocol.SubmitReply) {
@@ -620,5 +633,10 @@ func (c *Coordinator) emit(run string, step int, kind string, ev *protocol.Event
 	}
 	if err := c.nc.Publish(streams.Event(run, kind), data); err != nil {
 		c.log.Debug("publish event", "run", run, "kind", kind, "err", err)
+	}
+	// A tenant may read its own runs' events only, so they are copied
+	// under its name, where its permissions let it subscribe.
+	if tenant := streams.TenantOf(run); tenant != "" {
+		_ = c.nc.Publish(streams.TenantEvent(tenant, run, kind), data)
 	}
 }

@@ -1,0 +1,311 @@
+package streams_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/coordinator"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/worker"
+)
+
+// passwords of the users in deploy/nats/auth.conf, for these tests only.
+var passwords = map[string]string{
+	"admin": "HARNESS_ADMIN_PASSWORD", "coordinator": "HARNESS_COORDINATOR_PASSWORD", "worker": "HARNESS_WORKER_PASSWORD",
+	"sandboxer-sb1": "HARNESS_SANDBOXER_SB1_PASSWORD", "sandboxer-sb2": "HARNESS_SANDBOXER_SB2_PASSWORD",
+	"acme": "HARNESS_TENANT_ACME_PASSWORD", "bravo": "HARNESS_TENANT_BRAVO_PASSWORD",
+}
+
+// startSecure starts an embedded NATS server with the permission sets
+// the deployment ships (deploy/nats/single-secure.conf), on a free port
+// and a temporary store.
+func startSecure(t *testing.T) string {
+	t.Helper()
+	t.Setenv("NATS_NAME", "secure-test")
+	for user, env := range passwords {
+		t.Setenv(env, "pw-"+user)
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "nats", "single-secure.conf"))
+	if err != nil {
+		t.Fatalf("deploy/nats/single-secure.conf: %v", err)
+	}
+	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
+	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv.ClientURL()
+}
+
+func as(user string) streams.Auth { return streams.Auth{User: user, Password: "pw-" + user} }
+
+// refusals collects the permission violations the server reports to a
+// connection.
+type refusals struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *refusals) option() nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.errs = append(r.errs, err.Error())
+	})
+}
+
+func (r *refusals) has(subject string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.errs {
+		if strings.Contains(e, `"`+subject+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+func dial(t *testing.T, url string, a streams.Auth, extra ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts, err := a.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, append(opts, extra...)...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", a.User, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func waitFor(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRolesRunUnderTheirOwnPermissions runs a contract with every role
+// connected as its own restricted user, the worker and the sandboxer
+// binding to what the coordinator created, submitted by a tenant that
+// hears its answer and its run's events under its own names.
+func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
+	url := startSecure(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	// The worker comes up first and waits for the coordinator.
+	type bound struct {
+		nc  *nats.Conn
+		a   *streams.Assets
+		err error
+	}
+	workerUp := make(chan bound, 1)
+	go func() {
+		nc, _, a, err := streams.Connect(ctx, url, "harness-worker", streams.Options{Auth: as("worker"), Bind: true})
+		workerUp <- bound{nc, a, err}
+	}()
+	cnc, cjs, cassets, err := streams.Connect(ctx, url, "harness-coordinator", streams.Options{Auth: as("coordinator"), Pools: []string{"default"}})
+	if err != nil {
+		t.Fatalf("coordinator: %v", err)
+	}
+	defer cnc.Close()
+	w := <-workerUp
+	if w.err != nil {
+		t.Fatalf("worker binding: %v", w.err)
+	}
+	defer w.nc.Close()
+	snc, _, sassets, err := streams.Connect(ctx, url, "harness-sandboxer", streams.Options{Auth: as("sandboxer-sb1"), Bind: true})
+	if err != nil {
+		t.Fatalf("sandboxer binding: %v", err)
+	}
+	defer snc.Close()
+
+	ws := t.TempDir()
+	script := provider.NewScripted(
+		&protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"done\n"}`)}},
+			Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}},
+	)
+	co, err := coordinator.New(cnc, cjs, cassets, coordinator.Config{ID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wjs, err := jetstream.New(w.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk, err := worker.New(w.nc, wjs, w.a, script, worker.Config{ID: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandboxer.New(snc, sandboxer.Config{ID: "sb1", Roots: []string{ws}, Ops: sassets.Ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, role := range []interface{ Run(context.Context) error }{sb, wk, co} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := role.Run(rctx); err != nil && rctx.Err() == nil {
+				t.Errorf("role stopped: %v", err)
+			}
+		}()
+	}
+	defer func() { stop(); wg.Wait() }()
+
+	// The tenant submits on its own subject and listens on its own names.
+	tnc := dial(t, url, as("acme"))
+	events, err := tnc.SubscribeSync("harness.tenant.acme.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers, err := tnc.SubscribeSync("_INBOX.acme.answers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract := `{"schema":"harness.contract/v1","task":"write done to out.txt","workspace":{"root":"` + ws + `"},
+		"verification":{"file_contains":{"path":"out.txt","needle":"done"}},
+		"policy":{"layers":[],"defaults":{"read":"allow","write":"allow","exec":"deny","net":"deny"}},"sandbox":{"backend":"floor"}}`
+	msg := &nats.Msg{Subject: "harness.submit.acme", Data: []byte(contract),
+		Header: nats.Header{"Harness-Reply": []string{"_INBOX.acme.answers"}, "Nats-Msg-Id": []string{"job1"}}}
+	if err := tnc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := answers.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("the tenant heard no answer: %v", err)
+	}
+	var reply protocol.SubmitReply
+	if err := json.Unmarshal(m.Data, &reply); err != nil || reply.Error != nil {
+		t.Fatalf("answer %s: %v %v", m.Data, err, reply.Error)
+	}
+	if reply.Run != "t-acme-job1" {
+		t.Errorf("tenant run id = %q, want t-acme-job1", reply.Run)
+	}
+	for {
+		m, err := events.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("no finished event on the tenant's subjects: %v", err)
+		}
+		var ev protocol.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == protocol.EventFinished {
+			if ev.Outcome != protocol.OutcomeSuccess {
+				t.Fatalf("outcome %s (%s), want success", ev.Outcome, ev.Text)
+			}
+			break
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(b) != "done\n" {
+		t.Errorf("out.txt = %q, %v", b, err)
+	}
+}
+
+// TestTheServerRefuses checks that each role's user is refused what it
+// must not do, by the server, and that bad credentials and refused
+// creation give errors that say what to change.
+func TestTheServerRefuses(t *testing.T) {
+	url := startSecure(t)
+	ctx := t.Context()
+
+	// A worker on an empty server, without --bind-streams, may not create
+	// the streams; the error says so.
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, _, _, err := streams.Connect(wctx, url, "harness-worker", streams.Options{Auth: as("worker")})
+	var pe *streams.PermissionError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "--bind-streams") {
+		t.Errorf("worker creating streams: %v, want a permission error that points at --bind-streams", err)
+	}
+
+	// A wrong password names the user, never the password.
+	_, _, _, err = streams.Connect(ctx, url, "harness-worker", streams.Options{Auth: streams.Auth{User: "worker", Password: "not-the-secret"}})
+	if err == nil || !strings.Contains(err.Error(), `user "worker"`) || strings.Contains(err.Error(), "not-the-secret") {
+		t.Errorf("wrong password: %v, want an error naming the user and not the password", err)
+	}
+	_, _, _, err = streams.Connect(ctx, url, "harness-worker", streams.Options{})
+	if err == nil || !strings.Contains(err.Error(), "NATS_USER") {
+		t.Errorf("no credentials: %v, want an error saying which to set", err)
+	}
+
+	// The coordinator creates the streams; then each refusal.
+	cnc, _, _, err := streams.Connect(ctx, url, "harness-coordinator", streams.Options{Auth: as("coordinator"), Pools: []string{"default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cnc.Close()
+
+	tests := []struct {
+		name, user, subject string
+		subscribe           bool
+	}{
+		{"a worker appends to the trace", "worker", "harness.trace.r1", false},
+		{"a worker creates a consumer", "worker", "$JS.API.CONSUMER.CREATE.HARNESS_STEPS.mine", false},
+		{"a worker writes the run index", "worker", "$KV.harness-runs.r1", false},
+		{"a sandboxer appends to the trace", "sandboxer-sb1", "harness.trace.r1", false},
+		{"a sandboxer takes another node's operations", "sandboxer-sb1", "harness.sandbox.sb2.op", true},
+		{"a sandboxer publishes a turn", "sandboxer-sb1", "harness.turns.r1", false},
+		{"a tenant reads another tenant's events", "acme", "harness.tenant.bravo.events.>", true},
+		{"a tenant reads another tenant's answers", "acme", "_INBOX.bravo.>", true},
+		{"a tenant reads every run's events", "acme", "harness.events.>", true},
+		{"a tenant submits as another", "acme", "harness.submit.bravo", false},
+		{"a tenant submits outside tenancy", "acme", "harness.submit", false},
+		{"a tenant reads the trace", "acme", "$JS.API.STREAM.MSG.GET.HARNESS_TRACE", false},
+		{"a tenant reads the run index", "acme", "$JS.API.DIRECT.GET.KV_harness-runs.$KV.harness-runs.r1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r refusals
+			nc := dial(t, url, as(tt.user), r.option())
+			if tt.subscribe {
+				if _, err := nc.SubscribeSync(tt.subject); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := nc.Publish(tt.subject, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 5*time.Second, func() error {
+				if !r.has(tt.subject) {
+					return errors.New("the server did not refuse " + tt.subject + " to " + tt.user)
+				}
+				return nil
+			})
+		})
+	}
+}
