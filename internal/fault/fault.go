@@ -57,6 +57,9 @@ const (
 	// effect in the workspace and before the operation is remembered as
 	// done or answered.
 	AfterToolEffect Point = "after-tool-effect"
+	// BeforeSettle is in the coordinator, after a provider call's turn
+	// arrived and before its draw is settled on the budget ledger.
+	BeforeSettle Point = "before-settle"
 	// BeforeCommit is in the coordinator, after every effect of a step
 	// (or of an approved action) and before its trace record is appended.
 	BeforeCommit Point = "before-commit"
@@ -80,7 +83,7 @@ var spans = []Point{DuringVerification}
 
 // Points returns every point, in the order of the role's work.
 func Points() []Point {
-	return []Point{BeforeProviderCall, AfterTurnPublished, AfterToolEffect, BeforeCommit, AfterCommit, DuringVerification, DuringApprovalPause}
+	return []Point{BeforeProviderCall, AfterTurnPublished, BeforeSettle, AfterToolEffect, BeforeCommit, AfterCommit, DuringVerification, DuringApprovalPause}
 }
 
 // IsSpan reports whether p is entered and left (use During) rather than

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -154,6 +155,7 @@ func (d *driver) reserve(ctx context.Context, key string, estimate ledger.Usage)
 // logged: the provider was paid, the trace says so, and the next rebuild
 // counts it.
 func (d *driver) settle(ctx context.Context, step int, key string, turn *protocol.Turn, cost *protocol.Cost) protocol.Draw {
+	fault.Hit(fault.BeforeSettle)
 	s := d.s
 	actual := ledger.Usage{InputTokens: turn.Usage.InputTokens, OutputTokens: turn.Usage.OutputTokens, CostMicros: cost.Micros, Steps: 1}
 	draw := protocol.Draw{Key: key, Spend: spendOf(actual)}

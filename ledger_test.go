@@ -1,0 +1,384 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/redistest"
+	"github.com/ioharness/harness/pkg/ledger"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// readingContract is a run that reads a file at every step and never
+// passes verification, so it ends at its step cap (or its budget).
+func readingContract(t *testing.T, task string, edit func(c *protocol.Contract)) (*protocol.Contract, []byte) {
+	t.Helper()
+	c := exampleContract(t)
+	c.Task = task
+	c.Budget.MaxSteps = 5
+	c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "calc.go", Needle: "never there"}}
+	if edit != nil {
+		edit(c)
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, raw
+}
+
+func readTurn(call int) *protocol.Turn {
+	return &protocol.Turn{Usage: protocol.Usage{InputTokens: 100 + int64(call), OutputTokens: 7},
+		ToolCalls: []protocol.ToolCall{{ID: fmt.Sprintf("c%d", call), Name: "read_file", Arguments: json.RawMessage(`{"path":"calc.go"}`)}}}
+}
+
+// gatedAgent answers every call with a read; the call numbered at blocks
+// until release is closed, after reporting on reached.
+func gatedAgent(at int, reached, release chan struct{}) (*provider.Scripted, *atomic.Int32) {
+	var calls atomic.Int32
+	return provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		n := calls.Add(1)
+		if int(n) == at {
+			close(reached)
+			<-release
+		}
+		return readTurn(int(n)), nil
+	}), &calls
+}
+
+// traceSpend sums what a run's trace says it drew.
+func traceSpend(t *testing.T, recs []protocol.Record) ledger.Usage {
+	t.Helper()
+	var u ledger.Usage
+	for _, r := range recs {
+		for _, d := range r.Draws {
+			u = u.Add(ledger.Usage{InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, CostMicros: d.CostMicros, Steps: d.Steps})
+		}
+		if r.Kind == protocol.RecordStep && len(r.Draws) != 1 {
+			t.Errorf("step %d records %d draws, want 1", r.Step, len(r.Draws))
+		}
+	}
+	return u
+}
+
+// checkCharged checks that the ledger charged a tree exactly what the traces
+// of its runs say they drew, and holds nothing.
+func checkCharged(t *testing.T, l ledger.Ledger, tree string, traces ...[]protocol.Record) {
+	t.Helper()
+	var want ledger.Usage
+	for _, recs := range traces {
+		want = want.Add(traceSpend(t, recs))
+	}
+	tot, err := l.Totals(t.Context(), tree)
+	if err != nil {
+		t.Fatalf("ledger totals of %s: %v", tree, err)
+	}
+	if tot.Spent != want || tot.Reserved != (ledger.Usage{}) {
+		t.Errorf("ledger of tree %s: spent %+v, reserved %+v; the traces drew %+v (charged once, nothing left held)", tree, tot.Spent, tot.Reserved, want)
+	}
+}
+
+func redisLedger(t *testing.T, srv *redistest.Server) ledger.Ledger {
+	t.Helper()
+	l, closeL, err := ledger.Dial(t.Context(), srv.URL(), ledger.RedisConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closeL() })
+	return l
+}
+
+// events records a run's events of the given kinds.
+func watchKinds(t *testing.T, cl *harness.Cluster, run string, kinds ...string) func() []protocol.Event {
+	t.Helper()
+	var mu sync.Mutex
+	var got []protocol.Event
+	stop, err := cl.Watch(run, func(ev *protocol.Event) {
+		for _, k := range kinds {
+			if ev.Kind == k {
+				mu.Lock()
+				got = append(got, *ev)
+				mu.Unlock()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return func() []protocol.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]protocol.Event(nil), got...)
+	}
+}
+
+// TestLedgerLostMidRun restarts Redis without persistence in the middle of
+// a run: the run goes on with its spend intact, rebuilt from the trace, and
+// says so.
+func TestLedgerLostMidRun(t *testing.T) {
+	srv := redistest.Start(t)
+	l := redisLedger(t, srv)
+	c, raw := readingContract(t, "read and read", nil)
+	reached, release := make(chan struct{}), make(chan struct{})
+	agent, calls := gatedAgent(3, reached, release)
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	events := watchKinds(t, cl, "lost", protocol.EventLedger, protocol.EventSpendDraw)
+	if _, err := cl.Submit(t.Context(), raw, "lost"); err != nil {
+		t.Fatal(err)
+	}
+	<-reached // the third call is reserved and in flight
+	srv.Restart()
+	close(release)
+	res, err := cl.Wait(t.Context(), "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeStepCapReached || res.Steps != 5 || calls.Load() != 5 {
+		t.Fatalf("run = %s after %d steps and %d calls (%s), want step_cap_reached after 5", res.Outcome, res.Steps, calls.Load(), res.Reason)
+	}
+	recs, err := cl.Trace(t.Context(), "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCharged(t, l, "lost", recs)
+	waitFor(t, 5*time.Second, func() error {
+		var rebuilt, draws int
+		for _, ev := range events() {
+			if ev.Kind == protocol.EventLedger && strings.Contains(ev.Text, "rebuilt") {
+				rebuilt++
+			}
+			if ev.Kind == protocol.EventSpendDraw {
+				draws++
+			}
+		}
+		if rebuilt != 1 || draws != 5 {
+			return fmt.Errorf("%d rebuild events and %d spend_draw events, want 1 and 5", rebuilt, draws)
+		}
+		return nil
+	})
+	st, err := cl.Status(t.Context(), "lost")
+	if err != nil || st.Budgets == nil || st.Budgets.Run.Steps != 5 || st.Budgets.TreeSpent.Steps != 5 {
+		t.Errorf("status budgets = %+v, %v; want 5 steps spent by the run and its tree", st.Budgets, err)
+	}
+}
+
+// TestLedgerDownWaits stops Redis mid-run: the run makes no provider call
+// without a reservation, says in its status that it waits for the ledger,
+// and goes on when Redis is back.
+func TestLedgerDownWaits(t *testing.T) {
+	srv := redistest.Start(t)
+	l := redisLedger(t, srv)
+	c, raw := readingContract(t, "read while the ledger is away", nil)
+	reached, release := make(chan struct{}), make(chan struct{})
+	agent, calls := gatedAgent(2, reached, release)
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(t.Context(), raw, "down"); err != nil {
+		t.Fatal(err)
+	}
+	<-reached
+	srv.Stop()
+	close(release) // the answer comes back with nowhere to settle it
+	waitFor(t, 20*time.Second, func() error {
+		st, err := cl.Status(t.Context(), "down")
+		if err != nil {
+			return err
+		}
+		if st.Status != protocol.StatusRunning || !strings.Contains(st.Reason, "waiting for the budget ledger") {
+			return fmt.Errorf("status %s (%s), want running and waiting for the ledger", st.Status, st.Reason)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // long enough for a call that should not happen
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d provider calls while the ledger was down, want none past the second", n)
+	}
+	srv.Restart() // empty: the tree is rebuilt from the trace
+	res, err := cl.Wait(t.Context(), "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeStepCapReached || res.Steps != 5 {
+		t.Fatalf("run = %s after %d (%s), want step_cap_reached after 5", res.Outcome, res.Steps, res.Reason)
+	}
+	recs, err := cl.Trace(t.Context(), "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCharged(t, l, "down", recs)
+	if st, err := cl.Status(t.Context(), "down"); err != nil || strings.Contains(st.Reason, "waiting") {
+		t.Errorf("finished status = %+v, %v; the wait is over", st, err)
+	}
+}
+
+// TestTreeCeiling runs a root and a sub-agent on one tree ceiling of four
+// provider calls: together they make exactly four, the sub-agent cannot
+// raise the ceiling, and both end budget_ceiling_reached.
+func TestTreeCeiling(t *testing.T) {
+	srv := redistest.Start(t)
+	l := redisLedger(t, srv)
+	rootC, rootRaw := readingContract(t, "the root", func(c *protocol.Contract) {
+		c.Budget.MaxSteps = 10
+		c.Budget.Tree = &protocol.TreeBudget{MaxSteps: 4}
+	})
+	var rootCalls, childCalls atomic.Int32
+	rootHeld, releaseRoot := make(chan struct{}), make(chan struct{})
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		if strings.Contains(req.Messages[0].Content, "the child") {
+			return readTurn(int(childCalls.Add(1))), nil
+		}
+		if rootCalls.Add(1) == 2 {
+			close(rootHeld) // the root's second call is reserved and in flight
+			<-releaseRoot
+		}
+		return readTurn(int(rootCalls.Load())), nil
+	})
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent, Ledger: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(t.Context(), rootRaw, "root"); err != nil {
+		t.Fatal(err)
+	}
+	<-rootHeld
+
+	// A sub-agent may not bring a ceiling of its own.
+	_, raiser := readingContract(t, "the child", func(c *protocol.Contract) {
+		c.Workspace.Root = rootC.Workspace.Root
+		c.Parent = "root"
+		c.Budget.Tree = &protocol.TreeBudget{MaxSteps: 100}
+	})
+	if _, err := cl.Submit(t.Context(), raiser, "raiser"); !isCode(err, protocol.CodeInvalidField) {
+		t.Errorf("a sub-agent with a tree budget: %v, want invalid_field", err)
+	}
+	// Nor join a tree that does not exist.
+	_, orphan := readingContract(t, "the child", func(c *protocol.Contract) { c.Parent = "nobody" })
+	if _, err := cl.Submit(t.Context(), orphan, "orphan"); !isCode(err, protocol.CodeUnknownRun) {
+		t.Errorf("a sub-agent of an unknown run: %v, want unknown_run", err)
+	}
+
+	_, childRaw := readingContract(t, "the child", func(c *protocol.Contract) {
+		c.Workspace.Root = rootC.Workspace.Root
+		c.Parent = "root"
+		c.Budget.MaxSteps = 10
+	})
+	if _, err := cl.Submit(t.Context(), childRaw, "child"); err != nil {
+		t.Fatal(err)
+	}
+	child, err := cl.Wait(t.Context(), "child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(releaseRoot)
+	root, err := cl.Wait(t.Context(), "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The root holds two of the four (one spent, one in flight) when the
+	// child starts: the child gets the other two.
+	if child.Outcome != protocol.OutcomeBudgetCeilingReached || child.Steps != 2 {
+		t.Errorf("child = %s after %d (%s), want budget_ceiling_reached after 2", child.Outcome, child.Steps, child.Reason)
+	}
+	if root.Outcome != protocol.OutcomeBudgetCeilingReached || root.Steps != 2 {
+		t.Errorf("root = %s after %d (%s), want budget_ceiling_reached after 2", root.Outcome, root.Steps, root.Reason)
+	}
+	if n := rootCalls.Load() + childCalls.Load(); n != 4 {
+		t.Errorf("%d provider calls in the tree, want the ceiling's 4", n)
+	}
+	rootRecs, _ := cl.Trace(t.Context(), "root")
+	childRecs, _ := cl.Trace(t.Context(), "child")
+	checkCharged(t, l, "root", rootRecs, childRecs)
+	if len(childRecs) == 0 || childRecs[0].Tree != "root" || childRecs[0].Depth != 1 {
+		t.Errorf("the child's started record places it in tree %q at depth %d, want root at 1", childRecs[0].Tree, childRecs[0].Depth)
+	}
+	st, err := cl.Status(t.Context(), "child")
+	if err != nil || st.Tree != "root" || st.Parent != "root" || st.Budgets == nil || st.Budgets.TreeSpent.Steps < 3 {
+		t.Errorf("child status = %+v (budgets %+v), %v", st, st.Budgets, err)
+	}
+}
+
+func isCode(err error, code protocol.Code) bool {
+	return err != nil && protocol.AsError(err).Code == code
+}
+
+// TestLedgerCrashBeforeSettle kills the coordinator process after a
+// provider call answered and before its draw was settled; the coordinator
+// that takes the run over settles that same call once, so the run is
+// charged exactly what its trace says.
+func TestLedgerCrashBeforeSettle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the role binaries; run without -short")
+	}
+	rs := redistest.Start(t)
+	l := redisLedger(t, rs)
+	bin := buildRoles(t)
+	cassette := recordSlow(t)
+	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	url := srv.ClientURL()
+	c, err := harness.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	env := []string{"NATS_URL=" + url, "REDIS_URL=" + rs.URL()}
+	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
+	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
+	first := startProcess(t, filepath.Join(bin, "coordinator"), append(env, "HARNESS_FAULT=before-settle:2"), "--id", "first")
+	if _, err := c.Submit(t.Context(), slowContract(t, ws), "unsettled"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- first.Wait() }()
+	select {
+	case err := <-done:
+		if ws, ok := first.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("the first coordinator ended with %v, want killed at before-settle", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first coordinator never reached its second settle")
+	}
+	// The second call's reservation is held and its turn is durable.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if tot, err := l.Totals(ctx, "unsettled"); err != nil || tot.Reserved.Steps != 1 || tot.Spent.Steps != 1 {
+		t.Fatalf("after the crash the ledger shows %+v, %v; want one call spent and one held", tot, err)
+	}
+	startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "second")
+	res, err := c.Wait(t.Context(), "unsettled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
+		t.Fatalf("run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
+	}
+	recs, err := c.Trace(t.Context(), "unsettled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTrace(t, recs, res)
+	checkCharged(t, l, "unsettled", recs)
+}
