@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -56,6 +57,7 @@ the embedded default this process carries it on to its outcome when it has
 a provider (--replay, or OPENAI_API_KEY); otherwise it records the decision
 for harness resume. A decision may be made before the run pauses.`)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
+	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory")
 	replay := fs.String("replay", "", "carry the run on answering turns from this cassette")
 	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")

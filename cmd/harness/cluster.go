@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -96,6 +97,7 @@ serving the data directory) and prints the run id. With --wait it prints the
 run's progress and exits with its outcome's code. A relative workspace root
 is resolved by the sandboxer against its base directory.`)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
+	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory to find a local cluster in")
 	wait := fs.Bool("wait", false, "wait for the outcome")
 	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
@@ -161,6 +163,7 @@ func readRun(ctx context.Context, env *environ, args []string, name, about, json
 	show func(c *harness.Client, run string, asJSON bool) int) int {
 	fs := newFlags(env, name, "[flags] RUN", about)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
+	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory")
 	asJSON := fs.Bool("json", false, jsonHelp)
 	pos, err := parse(fs, args)

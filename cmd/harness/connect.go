@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
 )
 
 // advertise writes DIR/server.json naming the URL of this process's NATS
@@ -26,6 +29,34 @@ func advertise(dir, url string) func() {
 		return func() {}
 	}
 	return func() { _ = os.Remove(path) }
+}
+
+// natsAuth returns the credentials a command connects to a cluster with:
+// its flags, else the environment.
+func natsAuth(env *environ) (streams.Auth, []nats.Option, error) {
+	f := env.nats
+	if f == nil {
+		f = streams.AuthFlags(flag.NewFlagSet("", flag.ContinueOnError), env.getenv)
+	}
+	auth, err := f.Auth()
+	if err != nil {
+		return streams.Auth{}, nil, err
+	}
+	opts, err := auth.Options()
+	return auth, opts, err
+}
+
+// authWho names the credentials offered, never the secret.
+func authWho(a streams.Auth) string {
+	switch {
+	case a.User != "":
+		return fmt.Sprintf("user %q", a.User)
+	case a.CredsFile != "":
+		return "the creds in " + a.CredsFile
+	case a.NKeyFile != "":
+		return "the nkey in " + a.NKeyFile
+	}
+	return "a connection without credentials"
 }
 
 // client connects to the cluster a command talks to: --nats or $NATS_URL if
@@ -44,7 +75,15 @@ func clientFor(ctx context.Context, env *environ, natsURL, dir string) (*harness
 		natsURL = env.getenv("NATS_URL")
 	}
 	if natsURL != "" {
-		c, err := harness.Connect(ctx, natsURL, nats.Timeout(5*time.Second))
+		auth, opts, err := natsAuth(env)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		c, err := harness.Connect(ctx, natsURL, append(opts, nats.Timeout(5*time.Second))...)
+		if errors.Is(err, nats.ErrAuthorization) {
+			return nil, nil, false, fmt.Errorf("the NATS server at %s refused %s: set NATS_USER and NATS_PASSWORD (or NATS_PASSWORD_FILE), or --nats-creds FILE: %w",
+				streams.Redact(natsURL), authWho(auth), err)
+		}
 		if err != nil {
 			return nil, nil, false, err
 		}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/sandbox"
 )
 
@@ -60,6 +61,9 @@ type environ struct {
 	getenv         func(string) string
 	// stdin is nil when no person is at a terminal to answer questions.
 	stdin io.Reader
+	// nats holds the NATS credential flags of a command that talks to a
+	// cluster; nil means they come from the environment alone.
+	nats *streams.Flags
 }
 
 func main() {
