@@ -27,6 +27,10 @@ const (
 	EventsPrefix       = "harness.events."
 	SandboxOpenSubject = "harness.sandbox.open"
 	SandboxPrefix      = "harness.sandbox."
+
+	// SandboxSnapshotSubject takes the open of a snapshot workspace, in a
+	// queue group: one sandboxer materialises it.
+	SandboxSnapshotSubject = "harness.sandbox.snapshot"
 )
 
 // Stream, bucket and consumer names.

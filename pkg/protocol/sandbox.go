@@ -32,7 +32,9 @@ type SandboxOp struct {
 	// Snapshot is the ref of the run's snapshot workspace, on an open (the
 	// sandboxer materialises it) and a collect; Workspace is then empty.
 	Snapshot string `json:"snapshot,omitempty"`
-	// Commit, on a collect, asks for a git commit of the changes.
+	// Commit, on an open and a collect, asks for a git commit of the
+	// changes: the open makes a workspace that is not a repository into
+	// one whose first commit is the snapshot, the collect commits the run.
 	Commit *CommitSpec `json:"commit,omitempty"`
 }
 

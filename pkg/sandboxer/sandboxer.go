@@ -40,6 +40,7 @@ import (
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/snapshot"
 	"github.com/ioharness/harness/pkg/tools"
 )
 
@@ -77,6 +78,30 @@ type Config struct {
 	// result even after this node restarts, and a tool call the node died
 	// under is reported as indeterminate instead of run again.
 	Ops jetstream.KeyValue
+	// Workspaces is the object store of snapshots and patches
+	// (harness-workspaces). With it the node also serves snapshot
+	// workspaces: it takes opens on harness.sandbox.snapshot, materialises
+	// the snapshot, and when the run ends stores its changes as a patch.
+	// Without it, only Roots are served.
+	Workspaces jetstream.ObjectStore
+	// SnapshotDir is where snapshot workspaces are materialised, one
+	// directory per run; default $TMPDIR/harness-snapshots-<ID>. A root
+	// workspace that reaches into it, or contains it, is refused.
+	SnapshotDir string
+	// SnapshotLimits bound a snapshot this node materialises; zero fields
+	// take the snapshot package's defaults (64 MiB compressed, 512 MiB
+	// unpacked, 100000 entries).
+	SnapshotLimits snapshot.Limits
+	// KeepSnapshots keeps a materialised workspace after its run's changes
+	// are collected, for inspection; by default the close that follows
+	// removes it.
+	KeepSnapshots bool
+	// ForwardTimeout bounds passing an open on to the node that holds a
+	// run's snapshot workspace; default 10 seconds.
+	ForwardTimeout time.Duration
+	// CommitAuthor and CommitEmail sign the commits a contract asks for;
+	// default "harness" and "harness@localhost".
+	CommitAuthor, CommitEmail string
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -123,7 +148,7 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	return c.snapshotDefaults()
 }
 
 // Validate reports a configuration that cannot work.
@@ -148,6 +173,10 @@ type Sandboxer struct {
 	wg       sync.WaitGroup
 	stopMu   sync.Mutex // guards stopping and every wg.Add
 	stopping bool
+
+	// snapMu serialises materialising and removing snapshot workspaces.
+	// It is taken before mu, never while mu is held.
+	snapMu sync.Mutex
 
 	mu         sync.Mutex // guards workspaces, ops and opOrder
 	workspaces map[string]*workspace
@@ -211,6 +240,13 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	if err := svc.AddEndpoint("op", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, false) }),
 		micro.WithEndpointSubject(streams.SandboxOps(s.cfg.ID))); err != nil {
 		return fmt.Errorf("register op endpoint: %w", err)
+	}
+	if s.cfg.Workspaces != nil {
+		// One sandboxer of the queue group takes each snapshot's open.
+		if err := svc.AddEndpoint("snapshot", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, false) }),
+			micro.WithEndpointSubject(streams.SandboxSnapshotSubject)); err != nil {
+			return fmt.Errorf("register snapshot endpoint: %w", err)
+		}
 	}
 	// Containers a previous life of this node left behind go first.
 	for _, b := range s.cfg.Backends {
@@ -294,7 +330,9 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 }
 
 func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
-	reply.Node = s.cfg.ID
+	if reply.Node == "" { // set when an open was passed on to the node holding the run
+		reply.Node = s.cfg.ID
+	}
 	data, err := json.Marshal(reply)
 	if err != nil {
 		s.log.Error("encode reply", "err", err)
@@ -399,6 +437,9 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 	log := s.log.With("run", op.Run, "op", op.OpID)
 	switch op.Kind {
 	case protocol.OpOpen:
+		if op.Snapshot != "" {
+			return s.openSnapshot(ctx, op, reply)
+		}
 		if _, err := s.workspace(op.Run, op.Workspace); err != nil {
 			reply.Error = protocol.AsError(err)
 			return reply
@@ -412,6 +453,10 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			delete(s.workspaces, op.Run)
 		}
 		s.mu.Unlock()
+		s.closeSnapshot(ctx, op.Run)
+	case protocol.OpCollect:
+		p, err := s.collect(ctx, op)
+		reply.Patch, reply.Error = p, protocol.AsError(err)
 	case protocol.OpTool:
 		w, err := s.workspaceFor(op)
 		if err != nil {
@@ -445,6 +490,9 @@ func (s *Sandboxer) workspaceFor(op *protocol.SandboxOp) (*workspace, error) {
 	s.mu.Unlock()
 	if ok {
 		return w, nil
+	}
+	if op.Workspace == "" {
+		return s.snapshotWorkspace(op.Run)
 	}
 	dir, err := s.resolveRoot(op.Workspace)
 	if err != nil {
@@ -492,6 +540,9 @@ func (s *Sandboxer) resolveRoot(root string) (string, error) {
 	}
 	if !served {
 		return "", protocol.Errorf(protocol.CodeWorkspaceRefused, "workspace %s is outside the roots this sandboxer serves", root)
+	}
+	if s.inSnapshots(dir) {
+		return "", protocol.Errorf(protocol.CodePathEscape, "workspace %s reaches this sandboxer's snapshot workspaces (%s); use a directory apart from them", root, s.cfg.SnapshotDir)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {

@@ -1,0 +1,422 @@
+package sandboxer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/snapshot"
+)
+
+// A snapshot workspace lives in SnapshotDir/<run>: base/ is the snapshot
+// as it arrived, never touched; work/ is the workspace the run changes;
+// ready marks both as complete; collected marks the run's changes as
+// stored, so the close that follows may remove the directory.
+const (
+	snapBase      = "base"
+	snapWork      = "work"
+	snapReady     = "ready"
+	snapCollected = "collected"
+	snapArchive   = "snapshot.tar.gz"
+)
+
+// claim is what the ops bucket holds under claimKey(run): the node that
+// materialised the run's snapshot, so an open after a coordinator's
+// takeover reaches the node holding the run's changes, whichever node
+// the queue group hands it to.
+type claim struct {
+	Node     string `json:"node"`
+	Snapshot string `json:"snapshot"`
+}
+
+// claimKey cannot collide with an op key: opKey never yields a '/'.
+func claimKey(run string) string { return "snapshot/" + run }
+
+func (s *Sandboxer) snapPath(run string, parts ...string) string {
+	return filepath.Join(append([]string{s.cfg.SnapshotDir, run}, parts...)...)
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// openSnapshot opens a run's snapshot workspace: on the node that holds
+// it already, or by materialising it here. An open that reaches another
+// node than the holder is passed on to the holder, whose answer it
+// returns.
+func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, reply *protocol.SandboxReply) *protocol.SandboxReply {
+	log := s.log.With("run", op.Run, "snapshot", op.Snapshot)
+	if s.cfg.Workspaces == nil {
+		reply.Error = protocol.FieldError(protocol.CodeUnsupported, "workspace.snapshot", "run a sandboxer connected to the cluster's object store", "this sandboxer serves no snapshot workspaces")
+		return reply
+	}
+	if !protocol.ValidSnapshotRef(op.Snapshot) {
+		reply.Error = protocol.FieldError(protocol.CodeInvalidField, "workspace.snapshot", `a snapshot ref is "sha256-" and 64 hex digits`, "%q is not a snapshot ref", op.Snapshot)
+		return reply
+	}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	dir := s.snapPath(op.Run)
+	had := exists(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		reply.Error = protocol.Errorf(protocol.CodeInternal, "snapshot directory: %s", err.Error())
+		return reply
+	}
+	owner, fresh, err := s.claim(ctx, op)
+	if err != nil {
+		reply.Error = protocol.Errorf(protocol.CodeUnavailable, "record which sandboxer holds run %s: %s", op.Run, err.Error())
+		return reply
+	}
+	if owner != s.cfg.ID {
+		if !had {
+			_ = os.RemoveAll(dir)
+		}
+		log.Info("snapshot workspace held by another sandboxer; passing the open on", "holder", owner)
+		fwd, err := s.forward(ctx, owner, op)
+		if err != nil {
+			reply.Error = protocol.Errorf(protocol.CodeUnavailable, "the sandboxer %s holds run %s's workspace and does not answer: %s", owner, op.Run, err.Error())
+			return reply
+		}
+		return fwd
+	}
+	if !fresh && !had {
+		// This node took the run and materialised it once; the directory
+		// is gone (removed by hand, or a temporary directory cleaned), and
+		// with it the run's changes. Starting again from the snapshot
+		// would silently lose them.
+		reply.Error = protocol.Errorf(protocol.CodeNotFound, "the workspace of run %s is gone from sandboxer %s (%s); its changes are lost", op.Run, s.cfg.ID, dir)
+		return reply
+	}
+	if !exists(filepath.Join(dir, snapReady)) {
+		info, err := s.materialise(ctx, op, dir)
+		if err != nil {
+			log.Warn("materialise snapshot", "err", err)
+			reply.Error = protocol.AsError(err)
+			return reply
+		}
+		log.Info("snapshot materialised", "dir", dir, "files", info.Files, "bytes", info.Bytes)
+	}
+	if _, err := s.workspace(op.Run, filepath.Join(dir, snapWork)); err != nil {
+		reply.Error = protocol.AsError(err)
+		return reply
+	}
+	reply.Tools = s.cfg.Tools.Specs()
+	return reply
+}
+
+// claim records this node as the holder of the run's snapshot, unless
+// another node is; it returns the holder, and whether the claim is new.
+// Without an ops bucket the node holds what it materialises.
+func (s *Sandboxer) claim(ctx context.Context, op *protocol.SandboxOp) (string, bool, error) {
+	if s.cfg.Ops == nil {
+		return s.cfg.ID, !exists(s.snapPath(op.Run, snapReady)), nil
+	}
+	val, _ := json.Marshal(claim{Node: s.cfg.ID, Snapshot: op.Snapshot})
+	key := claimKey(op.Run)
+	_, err := s.cfg.Ops.Create(ctx, key, val)
+	if err == nil {
+		return s.cfg.ID, true, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return "", false, err
+	}
+	e, err := s.cfg.Ops.Get(ctx, key)
+	if err != nil {
+		return "", false, err
+	}
+	var c claim
+	if err := json.Unmarshal(e.Value(), &c); err != nil || c.Node == "" {
+		return "", false, fmt.Errorf("undecodable claim on run %s", op.Run)
+	}
+	if c.Node == s.cfg.ID {
+		// Renewed, so a long pause does not outlive the bucket's TTL.
+		_, _ = s.cfg.Ops.Put(ctx, key, val)
+	}
+	return c.Node, false, nil
+}
+
+// forward passes an open on to the node holding the run.
+func (s *Sandboxer) forward(ctx context.Context, node string, op *protocol.SandboxOp) (*protocol.SandboxReply, error) {
+	if !protocol.ValidToken(node) {
+		return nil, fmt.Errorf("bad node id %q", node)
+	}
+	data, err := json.Marshal(op)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout)
+	defer cancel()
+	m, err := s.nc.RequestWithContext(rctx, streams.SandboxOps(node), data)
+	if err != nil {
+		return nil, err
+	}
+	var r protocol.SandboxReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// materialise fetches the snapshot, checks it is what its ref names, and
+// unpacks it twice into dir: the untouched base and the workspace.
+func (s *Sandboxer) materialise(ctx context.Context, op *protocol.SandboxOp, dir string) (*snapshot.Info, error) {
+	lim := s.cfg.SnapshotLimits.WithDefaults()
+	for _, p := range []string{snapBase, snapWork, snapArchive} {
+		if err := os.RemoveAll(filepath.Join(dir, p)); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternal, "clear %s: %s", dir, err.Error())
+		}
+	}
+	archive := filepath.Join(dir, snapArchive)
+	if err := s.fetch(ctx, op.Snapshot, archive, lim.MaxArchiveBytes); err != nil {
+		return nil, err
+	}
+	defer os.Remove(archive)
+	var info *snapshot.Info
+	for _, to := range []string{snapBase, snapWork} {
+		f, err := os.Open(archive)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternal, "read snapshot: %s", err.Error())
+		}
+		info, err = snapshot.Unpack(f, filepath.Join(dir, to), lim)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if op.Commit != nil && !exists(filepath.Join(dir, snapWork, ".git")) {
+		// The run's changes are to be committed: the snapshot becomes a
+		// repository whose first commit is the snapshot itself.
+		work := filepath.Join(dir, snapWork)
+		for _, argv := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "--allow-empty", "-m", "harness: snapshot " + op.Snapshot}} {
+			if _, err := s.git(ctx, op, work, argv...); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, snapReady), []byte(op.Snapshot+"\n"), 0o600); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "mark snapshot ready: %s", err.Error())
+	}
+	return info, nil
+}
+
+// fetch copies the snapshot ref from the object store to path, refusing
+// one over max bytes or whose content is not what its ref names.
+func (s *Sandboxer) fetch(ctx context.Context, ref, path string, max int64) error {
+	info, err := s.cfg.Workspaces.GetInfo(ctx, ref)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return protocol.FieldError(protocol.CodeNotFound, "workspace.snapshot", "upload the workspace with harness submit --workspace DIR, or Client.PutSnapshot",
+			"no snapshot %s in %s", ref, streams.BucketWorkspaces)
+	}
+	if err != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "look up snapshot %s: %s", ref, err.Error())
+	}
+	if int64(info.Size) > max {
+		return protocol.FieldError(protocol.CodeTooLarge, "workspace.snapshot", "make a smaller snapshot, or raise the sandboxer's snapshot limit",
+			"snapshot %s is %d bytes, over this sandboxer's limit of %d", ref, info.Size, max)
+	}
+	obj, err := s.cfg.Workspaces.Get(ctx, ref)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "fetch snapshot %s: %s", ref, err.Error())
+	}
+	defer obj.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "store snapshot: %s", err.Error())
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(obj, max+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return protocol.Errorf(protocol.CodeUnavailable, "fetch snapshot %s: %s", ref, err.Error())
+	case n > max:
+		return protocol.FieldError(protocol.CodeTooLarge, "workspace.snapshot", "make a smaller snapshot", "snapshot %s is over %d bytes", ref, max)
+	case "sha256-"+hex.EncodeToString(h.Sum(nil)) != ref:
+		return protocol.FieldError(protocol.CodeMalformed, "workspace.snapshot", "upload the snapshot again", "the content stored as %s is not what that ref names", ref)
+	}
+	return nil
+}
+
+// snapshotWorkspace reopens the workspace of a run this node
+// materialised, after a restart lost it from memory.
+func (s *Sandboxer) snapshotWorkspace(run string) (*workspace, error) {
+	if s.cfg.Workspaces == nil || !exists(s.snapPath(run, snapReady)) {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "the workspace of run %s is not on sandboxer %s", run, s.cfg.ID)
+	}
+	return s.workspace(run, s.snapPath(run, snapWork))
+}
+
+// collect stores the run's changes as a patch, and commits them when the
+// contract asks. A failure to commit is recorded in the patch; the patch
+// is still made.
+func (s *Sandboxer) collect(ctx context.Context, op *protocol.SandboxOp) (*protocol.Patch, error) {
+	dir := s.snapPath(op.Run)
+	if s.cfg.Workspaces == nil || !exists(filepath.Join(dir, snapReady)) {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "the workspace of run %s is not on sandboxer %s", op.Run, s.cfg.ID)
+	}
+	work := filepath.Join(dir, snapWork)
+	ch, err := snapshot.Diff(filepath.Join(dir, snapBase), work, snapshot.DiffOptions{})
+	if err != nil {
+		return nil, protocol.AsError(err)
+	}
+	p := &protocol.Patch{Node: s.cfg.ID, Size: int64(len(ch.Patch))}
+	p.Files = ch.Files
+	if len(p.Files) > protocol.MaxPatchFiles {
+		p.Files, p.FilesOmitted = p.Files[:protocol.MaxPatchFiles], len(p.Files)-protocol.MaxPatchFiles
+	}
+	if len(ch.Patch) > 0 {
+		ref := snapshot.Ref(ch.Patch)
+		if _, err := s.cfg.Workspaces.GetInfo(ctx, ref); err != nil {
+			if _, err := s.cfg.Workspaces.PutBytes(ctx, ref, ch.Patch); err != nil {
+				return nil, protocol.Errorf(protocol.CodeUnavailable, "store the patch: %s", err.Error())
+			}
+		}
+		p.Ref = ref
+	}
+	if op.Commit != nil {
+		id, err := s.commit(ctx, op, work)
+		if err != nil {
+			p.Error = protocol.AsError(err)
+		}
+		p.Commit = id
+	}
+	if err := os.WriteFile(filepath.Join(dir, snapCollected), []byte(p.Ref+"\n"), 0o600); err != nil {
+		s.log.Warn("mark snapshot collected", "run", op.Run, "err", err)
+	}
+	s.log.Info("changes collected", "run", op.Run, "files", len(ch.Files), "bytes", p.Size, "commit", p.Commit)
+	return p, nil
+}
+
+// commit commits everything in the workspace and returns the commit id,
+// or "" when there was nothing to commit.
+func (s *Sandboxer) commit(ctx context.Context, op *protocol.SandboxOp, work string) (string, error) {
+	if _, err := s.git(ctx, op, work, "add", "-A"); err != nil {
+		return "", err
+	}
+	if r, err := s.gitRun(ctx, op, work, "diff", "--cached", "--quiet"); err == nil && r.Report.Exited && r.Report.ExitCode == 0 {
+		return "", nil // nothing to commit
+	}
+	msg := op.Commit.Message
+	if strings.TrimSpace(msg) == "" {
+		msg = "harness: the changes of run " + op.Run
+	}
+	if _, err := s.git(ctx, op, work, "commit", "-q", "-m", msg); err != nil {
+		return "", err
+	}
+	out, err := s.git(ctx, op, work, "rev-parse", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// git runs git in the workspace, inside the run's sandbox like any command
+// of the run (the repository is as untrusted as the rest of the workspace):
+// hooks off, no system or user configuration, no network. It returns the
+// standard output. Errors: CodeSandbox when git could not run or failed.
+func (s *Sandboxer) git(ctx context.Context, op *protocol.SandboxOp, dir string, args ...string) (string, error) {
+	r, err := s.gitRun(ctx, op, dir, args...)
+	if err != nil {
+		return "", protocol.Errorf(protocol.CodeSandbox, "git %s could not run: %s", args[0], protocol.AsError(err).Message)
+	}
+	if !r.Report.Exited || r.Report.ExitCode != 0 {
+		return "", protocol.Errorf(protocol.CodeSandbox, "git %s failed (exit %d): %s", args[0], r.Report.ExitCode, boundBoth(strings.TrimSpace(r.Stderr+r.Stdout), 500))
+	}
+	return r.Stdout, nil
+}
+
+func (s *Sandboxer) gitRun(ctx context.Context, op *protocol.SandboxOp, dir string, args ...string) (*sandbox.Result, error) {
+	var spec protocol.SandboxSpec
+	if op.Sandbox != nil {
+		spec = *op.Sandbox
+	}
+	b, err := s.backend(spec.Backend)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{"git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "-c", "core.fsmonitor=false",
+		"-c", "safe.directory=*"}, args...)
+	env := append(append([]string(nil), s.cfg.CmdEnv...), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
+		"GIT_AUTHOR_NAME="+s.cfg.CommitAuthor, "GIT_AUTHOR_EMAIL="+s.cfg.CommitEmail,
+		"GIT_COMMITTER_NAME="+s.cfg.CommitAuthor, "GIT_COMMITTER_EMAIL="+s.cfg.CommitEmail)
+	lim := spec.Limits.WithDefaults()
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(lim.WallSecs)*time.Second+5*time.Second)
+	defer cancel()
+	return s.metered(b).Run(sandbox.WithRun(rctx, op.Run, op.OpID+".git"), sandbox.Spec{Argv: argv, Dir: dir, Env: env, Limits: lim})
+}
+
+// closeSnapshot removes a run's materialised workspace once its changes
+// are collected, and the claim on it, unless KeepSnapshots.
+func (s *Sandboxer) closeSnapshot(ctx context.Context, run string) {
+	dir := s.snapPath(run)
+	if s.cfg.SnapshotDir == "" || !exists(filepath.Join(dir, snapCollected)) || s.cfg.KeepSnapshots {
+		return
+	}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if err := os.RemoveAll(dir); err != nil {
+		s.log.Warn("remove collected snapshot workspace", "run", run, "err", err)
+		return
+	}
+	if s.cfg.Ops != nil {
+		_ = s.cfg.Ops.Delete(ctx, claimKey(run))
+	}
+}
+
+// inSnapshots reports whether dir is SnapshotDir or lies beneath it: a
+// root workspace may never reach another run's snapshot.
+func (s *Sandboxer) inSnapshots(dir string) bool {
+	sd := s.cfg.SnapshotDir
+	if sd == "" {
+		return false
+	}
+	return dir == sd || strings.HasPrefix(dir, sd+string(filepath.Separator)) || strings.HasPrefix(sd, dir+string(filepath.Separator))
+}
+
+// snapshotDefaults fills the snapshot settings and makes SnapshotDir,
+// resolved as the roots are, so the two can be compared.
+func (c *Config) snapshotDefaults() error {
+	if c.ForwardTimeout == 0 {
+		c.ForwardTimeout = 10 * time.Second
+	}
+	if c.CommitAuthor == "" {
+		c.CommitAuthor = "harness"
+	}
+	if c.CommitEmail == "" {
+		c.CommitEmail = "harness@localhost"
+	}
+	if c.Workspaces == nil {
+		return nil
+	}
+	if c.SnapshotDir == "" {
+		c.SnapshotDir = filepath.Join(os.TempDir(), "harness-snapshots-"+c.ID)
+	}
+	dir, err := filepath.Abs(c.SnapshotDir)
+	if err != nil {
+		return fmt.Errorf("sandboxer snapshot directory %q: %w", c.SnapshotDir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("sandboxer snapshot directory: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	c.SnapshotDir = dir
+	return nil
+}
