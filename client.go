@@ -133,13 +133,15 @@ func (c *Client) Status(ctx context.Context, run string) (*protocol.RunState, er
 }
 
 // Wait blocks until the run is no longer running (completed, paused or
-// failed) and returns its result. Errors: the context's.
+// failed) and returns its result, with the patch of a snapshot workspace
+// once the run finished (Client.Patch fetches the diff). Errors: the
+// context's.
 func (c *Client) Wait(ctx context.Context, run string) (*protocol.Result, error) {
 	st, err := c.index.Wait(ctx, run, func(st *protocol.RunState) bool { return st.Status != protocol.StatusRunning })
 	if err != nil {
 		return nil, err
 	}
-	return resultOf(st), nil
+	return c.withPatch(ctx, resultOf(st)), nil
 }
 
 func resultOf(st *protocol.RunState) *protocol.Result {

@@ -155,7 +155,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if nc, err = connect("harness-sandboxer"); err != nil {
 		return fail(err)
 	}
-	sb, err := sandboxer.New(nc, sandboxer.Config{Roots: cfg.Roots, Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops, Tools: cfg.Tools})
+	// The sandboxer's id is the same in every process on this data
+	// directory, so a resumed run finds the snapshot workspace it left.
+	sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sandboxer-local", Roots: cfg.Roots, Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops, Tools: cfg.Tools,
+		Workspaces: c.assets.Workspaces, SnapshotDir: filepath.Join(cfg.DataDir, "snapshots")})
 	if err != nil {
 		return fail(err)
 	}
@@ -245,7 +248,7 @@ func (c *Cluster) Resume(ctx context.Context, run string) (*protocol.Result, err
 // with. Errors: as Resume, and a *protocol.Error for an invalid policy.
 func (c *Cluster) ResumeWith(ctx context.Context, run string, pol *protocol.Policy) (*protocol.Result, error) {
 	if st, err := c.Status(ctx, run); err == nil && (st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed) {
-		return resultOf(st), nil
+		return c.withPatch(ctx, resultOf(st)), nil
 	}
 	t0 := time.Now().UTC()
 	deadline := time.Now().Add(2 * coordinator.DefaultLeaseTTL)
@@ -273,7 +276,7 @@ func (c *Cluster) ResumeWith(ctx context.Context, run string, pol *protocol.Poli
 	if err != nil {
 		return nil, err
 	}
-	return resultOf(st), nil
+	return c.withPatch(ctx, resultOf(st)), nil
 }
 
 // URL is the NATS URL other processes connect to, or "" without a

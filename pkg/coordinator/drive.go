@@ -400,12 +400,13 @@ func (d *driver) lastTurn(ctx context.Context) *protocol.TurnResult {
 // until OpenTimeout passes, so a run submitted while the sandboxers are
 // still coming up waits for them.
 func (d *driver) open(ctx context.Context) error {
-	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
-		Workspace: d.s.contract.Workspace.Root, Sandbox: &d.s.contract.Sandbox}
+	op, subject := d.openOp()
 	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
 	for {
-		reply, err := d.c.request(ctx, streams.SandboxOpenSubject, op, time.Until(deadline))
+		reply, err := d.c.request(ctx, subject, op, time.Until(deadline))
 		switch {
+		case err == nil && reply.Error != nil && reply.Error.Retryable() && time.Now().Before(deadline):
+			d.log.Info("the workspace cannot be opened yet; asking again", "err", reply.Error)
 		case err == nil && reply.Error != nil:
 			return reply.Error
 		case err == nil:
@@ -417,7 +418,7 @@ func (d *driver) open(ctx context.Context) error {
 		case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout):
 			return fmt.Errorf("open workspace: %w", err)
 		case !time.Now().Before(deadline):
-			return fmt.Errorf("no sandboxer serves the workspace %s: start one whose roots include it", d.s.contract.Workspace.Root)
+			return errors.New(d.noSandboxer())
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
@@ -779,6 +780,7 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 	s := d.s
 	// Draws of a step that will never commit are kept with the outcome.
 	rec := &protocol.Record{Kind: protocol.RecordFinished, Step: s.step, Outcome: o, Reason: why, Tokens: s.tokens, Draws: d.draws}
+	rec.Patch = d.collect(ctx) // what the run changed in a snapshot workspace
 	if err := d.w.Append(ctx, rec); err != nil {
 		d.log.Error("record outcome", "outcome", o, "err", err)
 		return

@@ -1,0 +1,76 @@
+package coordinator
+
+import (
+	"context"
+	"strings"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// openOp is the operation that opens the run's workspace and the subject
+// it goes to: harness.sandbox.open for a root, which every sandboxer hears
+// and those serving the root answer; harness.sandbox.snapshot for a
+// snapshot, which one sandboxer of the queue group takes (and passes on
+// to the sandboxer already holding the run, if another does).
+func (d *driver) openOp() (*protocol.SandboxOp, string) {
+	c := d.s.contract
+	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
+		Workspace: c.Workspace.Root, Sandbox: &c.Sandbox}
+	if c.Workspace.Snapshot == "" {
+		return op, streams.SandboxOpenSubject
+	}
+	op.Snapshot, op.Commit = c.Workspace.Snapshot, d.commitSpec()
+	return op, streams.SandboxSnapshotSubject
+}
+
+// noSandboxer says why no sandboxer took the run's workspace.
+func (d *driver) noSandboxer() string {
+	w := d.s.contract.Workspace
+	if w.Snapshot != "" {
+		return "no sandboxer took the snapshot workspace " + w.Snapshot + ": start one connected to the cluster's object store"
+	}
+	return "no sandboxer serves the workspace " + w.Root + ": start one whose roots include it"
+}
+
+// commitSpec is the contract's commit request with its message filled in:
+// the contract's, or "harness: " and the task's first line.
+func (d *driver) commitSpec() *protocol.CommitSpec {
+	c := d.s.contract.Workspace.Commit
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if strings.TrimSpace(out.Message) == "" {
+		line, _, _ := strings.Cut(strings.TrimSpace(d.s.contract.Task), "\n")
+		if len(line) > 72 {
+			line = line[:72]
+		}
+		out.Message = "harness: " + line
+	}
+	return &out
+}
+
+// collect asks the sandboxer holding a snapshot workspace for the run's
+// changes, to be recorded with the outcome. It returns nil for a root
+// workspace or a workspace that never opened; a failure is recorded in the
+// patch, and the outcome stands.
+func (d *driver) collect(ctx context.Context) *protocol.Patch {
+	c := d.s.contract
+	if c.Workspace.Snapshot == "" || d.node == "" {
+		return nil
+	}
+	op := &protocol.SandboxOp{OpID: d.s.run + ".collect", Run: d.s.run, Kind: protocol.OpCollect,
+		Snapshot: c.Workspace.Snapshot, Commit: d.commitSpec(), Sandbox: &c.Sandbox}
+	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, 2*d.opTimeout())
+	switch {
+	case err != nil:
+		return &protocol.Patch{Node: d.node, Error: protocol.Errorf(protocol.CodeUnavailable, "the sandboxer %s holding the workspace did not answer: %s", d.node, err.Error())}
+	case reply.Error != nil:
+		return &protocol.Patch{Node: d.node, Error: reply.Error}
+	case reply.Patch == nil:
+		return &protocol.Patch{Node: d.node, Error: protocol.Errorf(protocol.CodeInternal, "the sandboxer %s returned no patch", d.node)}
+	}
+	d.log.Info("changes collected", "files", len(reply.Patch.Files), "patch", reply.Patch.Ref, "commit", reply.Patch.Commit)
+	return reply.Patch
+}

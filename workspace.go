@@ -1,0 +1,150 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/snapshot"
+	"github.com/ioharness/harness/pkg/trace"
+)
+
+// Snapshot is a workspace packed for upload: the archive in a temporary
+// file, and its ref, which a contract names as workspace.snapshot. Remove
+// it once uploaded.
+type Snapshot struct {
+	// Ref is "sha256-" and the hex SHA-256 of the archive.
+	Ref string
+	// Size is the archive's length in bytes.
+	Size int64
+	// Info counts the entries and the bytes of the files packed.
+	Info snapshot.Info
+	path string
+}
+
+// PackSnapshot packs the directory dir into a temporary file, ready for
+// Client.PutSnapshot. Errors: those of snapshot.Pack, each a
+// *protocol.Error naming the entry (a symbolic link leading out, a FIFO or
+// device, too large); an unwritable temporary directory.
+func PackSnapshot(dir string, opts snapshot.PackOptions) (*Snapshot, error) {
+	f, err := os.CreateTemp("", "harness-snapshot-*.tar.gz")
+	if err != nil {
+		return nil, fmt.Errorf("pack snapshot: %w", err)
+	}
+	h := sha256.New()
+	info, err := snapshot.Pack(io.MultiWriter(f, h), dir, opts)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("pack snapshot: %w", cerr)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return nil, err
+	}
+	fi, err := os.Stat(f.Name())
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return nil, fmt.Errorf("pack snapshot: %w", err)
+	}
+	return &Snapshot{Ref: "sha256-" + hex.EncodeToString(h.Sum(nil)), Size: fi.Size(), Info: *info, path: f.Name()}, nil
+}
+
+// Remove deletes the snapshot's temporary file.
+func (s *Snapshot) Remove() error { return os.Remove(s.path) }
+
+// PutSnapshot stores a packed snapshot in the cluster's harness-workspaces
+// object store under its ref; one stored already is left as it is.
+// Errors: the object store's, wrapped.
+func (c *Client) PutSnapshot(ctx context.Context, s *Snapshot) error {
+	if _, err := c.assets.Workspaces.GetInfo(ctx, s.Ref); err == nil {
+		return nil
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fmt.Errorf("upload snapshot: %w", err)
+	}
+	defer f.Close()
+	if _, err := c.assets.Workspaces.Put(ctx, jetstream.ObjectMeta{Name: s.Ref, Description: "workspace snapshot"}, f); err != nil {
+		return fmt.Errorf("upload snapshot %s: %w", s.Ref, err)
+	}
+	return nil
+}
+
+// UploadWorkspace packs the directory dir and stores it in the cluster's
+// object store, and returns its ref, for a contract's workspace.snapshot.
+// Errors: as PackSnapshot and PutSnapshot.
+func (c *Client) UploadWorkspace(ctx context.Context, dir string, opts snapshot.PackOptions) (string, error) {
+	s, err := PackSnapshot(dir, opts)
+	if err != nil {
+		return "", err
+	}
+	defer s.Remove()
+	if err := c.PutSnapshot(ctx, s); err != nil {
+		return "", err
+	}
+	return s.Ref, nil
+}
+
+// Patch returns what a finished run changed in its snapshot workspace:
+// the patch as recorded with the outcome, and the unified diff itself
+// (empty when nothing changed). snapshot.Apply applies it to a directory.
+//
+// Errors: protocol.ErrUnknownRun when the run has no trace;
+// protocol.ErrNotFound while the run has not finished, or when its
+// workspace was not a snapshot; a *protocol.Error carrying the patch's
+// own error when the changes could not be collected (the patch is
+// returned with it); the object store's, wrapped.
+func (c *Client) Patch(ctx context.Context, run string) (*protocol.Patch, []byte, error) {
+	if !protocol.ValidToken(run) {
+		return nil, nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run)
+	}
+	rec, err := c.lastRecord(ctx, run)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec.Kind != protocol.RecordFinished {
+		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "run %s has not finished; its changes come back when it does", run)
+	}
+	p := rec.Patch
+	switch {
+	case p == nil:
+		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "run %s worked in a directory on its sandboxer, not a snapshot: its changes are there", run)
+	case p.Error != nil && p.Ref == "":
+		return p, nil, p.Error
+	case p.Ref == "":
+		return p, nil, nil
+	}
+	data, err := c.assets.Workspaces.GetBytes(ctx, p.Ref)
+	if err != nil {
+		return p, nil, fmt.Errorf("fetch patch %s: %w", p.Ref, err)
+	}
+	return p, data, nil
+}
+
+// lastRecord returns a run's last trace record. Errors:
+// protocol.ErrUnknownRun when it has none.
+func (c *Client) lastRecord(ctx context.Context, run string) (*protocol.Record, error) {
+	m, err := c.assets.Trace.GetLastMsgForSubject(ctx, streams.Trace(run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the trace of %s: %w", run, err)
+	}
+	return trace.Decode(m.Data)
+}
+
+// withPatch adds to a result the patch its finished record holds, if any.
+func (c *Client) withPatch(ctx context.Context, res *protocol.Result) *protocol.Result {
+	if rec, err := c.lastRecord(ctx, res.Run); err == nil && rec.Kind == protocol.RecordFinished {
+		res.Patch = rec.Patch
+	}
+	return res
+}
