@@ -241,7 +241,7 @@ func TestTreeCeiling(t *testing.T) {
 	})
 	var rootCalls, childCalls atomic.Int32
 	rootHeld, releaseRoot := make(chan struct{}), make(chan struct{})
-	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+	agent := concurrentAgent(func(req *protocol.CompletionRequest) (*protocol.Turn, error) {
 		if strings.Contains(req.Messages[0].Content, "the child") {
 			return readTurn(int(childCalls.Add(1))), nil
 		}
@@ -314,6 +314,17 @@ func TestTreeCeiling(t *testing.T) {
 	if err != nil || st.Tree != "root" || st.Parent != "root" || st.Budgets == nil || st.Budgets.TreeSpent.Steps < 3 {
 		t.Errorf("child status = %+v (budgets %+v), %v", st, st.Budgets, err)
 	}
+}
+
+// concurrentAgent is a provider that answers calls at once, unlike
+// provider.Scripted, which answers one at a time: one agent of a tree may
+// wait in a call while another's calls go through.
+type concurrentAgent func(req *protocol.CompletionRequest) (*protocol.Turn, error)
+
+func (concurrentAgent) Name() string { return "concurrent" }
+
+func (f concurrentAgent) Complete(_ context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
+	return f(req)
 }
 
 func isCode(err error, code protocol.Code) bool {
