@@ -95,7 +95,9 @@ func cmdSubmit(ctx context.Context, env *environ, args []string) int {
 		`Submits a contract to a cluster (--nats, $NATS_URL, or the harness process
 serving the data directory) and prints the run id. With --wait it prints the
 run's progress and exits with its outcome's code. A relative workspace root
-is resolved by the sandboxer against its base directory.`)
+is resolved by the sandboxer against its base directory. --workspace DIR
+uploads DIR as a snapshot instead, which any sandboxer materialises; the
+run's changes come back with harness fetch RUN.`)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
 	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory to find a local cluster in")
@@ -103,6 +105,7 @@ is resolved by the sandboxer against its base directory.`)
 	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
 	id := fs.String("id", "", "idempotency key; submitting again with it returns the same run")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for a coordinator to accept the contract")
+	ws := workspaceFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitForParse(err)
@@ -111,7 +114,7 @@ is resolved by the sandboxer against its base directory.`)
 		fs.Usage()
 		return exitUsage
 	}
-	_, raw, _, err := loadContract(pos[0])
+	_, raw, _, snap, err := ws.load(pos[0])
 	if err != nil {
 		return reportContractError(env, err)
 	}
@@ -121,6 +124,14 @@ is resolved by the sandboxer against its base directory.`)
 		return exitError
 	}
 	defer closeFn()
+	if snap != nil {
+		defer snap.Remove()
+		if err := c.PutSnapshot(ctx, snap); err != nil {
+			fail(env.stderr, "%v", err)
+			return exitError
+		}
+		fmt.Fprintf(env.stderr, "workspace   %s\n", describeSnapshot(*ws.dir, snap))
+	}
 	runID := *id
 	if runID == "" {
 		runID = harness.NewRunID()

@@ -48,6 +48,7 @@ var commands = []command{
 	{"submit", "submit a contract to a cluster", cmdSubmit},
 	{"status", "show where a run stands", cmdStatus},
 	{"trace", "show the durable trace of a run", cmdTrace},
+	{"fetch", "write or apply what a run changed in its snapshot workspace", cmdFetch},
 	{"resume", "carry on a run whose process was killed or interrupted", cmdResume},
 	{"approve", "approve an action a paused run waits for", cmdApprove},
 	{"deny", "deny an action a paused run waits for", cmdDeny},

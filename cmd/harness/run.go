@@ -38,6 +38,7 @@ the contract, replayed.`)
 	id := fs.String("id", "", "run id (idempotency key); running again with the same id reports that run")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
 	roles := clusterFlags(env, fs)
+	ws := workspaceFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitForParse(err)
@@ -46,9 +47,16 @@ the contract, replayed.`)
 		fs.Usage()
 		return exitUsage
 	}
-	path, raw, c, err := loadContract(pos[0])
+	path, raw, c, snap, err := ws.load(pos[0])
 	if err != nil {
 		return reportContractError(env, err)
+	}
+	if snap != nil {
+		defer snap.Remove()
+		if *copyWS {
+			fail(env.stderr, "--copy and --workspace: a snapshot is a copy already; give one of them")
+			return exitUsage
+		}
 	}
 	dir := dataDir(env, *data)
 	runID := *id
@@ -56,25 +64,30 @@ the contract, replayed.`)
 		runID = harness.NewRunID()
 	}
 	// A relative workspace is relative to the contract file.
-	root := c.Workspace.Root
-	if !filepath.IsAbs(root) {
-		root = filepath.Join(filepath.Dir(path), root)
-	}
-	if root, err = filepath.Abs(root); err != nil {
-		fail(env.stderr, "workspace: %v", err)
-		return exitError
-	}
-	if *copyWS {
-		dst := filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
-		if err := copyTree(root, dst); err != nil {
-			fail(env.stderr, "copy workspace: %v", err)
+	root, where := c.Workspace.Root, ""
+	if snap != nil {
+		where = describeSnapshot(*ws.dir, snap)
+	} else {
+		if !filepath.IsAbs(root) {
+			root = filepath.Join(filepath.Dir(path), root)
+		}
+		if root, err = filepath.Abs(root); err != nil {
+			fail(env.stderr, "workspace: %v", err)
 			return exitError
 		}
-		root = dst
-	}
-	if raw, err = withRoot(raw, root); err != nil {
-		fail(env.stderr, "%v", err)
-		return exitError
+		if *copyWS {
+			dst := filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
+			if err := copyTree(root, dst); err != nil {
+				fail(env.stderr, "copy workspace: %v", err)
+				return exitError
+			}
+			root = dst
+		}
+		if raw, err = withRoot(raw, root); err != nil {
+			fail(env.stderr, "%v", err)
+			return exitError
+		}
+		where = root
 	}
 
 	p, source, err := chooseProvider(env, *replay, path)
@@ -109,10 +122,16 @@ the contract, replayed.`)
 	defer cl.Close()
 	release := advertise(dir, cl.URL())
 	defer release()
+	if snap != nil {
+		if err := cl.PutSnapshot(ctx, snap); err != nil {
+			fail(env.stderr, "%v", err)
+			return exitError
+		}
+	}
 
 	run := protocol.RunIDFor(runID)
 	fmt.Fprintf(env.stderr, "run %s\n", run)
-	fmt.Fprintf(env.stderr, "  workspace %s\n  provider  %s\n  data      %s\n", root, source, dir)
+	fmt.Fprintf(env.stderr, "  workspace %s\n  provider  %s\n  data      %s\n", where, source, dir)
 	res, err := cl.RunContract(ctx, raw, runID, progress(env.stderr))
 	if rec != nil {
 		if serr := rec.Save(*record); serr != nil {
@@ -266,6 +285,12 @@ func printResult(env *environ, res *protocol.Result, asJSON bool) int {
 	} else {
 		fmt.Fprintf(env.stdout, "outcome %s after %d step(s), %d tokens: %s\n", res.Outcome, res.Steps, res.Tokens, res.Reason)
 		fmt.Fprintf(env.stdout, "trace: harness trace %s\n", res.Run)
+		if p := res.Patch; p != nil {
+			fmt.Fprintf(env.stdout, "changes: %d file(s) in a %d-byte patch; harness fetch %s [--out DIR]\n", len(p.Files)+p.FilesOmitted, p.Size, res.Run)
+			if p.Error != nil {
+				fmt.Fprintf(env.stdout, "changes: %s\n", p.Error.Message)
+			}
+		}
 		if res.Outcome == protocol.OutcomeAwaitingApproval {
 			fmt.Fprintf(env.stdout, "the run is paused and holds nothing; decide with harness approve ID or harness deny ID (ID as above)\n")
 		}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/snapshot"
+)
+
+// wsFlags carry a workspace with the contract, as a snapshot (run,
+// submit).
+type wsFlags struct {
+	dir     *string
+	commit  *string
+	exclude listFlag
+}
+
+func workspaceFlags(fs *flag.FlagSet) *wsFlags {
+	w := &wsFlags{
+		dir:    fs.String("workspace", "", "carry this directory to the sandboxer as a snapshot, instead of the contract's workspace.root; the run's changes come back with harness fetch"),
+		commit: fs.String("commit", "", "with --workspace: commit the run's changes with git in the materialised workspace, with this message"),
+	}
+	fs.Var(&w.exclude, "exclude", "with --workspace: leave out entries whose name or path matches this glob (repeatable: --exclude .git --exclude node_modules)")
+	return w
+}
+
+// load reads the contract at arg (a file, or DIR/contract.json). With
+// --workspace it packs the directory and makes the contract's workspace
+// that snapshot, keeping a commit request the contract makes, before
+// decoding it strictly. The caller removes the snapshot once uploaded.
+func (w *wsFlags) load(arg string) (string, []byte, *protocol.Contract, *harness.Snapshot, error) {
+	if *w.dir == "" {
+		if *w.commit != "" || len(w.exclude) > 0 {
+			return "", nil, nil, nil, fmt.Errorf("%w: --commit and --exclude go with --workspace DIR", errUsage)
+		}
+		path, raw, c, err := loadContract(arg)
+		return path, raw, c, nil, err
+	}
+	path := arg
+	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
+		path = filepath.Join(arg, "contract.json")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, nil, nil, fmt.Errorf("read contract: %w", err)
+	}
+	snap, err := harness.PackSnapshot(*w.dir, snapshot.PackOptions{Exclude: w.exclude})
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	raw, err = withSnapshot(raw, snap.Ref, *w.commit)
+	if err == nil {
+		var c *protocol.Contract
+		if c, err = protocol.DecodeContract(raw); err == nil {
+			return path, raw, c, snap, nil
+		}
+	}
+	_ = snap.Remove()
+	return "", nil, nil, nil, err
+}
+
+// withSnapshot returns the contract with its workspace replaced by the
+// snapshot ref, keeping every other field as the user wrote it, and the
+// workspace's commit request (or --commit's).
+func withSnapshot(raw []byte, ref, commit string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, protocol.FieldError(protocol.CodeMalformed, "", "send one JSON object as described in docs/contract.md", "contract is not valid JSON: %s", err.Error())
+	}
+	ws := map[string]any{"snapshot": ref}
+	var old map[string]json.RawMessage
+	if json.Unmarshal(m["workspace"], &old) == nil && old["commit"] != nil {
+		ws["commit"] = old["commit"]
+	}
+	if commit != "" {
+		ws["commit"] = protocol.CommitSpec{Message: commit}
+	}
+	b, err := json.Marshal(ws)
+	if err != nil {
+		return nil, err
+	}
+	m["workspace"] = b
+	return json.Marshal(m)
+}
+
+// describeSnapshot says what was packed.
+func describeSnapshot(dir string, s *harness.Snapshot) string {
+	return fmt.Sprintf("snapshot of %s (%d entries, %d bytes packed to %d)\n            %s", dir, s.Info.Files, s.Info.Bytes, s.Size, s.Ref)
+}
+
+func cmdFetch(ctx context.Context, env *environ, args []string) int {
+	fs := newFlags(env, "fetch", "[flags] RUN",
+		`Writes what a finished run changed in its snapshot workspace (harness submit
+--workspace, harness run --workspace): a unified diff of its text files, with
+binary files, symbolic links and special files listed but not carried. The
+diff goes to stdout, or to --patch FILE; --out DIR applies it to DIR (the
+directory that was uploaded, or a copy of it), all or nothing: a change that
+does not apply leaves DIR as it was. A summary goes to stderr.`)
+	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
+	env.nats = streams.AuthFlags(fs, env.getenv)
+	data := fs.String("data", "", "data directory")
+	out := fs.String("out", "", "apply the changes to this directory")
+	patchFile := fs.String("patch", "", "write the diff to this file")
+	asJSON := fs.Bool("json", false, "print the patch record as JSON on stdout instead of the diff")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitForParse(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	defer closeFn()
+	p, diff, err := c.Patch(ctx, pos[0])
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	if p.Error != nil {
+		fail(env.stderr, "warning: %s", p.Error.Error()) // the commit failed; the patch is whole
+	}
+	summarise(env.stderr, p)
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(p)
+	}
+	if *patchFile != "" {
+		if err := os.WriteFile(*patchFile, diff, 0o644); err != nil {
+			fail(env.stderr, "write the patch: %v", err)
+			return exitError
+		}
+		fmt.Fprintf(env.stderr, "patch written to %s\n", *patchFile)
+	}
+	if *out != "" {
+		changed, err := snapshot.Apply(diff, *out)
+		if err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				fail(env.stderr, "the patch does not apply to %s, which is unchanged: %s", *out, pe.Error())
+			} else {
+				fail(env.stderr, "apply the patch to %s: %v", *out, err)
+			}
+			return exitError
+		}
+		fmt.Fprintf(env.stderr, "applied to %s: %d file(s) changed\n", *out, len(changed))
+	}
+	if *out == "" && *patchFile == "" && !*asJSON {
+		_, _ = env.stdout.Write(diff)
+	}
+	return exitOK
+}
+
+// summarise lists a patch's files for a person.
+func summarise(w io.Writer, p *protocol.Patch) {
+	if p == nil {
+		return
+	}
+	if len(p.Files) == 0 {
+		fmt.Fprintln(w, "no changes")
+	}
+	for _, f := range p.Files {
+		note := ""
+		if f.Kind != protocol.FileText {
+			note = " (" + f.Kind + ", not in the patch)"
+		}
+		fmt.Fprintf(w, "  %-8s %s%s\n", f.Change, f.Path, note)
+	}
+	if p.FilesOmitted > 0 {
+		fmt.Fprintf(w, "  … and %d more file(s), all in the patch\n", p.FilesOmitted)
+	}
+	if p.Commit != "" {
+		fmt.Fprintf(w, "committed as %s in the workspace on sandboxer %s\n", p.Commit, p.Node)
+	}
+}

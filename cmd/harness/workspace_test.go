@@ -1,0 +1,79 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunWithWorkspaceAndFetch carries the example's workspace as a
+// snapshot, and brings the fix back with fetch: as a diff on stdout, and
+// applied to a copy of the workspace. The example itself stays broken.
+func TestRunWithWorkspaceAndFetch(t *testing.T) {
+	data := t.TempDir()
+	ws := filepath.Join(example, "workspace")
+	before, err := os.ReadFile(filepath.Join(ws, "calc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--workspace", ws, "--commit", "fix Add", example)
+	if code != exitOK {
+		t.Fatalf("run --workspace: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "snapshot of "+ws) || !strings.Contains(out, "changes: 1 file(s)") {
+		t.Errorf("run --workspace does not say what it carried and brought back:\nstdout: %s\nstderr: %s", out, errOut)
+	}
+	if after, _ := os.ReadFile(filepath.Join(ws, "calc.go")); string(after) != string(before) {
+		t.Fatalf("the uploaded workspace changed: %q", after)
+	}
+	run := strings.TrimSpace(strings.TrimPrefix(firstLine(errOut), "run "))
+
+	code, out, errOut = cli(t, t.Context(), nil, "fetch", "--data", data, run)
+	if code != exitOK || !strings.Contains(out, "+\treturn a + b") || !strings.Contains(errOut, "modified calc.go") {
+		t.Errorf("fetch = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if _, err := exec.LookPath("git"); err == nil && !strings.Contains(errOut, "committed as ") {
+		t.Errorf("fetch does not name the commit:\n%s", errOut)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	if err := os.CopyFS(dst, os.DirFS(ws)); err != nil {
+		t.Fatal(err)
+	}
+	patch := filepath.Join(t.TempDir(), "run.patch")
+	code, out, errOut = cli(t, t.Context(), nil, "fetch", "--data", data, "--out", dst, "--patch", patch, run)
+	if code != exitOK || out != "" {
+		t.Fatalf("fetch --out = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "calc.go")); !strings.Contains(string(got), "return a + b") {
+		t.Errorf("fetch --out left calc.go as\n%s", got)
+	}
+	if p, err := os.ReadFile(patch); err != nil || !strings.Contains(string(p), "calc.go") {
+		t.Errorf("--patch wrote %q, %v", p, err)
+	}
+	// Applying twice is refused, and changes nothing.
+	code, _, errOut = cli(t, t.Context(), nil, "fetch", "--data", data, "--out", dst, run)
+	if code != exitError || !strings.Contains(errOut, "does not apply") {
+		t.Errorf("fetch --out again = %d %q, want a refusal", code, errOut)
+	}
+	if code, _, errOut := cli(t, t.Context(), nil, "fetch", "--data", data, "no-such-run"); code != exitError || !strings.Contains(errOut, "unknown_run") {
+		t.Errorf("fetch of an unknown run = %d %q", code, errOut)
+	}
+}
+
+func TestWorkspaceRefusals(t *testing.T) {
+	data := t.TempDir()
+	evil := t.TempDir()
+	if err := os.Symlink("/etc/passwd", filepath.Join(evil, "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--workspace", evil, example)
+	if code != exitUsage || !strings.Contains(errOut, "path_escape") || !strings.Contains(errOut, "passwd") {
+		t.Errorf("run --workspace with a link out = %d %q, want a path_escape naming it", code, errOut)
+	}
+	code, _, errOut = cli(t, t.Context(), nil, "run", "--data", data, "--copy", "--workspace", filepath.Join(example, "workspace"), example)
+	if code != exitUsage {
+		t.Errorf("run --copy --workspace = %d %q, want a usage error", code, errOut)
+	}
+}
