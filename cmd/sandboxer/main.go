@@ -1,8 +1,9 @@
 // Command sandboxer runs the harness sandboxer role against a NATS server:
-// it serves the workspaces under its roots, running tools and verification
-// commands for the runs that open them.
+// it serves the workspaces under its roots, and workspaces carried as
+// snapshots, running tools and verification commands for the runs that
+// open them.
 //
-// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N] [--backends native,docker,floor]
+// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N] [--backends native,docker,floor] [--snapshots DIR]
 // The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the roots
 // default to the working directory.
 package main
@@ -41,6 +42,9 @@ func main() {
 	maxConc := flag.Int("max-concurrent", 0, "operations at once (default 4)")
 	backendNames := flag.String("backends", envOr("HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	images := flag.Bool("images", false, "offer the view_image tool, for models that take images")
+	snapshots := flag.String("snapshots", os.Getenv("HARNESS_SNAPSHOTS"), "where snapshot workspaces are materialised ($HARNESS_SNAPSHOTS; default $TMPDIR/harness-snapshots-ID; give a fixed --id too so a restart finds them)")
+	noSnapshots := flag.Bool("no-snapshots", false, "serve only the --root workspaces, no snapshot workspaces")
+	keepSnapshots := flag.Bool("keep-snapshots", false, "keep a snapshot workspace after its run's changes are collected")
 	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
@@ -61,23 +65,27 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(2)
 	}
-	cfg := sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Backends: bs, Logger: log}
+	cfg := sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Backends: bs, Logger: log,
+		SnapshotDir: *snapshots, KeepSnapshots: *keepSnapshots}
 	if *images {
 		cfg.Tools = tools.BuiltinsWithImages()
 	}
-	if err := run(ctx, log, *natsURL, opts, cfg); err != nil {
+	if err := run(ctx, log, *natsURL, opts, cfg, !*noSnapshots); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg sandboxer.Config) error {
+func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg sandboxer.Config, snapshots bool) error {
 	nc, _, assets, err := streams.Connect(ctx, url, "harness-sandboxer", opts)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	cfg.Ops = assets.Ops
+	if snapshots {
+		cfg.Workspaces = assets.Workspaces
+	}
 	s, err := sandboxer.New(nc, cfg)
 	if err != nil {
 		return err
