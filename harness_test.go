@@ -216,6 +216,7 @@ func TestStopConditions(t *testing.T) {
 		answer    func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error)
 		want      protocol.Outcome
 		wantSteps int
+		noStep    bool // the run ends before its first step
 	}{
 		{
 			name: "verification that never passes ends at the step cap",
@@ -251,11 +252,11 @@ func TestStopConditions(t *testing.T) {
 			want: protocol.OutcomeFinished, wantSteps: 2,
 		},
 		{
-			name:   "token budget",
+			name: "token budget",
 			// The first call's reservation (the request's size plus its
 			// max output) does not fit 40 tokens, so no call is made.
 			edit:   func(c *protocol.Contract) { c.Budget.MaxTokens = 40 },
-			answer: always, want: protocol.OutcomeCostBudgetExceeded, wantSteps: 0,
+			answer: always, want: protocol.OutcomeCostBudgetExceeded, noStep: true,
 		},
 		{
 			name: "wall clock",
@@ -295,6 +296,9 @@ func TestStopConditions(t *testing.T) {
 			}
 			if res.Outcome != tt.want {
 				t.Fatalf("outcome = %s (%s), want %s", res.Outcome, res.Reason, tt.want)
+			}
+			if tt.noStep && res.Steps != 0 {
+				t.Errorf("steps = %d, want none", res.Steps)
 			}
 			if tt.wantSteps != 0 && res.Steps != tt.wantSteps {
 				t.Errorf("steps = %d, want %d", res.Steps, tt.wantSteps)

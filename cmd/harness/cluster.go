@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -217,6 +218,7 @@ func cmdStatus(ctx context.Context, env *environ, args []string) int {
 			if st.CostMicros > 0 {
 				fmt.Fprintf(w, "cost     %d micro-units\n", st.CostMicros)
 			}
+			printBudgets(w, st)
 			fmt.Fprintf(w, "task     %s\nstarted  %s\nupdated  %s\n",
 				oneLine(st.Task, 100), st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339))
 			if st.Reason != "" {
@@ -227,6 +229,27 @@ func cmdStatus(ctx context.Context, env *environ, args []string) int {
 			}
 			return exitOK
 		})
+}
+
+// printBudgets shows what the run and its agent tree spent against their
+// ceilings, as of the run's last draw.
+func printBudgets(w io.Writer, st *protocol.RunState) {
+	b := st.Budgets
+	if b == nil {
+		return
+	}
+	fmt.Fprintf(w, "spent    %s\n", b.Run)
+	if b.RunRemaining != nil {
+		fmt.Fprintf(w, "left     %s\n", b.RunRemaining)
+	}
+	if st.Parent != "" {
+		fmt.Fprintf(w, "tree     %s (depth %d, parent %s)\n", b.Tree, b.Depth, st.Parent)
+	} else {
+		fmt.Fprintf(w, "tree     %s (root)\n", b.Tree)
+	}
+	if b.TreeRemaining != nil {
+		fmt.Fprintf(w, "  spent  %s\n  held   %s\n  left   %s\n", b.TreeSpent, b.TreeReserved, b.TreeRemaining)
+	}
 }
 
 func cmdTrace(ctx context.Context, env *environ, args []string) int {

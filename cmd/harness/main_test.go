@@ -68,6 +68,14 @@ func TestRunExample(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "outcome  success") {
 		t.Errorf("status = %d %q, want the success", code, out)
 	}
+	// Spend against the ceilings: the cassette's three calls used 1,729
+	// of the contract's 200,000 tokens, which are also its tree's.
+	for _, want := range []string{"spent    1729 tokens (1612 in, 117 out), 3 steps", "left     198271 tokens",
+		"tree     " + runs[0] + " (root)", "  left   198271 tokens"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not show %q:\n%s", want, out)
+		}
+	}
 	code, out, _ = cli(t, t.Context(), nil, "trace", "--data", data, runs[1])
 	if code != exitOK || !strings.Contains(out, "step 3") || !strings.Contains(out, "finished: success") {
 		t.Errorf("trace = %d %q, want the steps and the outcome", code, out)

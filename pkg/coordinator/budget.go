@@ -355,6 +355,6 @@ func usageOf(s protocol.Spend) ledger.Usage {
 	return ledger.Usage{InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, CostMicros: s.CostMicros, Steps: s.Steps}
 }
 
-func allowanceOf(l ledger.Limits) protocol.Allowance {
-	return protocol.Allowance{InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, Tokens: l.Tokens, CostMicros: l.CostMicros, Steps: l.Steps}
+func allowanceOf(l ledger.Limits) *protocol.Allowance {
+	return &protocol.Allowance{InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, Tokens: l.Tokens, CostMicros: l.CostMicros, Steps: l.Steps}
 }

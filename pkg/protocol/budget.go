@@ -1,5 +1,10 @@
 package protocol
 
+import (
+	"fmt"
+	"strings"
+)
+
 // TreeBudget is the ceiling an agent tree shares: the root run and every
 // sub-agent under it draw from it together, and no agent of the tree can
 // raise it. Only a root run sets it; a field left out takes the root's own
@@ -79,13 +84,38 @@ type Budgets struct {
 	Drawn *Spend `json:"drawn,omitempty"`
 	// Run is what this run has spent; RunRemaining what its own caps
 	// still allow.
-	Run          Spend     `json:"run"`
-	RunRemaining Allowance `json:"run_remaining"`
+	Run          Spend      `json:"run"`
+	RunRemaining *Allowance `json:"run_remaining,omitempty"`
 	// TreeSpent, TreeReserved and TreeRemaining are the tree's standing:
 	// settled draws, reservations in flight, and what its ceiling allows.
-	TreeSpent     Spend     `json:"tree_spent"`
-	TreeReserved  Spend     `json:"tree_reserved"`
-	TreeRemaining Allowance `json:"tree_remaining"`
+	// The remainders are absent until the run's first draw.
+	TreeSpent     Spend      `json:"tree_spent"`
+	TreeReserved  Spend      `json:"tree_reserved"`
+	TreeRemaining *Allowance `json:"tree_remaining,omitempty"`
+}
+
+// String renders the dimensions that have a cap, such as "1200 tokens,
+// 3 steps", or "no cap".
+func (a Allowance) String() string {
+	var parts []string
+	for _, f := range []struct {
+		v    int64
+		unit string
+	}{{a.Tokens, "tokens"}, {a.InputTokens, "input tokens"}, {a.OutputTokens, "output tokens"}, {a.CostMicros, "micro-units"}, {a.Steps, "steps"}} {
+		if f.v != Unlimited {
+			parts = append(parts, fmt.Sprintf("%d %s", f.v, f.unit))
+		}
+	}
+	if len(parts) == 0 {
+		return "no cap"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// String renders a spend, such as "1200 tokens (1000 in, 200 out), 3
+// steps, 0 micro-units".
+func (s Spend) String() string {
+	return fmt.Sprintf("%d tokens (%d in, %d out), %d steps, %d micro-units", s.Tokens(), s.InputTokens, s.OutputTokens, s.Steps, s.CostMicros)
 }
 
 // validateBudget checks the budget part of a contract.
