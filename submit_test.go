@@ -56,6 +56,12 @@ func TestBadContractsOnSubmit(t *testing.T) {
 		{"bad duration", strings.Replace(good, `"task"`, `"budget":{"max_wall":"soon"},"task"`, 1), protocol.ErrInvalidField, "budget.max_wall"},
 		{"bad policy effect", strings.Replace(good, `"task"`, `"policy":{"layers":[{"name":"x","rules":[{"act":"read","effect":"maybe","pattern":"*"}]}]},"task"`, 1),
 			protocol.ErrInvalidField, "policy.layers[0].rules[0].effect"},
+		{"negative cost cap", strings.Replace(good, `"task"`, `"budget":{"max_cost_micros":-1},"task"`, 1), protocol.ErrInvalidField, "budget.max_cost_micros"},
+		{"misspelt tree field", strings.Replace(good, `"task"`, `"budget":{"tree":{"max_agent":3}},"task"`, 1), protocol.ErrUnknownField, "budget.tree.max_agent"},
+		{"negative tree cap", strings.Replace(good, `"task"`, `"budget":{"tree":{"max_depth":-2}},"task"`, 1), protocol.ErrInvalidField, "budget.tree.max_depth"},
+		{"sub-agent with a ceiling", strings.Replace(good, `"task"`, `"parent":"r1","budget":{"tree":{"max_steps":99}},"task"`, 1), protocol.ErrInvalidField, "budget.tree"},
+		{"parent not a run id", strings.Replace(good, `"task"`, `"parent":"a.b","task"`, 1), protocol.ErrInvalidField, "parent"},
+		{"unknown parent", strings.Replace(good, `"task"`, `"parent":"nobody","task"`, 1), protocol.ErrUnknownRun, "parent"},
 		{"oversize", strings.Replace(good, "say done", strings.Repeat("x", protocol.MaxContractBytes), 1), protocol.ErrTooLarge, ""},
 	}
 	for _, tt := range tests {

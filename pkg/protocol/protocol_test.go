@@ -118,11 +118,20 @@ func TestGolden(t *testing.T) {
 		"verify_reply":  &SandboxReply{OpID: "r1.3.verify.1", Node: "sb-1", Check: &CheckResult{Kind: "command", Passed: true, Detail: "`go test ./...` exited 0 as expected.", Exec: exit}},
 		"record_step": &Record{Format: TraceFormat, Kind: RecordStep, Run: "r1", Step: 3, Time: at, Turn: turn, Tokens: 1290, Changed: true,
 			Observations: []Observation{{CallID: "call_1", Tool: "edit_file", Content: "edited calc.go", Changed: true}, {CallID: "call_2", Tool: "read_file", Ref: "sha256-abc", Size: 9000}},
-			Check:        &CheckResult{Kind: "command", Passed: true, Detail: "ok", Exec: exit}},
+			Check:        &CheckResult{Kind: "command", Passed: true, Detail: "ok", Exec: exit},
+			Draws:        []Draw{{Key: "r1.3.1", Spend: Spend{InputTokens: 700, OutputTokens: 50, CostMicros: 1800, Steps: 1}}}},
+		"record_started":  &Record{Format: TraceFormat, Kind: RecordStarted, Run: "r2", Time: at, Contract: contract, Coordinator: "c1", Tree: "r1", Depth: 1},
 		"record_finished": &Record{Format: TraceFormat, Kind: RecordFinished, Run: "r1", Step: 3, Time: at, Outcome: OutcomeSuccess, Reason: "passed", Tokens: 1290},
 		"event":           &Event{Run: "r1", Step: 3, Kind: EventToolCall, Time: at, Tool: "edit_file", Target: "calc.go"},
 		"run_state":       &RunState{Run: "r1", Status: StatusCompleted, Outcome: OutcomeSuccess, Step: 3, Tokens: 1290, Task: "fix", Started: at, Updated: at},
-		"submit_reply":    &SubmitReply{Error: FieldError(CodeUnknownField, "budget.max_stepz", "known fields here: max_steps, max_tokens, max_wall", `"max_stepz" is not a field of budget`)},
+		"run_state_budgets": &RunState{Run: "r2", Status: StatusRunning, Step: 2, Tokens: 900, Task: "help", Started: at, Updated: at, Tree: "r1", Parent: "r1",
+			Budgets: &Budgets{Tree: "r1", Depth: 1, Run: Spend{InputTokens: 800, OutputTokens: 100, Steps: 2},
+				RunRemaining: &Allowance{InputTokens: Unlimited, OutputTokens: Unlimited, Tokens: 9100, CostMicros: Unlimited, Steps: Unlimited},
+				TreeSpent:    Spend{InputTokens: 2000, OutputTokens: 300, Steps: 5}, TreeReserved: Spend{InputTokens: 1200, OutputTokens: 4096, Steps: 1},
+				TreeRemaining: &Allowance{InputTokens: Unlimited, OutputTokens: Unlimited, Tokens: 92404, CostMicros: Unlimited, Steps: 14}}},
+		"event_spend_draw": &Event{Run: "r2", Step: 2, Kind: EventSpendDraw, Time: at, Tokens: 450,
+			Budgets: &Budgets{Tree: "r1", Depth: 1, Drawn: &Spend{InputTokens: 400, OutputTokens: 50, Steps: 1}, Run: Spend{InputTokens: 800, OutputTokens: 100, Steps: 2}}},
+		"submit_reply": &SubmitReply{Error: FieldError(CodeUnknownField, "budget.max_stepz", "known fields here: max_steps, max_tokens, max_wall", `"max_stepz" is not a field of budget`)},
 	}
 	for name, v := range values {
 		t.Run(name, func(t *testing.T) {
