@@ -1,0 +1,123 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// Results of a ledger draw, the values LedgerDraw counts.
+const (
+	DrawReserved = "reserved" // an estimate reserved before a provider call
+	DrawSettled  = "settled"  // a reservation settled with the real usage
+	DrawReleased = "released" // a reservation given back unused
+	DrawRefused  = "refused"  // no room left in a budget
+	DrawFailed   = "failed"   // the ledger could not be reached or answered an error
+)
+
+// Budgets a draw can be refused by, the values LedgerRefusal counts.
+const (
+	BudgetTokens = "tokens"
+	BudgetCost   = "cost"
+	BudgetSteps  = "steps"
+	BudgetWall   = "wall"
+	BudgetAgents = "agents"
+	BudgetDepth  = "depth"
+)
+
+var outcomes = []string{
+	string(protocol.OutcomeSuccess), string(protocol.OutcomeFinished), string(protocol.OutcomeStepCapReached),
+	string(protocol.OutcomeTimeBudgetExceeded), string(protocol.OutcomeCostBudgetExceeded), string(protocol.OutcomeDenied),
+	string(protocol.OutcomeAwaitingApproval), string(protocol.OutcomeStalled), string(protocol.OutcomeEscalatedRetryable),
+	string(protocol.OutcomeEscalatedTerminal), string(protocol.OutcomeBudgetCeilingReached), string(protocol.OutcomeRefused),
+	string(protocol.OutcomeCancelled), string(protocol.OutcomeFailed),
+}
+
+var (
+	drawResults = []string{DrawReserved, DrawSettled, DrawReleased, DrawRefused, DrawFailed}
+	budgets     = []string{BudgetTokens, BudgetCost, BudgetSteps, BudgetWall, BudgetAgents, BudgetDepth}
+)
+
+// Coordinator holds a coordinator's metrics. A nil *Coordinator counts
+// nothing.
+type Coordinator struct {
+	runsStarted    prometheus.Counter
+	runsFinished   *prometheus.CounterVec
+	steps          prometheus.Counter
+	stepSeconds    prometheus.Histogram
+	ledgerDraws    *prometheus.CounterVec
+	ledgerRefusals *prometheus.CounterVec
+}
+
+// NewCoordinator returns a coordinator's metrics, registered on reg (nil:
+// kept, not registered). Every label value starts at zero, so a scrape
+// shows each series before it first moves.
+func NewCoordinator(reg prometheus.Registerer) *Coordinator {
+	m := &Coordinator{
+		runsStarted: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "runs_started_total", Help: "Runs this coordinator accepted and started."})),
+		runsFinished: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "runs_finished_total", Help: "Runs that reached an outcome on this coordinator, by outcome."}, []string{"outcome"})),
+		steps: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "steps_total", Help: "Steps committed to the trace."})),
+		stepSeconds: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "step_duration_seconds", Help: "Time from a step's start (its provider call) to its commit.", Buckets: latency})),
+		ledgerDraws: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "ledger_draws_total", Help: "Draws on the budget ledger, by result."}, []string{"result"})),
+		ledgerRefusals: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "ledger_refusals_total", Help: "Draws the ledger refused, by the budget that had no room."}, []string{"budget"})),
+	}
+	for _, o := range outcomes {
+		m.runsFinished.WithLabelValues(o)
+	}
+	for _, r := range drawResults {
+		m.ledgerDraws.WithLabelValues(r)
+	}
+	for _, b := range budgets {
+		m.ledgerRefusals.WithLabelValues(b)
+	}
+	return m
+}
+
+// RunStarted counts a run accepted and started.
+func (m *Coordinator) RunStarted() {
+	if m != nil {
+		m.runsStarted.Inc()
+	}
+}
+
+// RunFinished counts a run that reached its outcome.
+func (m *Coordinator) RunFinished(o protocol.Outcome) {
+	if m != nil {
+		m.runsFinished.WithLabelValues(oneOf(string(o), outcomes...)).Inc()
+	}
+}
+
+// Step counts a committed step that took d from its start to its commit.
+func (m *Coordinator) Step(d time.Duration) {
+	if m != nil {
+		m.steps.Inc()
+		m.stepSeconds.Observe(d.Seconds())
+	}
+}
+
+// LedgerDraw counts one draw on the budget ledger by its result: one of
+// DrawReserved, DrawSettled, DrawReleased, DrawRefused, DrawFailed (any
+// other value counts as "other"). A refusal is also counted by
+// LedgerRefusal, with the budget that refused it.
+func (m *Coordinator) LedgerDraw(result string) {
+	if m != nil {
+		m.ledgerDraws.WithLabelValues(oneOf(result, drawResults...)).Inc()
+	}
+}
+
+// LedgerRefusal counts a draw refused for want of room in budget: one of
+// BudgetTokens, BudgetCost, BudgetSteps, BudgetWall, BudgetAgents,
+// BudgetDepth (any other value counts as "other").
+func (m *Coordinator) LedgerRefusal(budget string) {
+	if m != nil {
+		m.ledgerRefusals.WithLabelValues(oneOf(budget, budgets...)).Inc()
+	}
+}

@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// Worker holds a worker's metrics. A nil *Worker counts nothing.
+type Worker struct {
+	turns            *prometheus.CounterVec
+	providerSeconds  *prometheus.HistogramVec
+	providerFailures *prometheus.CounterVec
+}
+
+// NewWorker returns a worker's metrics, registered on reg (nil: kept, not
+// registered). inflight, when not nil, is read at each scrape for the
+// provider calls in flight.
+func NewWorker(reg prometheus.Registerer, inflight func() float64) *Worker {
+	m := &Worker{
+		turns: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "worker",
+			Name: "turns_total", Help: "Step tasks served, by result: ok, or the name of the error code that ended the call."}, []string{"result"})),
+		providerSeconds: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "worker",
+			Name: "provider_latency_seconds", Help: "One provider call, answered or failed, by the provider that served or was asked.", Buckets: latency},
+			[]string{"provider"})),
+		providerFailures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "worker",
+			Name: "provider_failures_total", Help: "Provider calls that failed, by provider and error code."}, []string{"provider", "code"})),
+	}
+	m.turns.WithLabelValues("ok")
+	if inflight != nil {
+		register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "worker",
+			Name: "turns_inflight", Help: "Provider calls in flight."}, inflight))
+	}
+	return m
+}
+
+// Turn counts one step task served: the provider that served it (or was
+// asked, when it failed), how long the call took, and its error, if any.
+// A task refused before any call (d zero) counts no latency.
+func (m *Worker) Turn(provider string, d time.Duration, err *protocol.Error) {
+	if m == nil {
+		return
+	}
+	p := token(provider)
+	if d > 0 {
+		m.providerSeconds.WithLabelValues(p).Observe(d.Seconds())
+	}
+	if err == nil {
+		m.turns.WithLabelValues("ok").Inc()
+		return
+	}
+	code := codeName(err.Code)
+	m.turns.WithLabelValues(code).Inc()
+	m.providerFailures.WithLabelValues(p, code).Inc()
+}
