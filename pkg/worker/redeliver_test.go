@@ -1,0 +1,139 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/worker"
+)
+
+// countingProvider answers every call and counts them.
+type countingProvider struct{ calls atomic.Int32 }
+
+func (*countingProvider) Name() string { return "counting" }
+
+func (p *countingProvider) Complete(context.Context, *protocol.CompletionRequest) (*protocol.Turn, error) {
+	p.calls.Add(1)
+	return &protocol.Turn{Text: "done", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}, nil
+}
+
+// TestRedeliveredTask plays a worker that died holding a step task: the
+// task comes back to another worker. If the dead worker had published the
+// turn, the new one acknowledges the task without calling the provider (a
+// second call would be paid twice); if not, it calls and reports how often
+// the task was delivered, so the coordinator can charge the lost call.
+func TestRedeliveredTask(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	assets, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ackWait = time.Second
+	cons, err := streams.EnsureWorkerConsumer(ctx, assets, "default", ackWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(task *protocol.StepTask) {
+		t.Helper()
+		data, _ := json.Marshal(task)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The dead worker: it takes both tasks and never acknowledges them;
+	// for the first it got as far as publishing the turn.
+	answered := &protocol.StepTask{Run: "r1", Step: 1, Attempt: 1, Request: *request()}
+	lost := &protocol.StepTask{Run: "r2", Step: 1, Attempt: 1, Request: *request()}
+	publish(answered)
+	publish(lost)
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("the first worker took %d tasks, want 2", n)
+	}
+	first, _ := json.Marshal(&protocol.TurnResult{Run: "r1", Step: 1, Attempt: 1, Turn: &protocol.Turn{Text: "first"}, Worker: "dead"})
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turns("r1"), Data: first}, jetstream.WithMsgID(answered.Key())); err != nil {
+		t.Fatal(err)
+	}
+
+	turns := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe(streams.TurnsPrefix+">", turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	p := &countingProvider{}
+	w, err := worker.New(nc, js, assets, p, worker.Config{ID: "second", NoStream: true, AckWait: ackWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = w.Run(wctx) }()
+
+	select {
+	case m := <-turns:
+		var tr protocol.TurnResult
+		if err := json.Unmarshal(m.Data, &tr); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Run != "r2" || tr.Worker != "second" || tr.Deliveries != 2 || tr.Turn == nil {
+			t.Fatalf("turn = %s, want r2's answered by the second worker after 2 deliveries", m.Data)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lost task was never answered again")
+	}
+	// Both tasks leave the queue; only the lost one cost a call.
+	waitFor := time.Now().Add(10 * time.Second)
+	for {
+		info, err := assets.Steps.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatalf("%d step tasks still queued", info.State.Msgs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if c := p.calls.Load(); c != 1 {
+		t.Errorf("%d provider calls, want 1: the answered task must not be paid for twice", c)
+	}
+	select {
+	case m := <-turns:
+		t.Errorf("another turn was published: %s", m.Data)
+	default:
+	}
+}
