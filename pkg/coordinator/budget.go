@@ -69,11 +69,6 @@ func (s *runState) caps() ledger.Limits {
 	return ledger.Limits{Tokens: s.contract.Budget.MaxTokens, CostMicros: s.contract.Budget.MaxCostMicros}
 }
 
-// drawKey is the idempotency key of one provider call.
-func drawKey(run string, step, attempt int) string {
-	return fmt.Sprintf("%s.%d.%d", run, step, attempt)
-}
-
 // admit opens the tree (for a root's first step) and registers the run
 // with it. It returns the outcome that ends the run before any call when
 // the tree refuses it, or an error only when ctx ended.
@@ -181,6 +176,38 @@ func (d *driver) settle(ctx context.Context, step int, key string, turn *protoco
 	s.budgets = b
 	d.c.emit(s.run, step, protocol.EventSpendDraw, &protocol.Event{Tokens: actual.Tokens(), Budgets: b})
 	return draw
+}
+
+// chargeLost charges the calls a step task's earlier deliveries may have
+// made before their workers died: their answers are lost, so each is
+// charged the reservation's estimate, the most it could have cost, under
+// its own key. It errs toward charging a call that never happened (a
+// worker that died before calling), never toward dropping one that did.
+func (d *driver) chargeLost(ctx context.Context, step int, key string, deliveries int, estimate ledger.Usage) {
+	s := d.s
+	for n := 1; n < deliveries; n++ {
+		lost := fmt.Sprintf("%s.lost%d", key, n)
+		var st ledger.Settlement
+		err := d.withLedger(ctx, "charge a lost call", func() error {
+			if _, err := d.c.ledger.Reserve(ctx, ledger.Reservation{Tree: s.tree, Agent: s.run, Key: lost, Estimate: estimate}); err != nil {
+				return err
+			}
+			var err error
+			st, err = d.c.ledger.Settle(ctx, s.tree, lost, estimate)
+			return err
+		})
+		draw := protocol.Draw{Key: lost, Spend: spendOf(estimate)}
+		d.draws = append(d.draws, draw)
+		if err != nil {
+			d.log.Warn("the ledger did not take a lost call's charge; the trace keeps it", "key", lost, "err", err)
+			continue
+		}
+		d.log.Info("charged a call lost with its worker", "key", lost)
+		b := d.budgetsOf(st.Balance)
+		b.Drawn = &draw.Spend
+		s.budgets = b
+		d.c.emit(s.run, step, protocol.EventSpendDraw, &protocol.Event{Tokens: estimate.Tokens(), Text: "a call lost with its worker, charged at its estimate", Budgets: b})
+	}
 }
 
 // release gives back a reservation whose call did not happen or failed

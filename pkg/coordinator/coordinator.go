@@ -16,7 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -85,6 +87,11 @@ type Config struct {
 	// Approver answers what the policy asks a person; default Durable,
 	// which defers every ask to a person and pauses the run.
 	Approver Approver
+	// Metrics is the registry the coordinator's Prometheus metrics are
+	// registered on (runs by outcome, steps and their latency, ledger draws
+	// and refusals; see internal/metrics); default none: they are counted
+	// and not served.
+	Metrics prometheus.Registerer
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -154,6 +161,7 @@ type Coordinator struct {
 	leases    *leases
 	approvals *trace.Approvals
 	ledger    ledger.Ledger
+	metrics   *metrics.Coordinator
 	log       *slog.Logger
 
 	slots    chan struct{} // one per run in hand
@@ -183,6 +191,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Conf
 		leases:    &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: time.Now},
 		approvals: trace.NewApprovals(assets.Approvals),
 		ledger:    cfg.Ledger,
+		metrics:   metrics.NewCoordinator(cfg.Metrics),
 		log:       cfg.Logger.With("coordinator", cfg.ID),
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]bool),
@@ -371,6 +380,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
 			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}})
 		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
+		c.metrics.RunStarted()
 	}
 	c.respond(reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()

@@ -134,6 +134,7 @@ func (d *driver) loop(ctx context.Context) {
 			continue
 		}
 		step := s.step + 1
+		began := time.Now()
 		rec, pending, outcome, why := d.step(stepCtx, step)
 		if ctx.Err() != nil {
 			return
@@ -154,6 +155,7 @@ func (d *driver) loop(ctx context.Context) {
 			return
 		}
 		fault.Hit(fault.AfterCommit)
+		d.c.metrics.Step(time.Since(began))
 		_ = s.apply(rec)
 		d.draws = nil
 		if len(rec.Remember) > 0 {
@@ -269,10 +271,11 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			d.log.Info("reusing durable turn", "step", step, "attempt", tr.Attempt)
 			// Settled already if the driver that got it lived that long:
 			// a replay then charges nothing more.
-			d.draws = append(d.draws, d.settle(ctx, step, drawKey(s.run, step, tr.Attempt), tr.Turn, d.cost(tr.Turn)))
+			d.draws = append(d.draws, d.settle(ctx, step, protocol.StepKey(s.run, step, tr.Attempt), tr.Turn, d.cost(tr.Turn)))
 			return tr.Turn, nil
 		}
 		attempt = tr.Attempt + 1
+		d.release(ctx, protocol.StepKey(s.run, step, tr.Attempt)) // failed without usage; its driver may have died first
 	}
 	retries := 0
 	for {
@@ -283,8 +286,9 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			return nil, protocol.Errorf(protocol.CodeInternal, "encode step task: %s", err.Error())
 		}
 		// No provider call without a reservation that fits every ceiling.
-		key := drawKey(s.run, step, attempt)
-		if err := d.reserve(ctx, key, d.estimate(len(data))); err != nil {
+		key := protocol.StepKey(s.run, step, attempt)
+		estimate := d.estimate(len(data))
+		if err := d.reserve(ctx, key, estimate); err != nil {
 			if errors.Is(err, errStaleKey) {
 				attempt++
 				continue
@@ -313,6 +317,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			continue
 		}
 		delete(d.unsettled, attempt)
+		d.chargeLost(ctx, step, key, tr.Deliveries, estimate)
 		if tr.Error == nil && tr.Turn != nil {
 			d.draws = append(d.draws, d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn)))
 			return tr.Turn, nil
@@ -787,6 +792,7 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 	}
 	_ = s.apply(rec)
 	d.c.indexFinished(ctx, s)
+	d.c.metrics.RunFinished(o)
 	d.log.Info("run finished", "outcome", o, "steps", s.step, "tokens", s.tokens, "reason", why)
 }
 

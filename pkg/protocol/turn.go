@@ -121,4 +121,8 @@ type TurnResult struct {
 	Error     *Error `json:"error,omitempty"`
 	Worker    string `json:"worker,omitempty"`
 	LatencyMS int64  `json:"latency_ms"`
+	// Deliveries counts how often the task was delivered to a worker,
+	// when more than once: each earlier delivery may have made a provider
+	// call whose answer was lost with its worker.
+	Deliveries int `json:"deliveries,omitempty"`
 }

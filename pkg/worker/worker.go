@@ -277,6 +277,18 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	w.inflight.Add(1)
 	defer w.inflight.Add(-1)
 	log := w.log.With("run", task.Run, "step", task.Step, "attempt", task.Attempt)
+	deliveries := 1
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		// An earlier delivery may have got as far as publishing the turn
+		// before its worker died: then the answer stands, and calling the
+		// provider again would pay for it twice.
+		if w.answered(ctx, &task) {
+			log.Info("the turn of this redelivered task is already published")
+			_ = msg.Ack()
+			return
+		}
+		deliveries = int(md.NumDelivered)
+	}
 
 	// Tell the server the task is alive while the provider thinks.
 	stopBeat := make(chan struct{})
@@ -299,6 +311,9 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	res.Worker = w.cfg.ID
+	if deliveries > 1 {
+		res.Deliveries = deliveries
+	}
 	data, err := json.Marshal(res)
 	if err != nil {
 		log.Error("encode turn", "err", err)
@@ -321,6 +336,20 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	} else {
 		w.served.Add(1)
 	}
+}
+
+// answered reports whether the turn of task's attempt is already in the
+// turns stream.
+func (w *Worker) answered(ctx context.Context, task *protocol.StepTask) bool {
+	m, err := w.assets.Turns.GetLastMsgForSubject(ctx, streams.Turns(task.Run))
+	if err != nil {
+		return false
+	}
+	var tr protocol.TurnResult
+	if json.Unmarshal(m.Data, &tr) != nil {
+		return false
+	}
+	return tr.Step == task.Step && tr.Attempt == task.Attempt
 }
 
 // call runs the provider for a task, bounded by the call timeout and the
