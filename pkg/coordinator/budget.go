@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -86,6 +87,7 @@ func (d *driver) admit(ctx context.Context) (protocol.Outcome, string, error) {
 		return d.c.ledger.Register(ctx, s.tree, s.run, s.depth)
 	})
 	if err != nil {
+		d.countRefusal(err)
 		return d.refusedBy(err)
 	}
 	return "", "", nil
@@ -136,12 +138,41 @@ func (d *driver) reserve(ctx context.Context, key string, estimate ledger.Usage)
 		return err
 	})
 	if err != nil {
+		d.countRefusal(err)
 		return err
 	}
 	if g.State != ledger.StateReserved {
 		return errStaleKey
 	}
+	d.c.metrics.LedgerDraw(metrics.DrawReserved)
 	return nil
+}
+
+// countRefusal counts a draw that failed: refused by a budget, or not
+// answered.
+func (d *driver) countRefusal(err error) {
+	var r *ledger.Refusal
+	if !errors.As(err, &r) {
+		if ctxEnded(err) == nil {
+			d.c.metrics.LedgerDraw(metrics.DrawFailed)
+		}
+		return
+	}
+	d.c.metrics.LedgerDraw(metrics.DrawRefused)
+	switch r.Dimension {
+	case ledger.DimCost:
+		d.c.metrics.LedgerRefusal(metrics.BudgetCost)
+	case ledger.DimSteps:
+		d.c.metrics.LedgerRefusal(metrics.BudgetSteps)
+	case ledger.DimWall:
+		d.c.metrics.LedgerRefusal(metrics.BudgetWall)
+	case ledger.DimAgents:
+		d.c.metrics.LedgerRefusal(metrics.BudgetAgents)
+	case ledger.DimDepth:
+		d.c.metrics.LedgerRefusal(metrics.BudgetDepth)
+	default:
+		d.c.metrics.LedgerRefusal(metrics.BudgetTokens)
+	}
 }
 
 // settle charges a provider call's usage under its key and reports the
@@ -168,9 +199,11 @@ func (d *driver) settle(ctx context.Context, step int, key string, turn *protoco
 		return err
 	})
 	if err != nil {
+		d.c.metrics.LedgerDraw(metrics.DrawFailed)
 		d.log.Warn("the ledger did not take a call's charge; the trace keeps it", "key", key, "err", err)
 		return draw
 	}
+	d.c.metrics.LedgerDraw(metrics.DrawSettled)
 	b := d.budgetsOf(st.Balance)
 	b.Drawn = &draw.Spend
 	s.budgets = b
@@ -221,7 +254,12 @@ func (d *driver) release(ctx context.Context, key string) {
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
+		d.c.metrics.LedgerDraw(metrics.DrawFailed)
 		d.log.Warn("release a reservation", "key", key, "err", err)
+		return
+	}
+	if err == nil {
+		d.c.metrics.LedgerDraw(metrics.DrawReleased)
 	}
 }
 
