@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -61,6 +62,11 @@ type Config struct {
 	// means every write is synced before it is acknowledged, so an
 	// acknowledged step survives the machine losing power.
 	SyncInterval time.Duration
+	// MetricsListen is the host:port the cluster serves Prometheus
+	// metrics on, at /metrics (port 0 picks a free one): each role's from
+	// its own registry, and the process's. "" serves none; Cluster.Metrics
+	// gathers them all the same.
+	MetricsListen string
 	// Logger receives the roles' logs; default discards them.
 	Logger *slog.Logger
 }
@@ -91,6 +97,9 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	conns  []*nats.Conn
 
+	regs    registries
+	metrics *metrics.Server // nil without MetricsListen
+
 	mu   sync.Mutex
 	errs []error
 	once sync.Once
@@ -112,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{srv: srv}
+	c := &Cluster{srv: srv, regs: newRegistries()}
 	connect := func(name string) (*nats.Conn, error) {
 		nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
 		if err != nil {
@@ -140,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return fail(err)
 	}
 	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices,
-		Ledger: cfg.Ledger})
+		Ledger: cfg.Ledger, Metrics: c.regs.coordinator})
 	if err != nil {
 		return fail(err)
 	}
@@ -148,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if nc, err = connect("harness-worker"); err != nil {
 		return fail(err)
 	}
-	wk, err := worker.New(nc, mustJS(nc), c.assets, cfg.Provider, worker.Config{Logger: cfg.Logger})
+	wk, err := worker.New(nc, mustJS(nc), c.assets, cfg.Provider, worker.Config{Logger: cfg.Logger, Metrics: c.regs.worker})
 	if err != nil {
 		return fail(err)
 	}
@@ -158,7 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	// The sandboxer's id is the same in every process on this data
 	// directory, so a resumed run finds the snapshot workspace it left.
 	sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sandboxer-local", Roots: cfg.Roots, Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops, Tools: cfg.Tools,
-		Workspaces: c.assets.Workspaces, SnapshotDir: filepath.Join(cfg.DataDir, "snapshots")})
+		Workspaces: c.assets.Workspaces, SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Metrics: c.regs.sandboxer})
 	if err != nil {
 		return fail(err)
 	}
@@ -173,6 +182,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 				cfg.Logger.Error("role stopped", "err", err)
 			}
 		}()
+	}
+	if cfg.MetricsListen != "" {
+		if c.metrics, err = metrics.Listen(cfg.MetricsListen, c.Metrics()); err != nil {
+			return fail(err)
+		}
 	}
 	return c, nil
 }
@@ -300,6 +314,9 @@ func (c *Cluster) Close() error {
 			c.cancel()
 		}
 		c.wg.Wait()
+		if c.metrics != nil {
+			_ = c.metrics.Close()
+		}
 		for _, nc := range c.conns {
 			nc.Close()
 		}

@@ -36,22 +36,28 @@ func NewWorker(reg prometheus.Registerer, inflight func() float64) *Worker {
 	return m
 }
 
-// Turn counts one step task served: the provider that served it (or was
-// asked, when it failed), how long the call took, and its error, if any.
-// A task refused before any call (d zero) counts no latency.
-func (m *Worker) Turn(provider string, d time.Duration, err *protocol.Error) {
+// Turn counts one step task served: ok (err nil), or by the code of the
+// error that ended it, whether the provider was called or not.
+func (m *Worker) Turn(err *protocol.Error) {
 	if m == nil {
 		return
-	}
-	p := token(provider)
-	if d > 0 {
-		m.providerSeconds.WithLabelValues(p).Observe(d.Seconds())
 	}
 	if err == nil {
 		m.turns.WithLabelValues("ok").Inc()
 		return
 	}
-	code := codeName(err.Code)
-	m.turns.WithLabelValues(code).Inc()
-	m.providerFailures.WithLabelValues(p, code).Inc()
+	m.turns.WithLabelValues(codeName(err.Code)).Inc()
+}
+
+// Provider counts one provider call: the provider that served it (or was
+// asked, when it failed), how long it took, and its error, if any.
+func (m *Worker) Provider(provider string, d time.Duration, err *protocol.Error) {
+	if m == nil {
+		return
+	}
+	p := token(provider)
+	m.providerSeconds.WithLabelValues(p).Observe(d.Seconds())
+	if err != nil {
+		m.providerFailures.WithLabelValues(p, codeName(err.Code)).Inc()
+	}
 }

@@ -33,9 +33,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -102,6 +104,10 @@ type Config struct {
 	// CommitAuthor and CommitEmail sign the commits a contract asks for;
 	// default "harness" and "harness@localhost".
 	CommitAuthor, CommitEmail string
+	// Metrics is the registry the sandboxer's Prometheus metrics are
+	// registered on (operations, commands and their caps, snapshots; see
+	// internal/metrics); default none: they are counted and not served.
+	Metrics prometheus.Registerer
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -177,6 +183,7 @@ type Sandboxer struct {
 	// snapMu serialises materialising and removing snapshot workspaces.
 	// It is taken before mu, never while mu is held.
 	snapMu sync.Mutex
+	m      *metrics.Sandboxer
 
 	mu         sync.Mutex // guards workspaces, ops and opOrder
 	workspaces map[string]*workspace
@@ -202,14 +209,16 @@ func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Sandboxer{
+	s := &Sandboxer{
 		cfg:        cfg,
 		nc:         nc,
 		log:        cfg.Logger.With("sandboxer", cfg.ID),
 		slots:      make(chan struct{}, cfg.MaxConcurrent),
 		workspaces: make(map[string]*workspace),
 		ops:        make(map[string]*opEntry),
-	}, nil
+	}
+	s.m = metrics.NewSandboxer(cfg.Metrics, s.openWorkspaces)
+	return s, nil
 }
 
 // ID returns the node's id.
@@ -325,7 +334,9 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 		defer func() { <-s.slots }()
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
-		s.respond(r, s.once(ctx, &op))
+		reply := s.once(ctx, &op)
+		s.m.Op(op.Kind, reply.Error != nil)
+		s.respond(r, reply)
 	}()
 }
 
@@ -589,7 +600,7 @@ func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
 	}
 	env := &tools.Env{
 		Workspace: w.ws,
-		Sandbox:   backend,
+		Sandbox:   s.metered(backend),
 		Limits:    spec.Limits.WithDefaults(),
 		Network:   spec.Network,
 		CmdEnv:    s.cfg.CmdEnv,

@@ -103,6 +103,7 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 	}
 	if !exists(filepath.Join(dir, snapReady)) {
 		info, err := s.materialise(ctx, op, dir)
+		s.m.Snapshot(err != nil)
 		if err != nil {
 			log.Warn("materialise snapshot", "err", err)
 			reply.Error = protocol.AsError(err)

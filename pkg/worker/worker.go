@@ -26,8 +26,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -70,6 +72,10 @@ type Config struct {
 	// NoStream calls providers without streaming; by default a provider
 	// that streams publishes its tokens as token events while it answers.
 	NoStream bool
+	// Metrics is the registry the worker's Prometheus metrics are
+	// registered on (turns, provider latency and failures; see
+	// internal/metrics); default none: they are counted and not served.
+	Metrics prometheus.Registerer
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
 }
@@ -119,6 +125,7 @@ type Worker struct {
 	assets *streams.Assets
 	p      Provider
 	log    *slog.Logger
+	m      *metrics.Worker
 
 	inflight atomic.Int64
 	served   atomic.Int64
@@ -138,7 +145,9 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, p Provid
 		return nil, errors.New("worker: no provider")
 	}
 	cfg.setDefaults()
-	return &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, log: cfg.Logger.With("worker", cfg.ID)}, nil
+	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, log: cfg.Logger.With("worker", cfg.ID)}
+	w.m = metrics.NewWorker(cfg.Metrics, func() float64 { return float64(w.inflight.Load()) })
+	return w, nil
 }
 
 // Run serves tasks until ctx ends, then waits for the calls in flight.
@@ -330,6 +339,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	if err := msg.Ack(); err != nil {
 		log.Debug("ack step task", "err", err)
 	}
+	w.m.Turn(res.Error)
 	if res.Error != nil {
 		w.failed.Add(1)
 		log.Info("provider call failed", "err", res.Error, "retryable", res.Error.Retryable())
@@ -395,6 +405,7 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 		turn, err = w.p.Complete(cctx, &task.Request)
 	}
 	res.LatencyMS = time.Since(start).Milliseconds()
+	w.observe(turn, err, time.Since(start))
 	if err != nil {
 		res.Error = protocol.AsError(err)
 		if res.Error.Code == protocol.CodeRateLimited {
