@@ -1,7 +1,7 @@
 // Command coordinator runs the harness coordinator role against a NATS
 // server: it takes contracts from harness.submit and drives their runs.
 //
-// Usage: coordinator [--nats URL] [--id ID] [--max-runs N] [--redis URL] [--prices FILE]
+// Usage: coordinator [--nats URL] [--id ID] [--max-runs N] [--redis URL] [--prices FILE] [--metrics ADDR]
 // The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the
 // budget ledger is Redis at $REDIS_URL, else a ledger in this process.
 package main
@@ -16,7 +16,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/ledger"
@@ -29,6 +32,7 @@ func main() {
 	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL of the budget ledger shared by every coordinator ($REDIS_URL; default a ledger in this process)")
 	pricesFile := flag.String("prices", os.Getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
 	pools := flag.String("pools", envOr("HARNESS_POOLS", "default"), "worker pools whose consumers coordinators create, for workers that may not ($HARNESS_POOLS, comma-separated)")
+	metricsAddr := flag.String("metrics", os.Getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
 	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
@@ -61,7 +65,14 @@ func main() {
 	if *redisURL == "" {
 		log.Warn("no REDIS_URL: the budget ledger lives in this process, so tree ceilings hold across this coordinator's runs only")
 	}
-	if err := run(ctx, log, *natsURL, opts, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Ledger: led, Logger: log}); err != nil {
+	reg := prometheus.NewRegistry()
+	msrv, err := metrics.ServeRole(*metricsAddr, reg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(2)
+	}
+	defer func() { _ = msrv.Close() }()
+	if err := run(ctx, log, *natsURL, opts, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Ledger: led, Logger: log, Metrics: reg}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}

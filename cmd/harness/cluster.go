@@ -73,7 +73,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	defer func() { _ = closeLedger() }()
 	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, Backends: bs, Prices: prices,
-		Ledger: led})
+		Ledger: led, MetricsListen: *roles.metrics})
 	if err != nil {
 		fail(env.stderr, "start the cluster: %v", err)
 		return exitError
@@ -81,6 +81,9 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	release := advertise(dir, cl.URL())
 	fmt.Fprintf(env.stdout, "NATS URL: %s\n", cl.URL())
 	fmt.Fprintf(env.stdout, "data:     %s\n", dir)
+	if u := cl.MetricsURL(); u != "" {
+		fmt.Fprintf(env.stdout, "metrics:  %s\n", u)
+	}
 	fmt.Fprintf(env.stdout, "submit:   NATS_URL=%s harness submit CONTRACT --wait\n", cl.URL())
 	<-ctx.Done()
 	release()

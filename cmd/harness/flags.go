@@ -87,7 +87,7 @@ func fail(w io.Writer, format string, args ...any) {
 // roleFlags are the flags of the commands that run roles in this process
 // (run, up): the price table and the sandbox backends.
 type roleFlags struct {
-	prices, backends *string
+	prices, backends, metrics *string
 }
 
 func clusterFlags(env *environ, fs *flag.FlagSet) roleFlags {
@@ -95,6 +95,7 @@ func clusterFlags(env *environ, fs *flag.FlagSet) roleFlags {
 		prices: fs.String("prices", env.getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)"),
 		backends: fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"),
 			"sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)"),
+		metrics: fs.String("metrics", env.getenv("HARNESS_METRICS"), "serve the roles' Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)"),
 	}
 }
 

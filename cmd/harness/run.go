@@ -114,7 +114,7 @@ the contract, replayed.`)
 		return exitUsage
 	}
 	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: "127.0.0.1:0", Provider: p, Roots: []string{root}, Logger: logger,
-		NoTakeover: true, Approver: approver, Backends: bs, Prices: prices})
+		NoTakeover: true, Approver: approver, Backends: bs, Prices: prices, MetricsListen: *roles.metrics})
 	if err != nil {
 		fail(env.stderr, "start the embedded cluster: %v", err)
 		return exitError

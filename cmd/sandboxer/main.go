@@ -3,7 +3,7 @@
 // snapshots, running tools and verification commands for the runs that
 // open them.
 //
-// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N] [--backends native,docker,floor] [--snapshots DIR]
+// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N] [--backends native,docker,floor] [--snapshots DIR] [--metrics ADDR]
 // The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the roots
 // default to the working directory.
 package main
@@ -18,8 +18,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -45,6 +48,7 @@ func main() {
 	snapshots := flag.String("snapshots", os.Getenv("HARNESS_SNAPSHOTS"), "where snapshot workspaces are materialised ($HARNESS_SNAPSHOTS; default $TMPDIR/harness-snapshots-ID; give a fixed --id too so a restart finds them)")
 	noSnapshots := flag.Bool("no-snapshots", false, "serve only the --root workspaces, no snapshot workspaces")
 	keepSnapshots := flag.Bool("keep-snapshots", false, "keep a snapshot workspace after its run's changes are collected")
+	metricsAddr := flag.String("metrics", os.Getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
 	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
@@ -70,6 +74,14 @@ func main() {
 	if *images {
 		cfg.Tools = tools.BuiltinsWithImages()
 	}
+	reg := prometheus.NewRegistry()
+	msrv, err := metrics.ServeRole(*metricsAddr, reg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandboxer:", err)
+		os.Exit(2)
+	}
+	defer func() { _ = msrv.Close() }()
+	cfg.Metrics = reg
 	if err := run(ctx, log, *natsURL, opts, cfg, !*noSnapshots); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)
 		os.Exit(1)

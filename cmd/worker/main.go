@@ -1,7 +1,7 @@
 // Command worker runs the harness worker role against a NATS server: it
 // takes step tasks from its pools and answers them with its provider.
 //
-// Usage: worker [--nats URL] [--id ID] [--pool NAME]... [--concurrency N] [--replay CASSETTE]
+// Usage: worker [--nats URL] [--id ID] [--pool NAME]... [--concurrency N] [--replay CASSETTE] [--metrics ADDR]
 // The provider is --replay CASSETTE, else every vendor whose key is set
 // (OPENAI_API_KEY with OPENAI_BASE_URL and OPENAI_MODEL for any
 // OpenAI-compatible server, ANTHROPIC_API_KEY, OPENROUTER_API_KEY), chained
@@ -20,7 +20,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -40,6 +43,7 @@ func main() {
 	replay := flag.String("replay", os.Getenv("HARNESS_REPLAY"), "answer from this cassette instead of a live provider ($HARNESS_REPLAY)")
 	turnDelay := flag.Duration("turn-delay", durationEnv("HARNESS_TURN_DELAY"), "answer no turn sooner than this after the call began: a cassette that takes as long as a model ($HARNESS_TURN_DELAY)")
 	ackWait := flag.Duration("ack-wait", durationEnv("HARNESS_ACK_WAIT"), "how long a step task this worker holds may go unacknowledged before another worker gets it; the worker signals progress every third of it (default 60s) ($HARNESS_ACK_WAIT)")
+	metricsAddr := flag.String("metrics", os.Getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
 	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
@@ -63,7 +67,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, *natsURL, opts, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, AckWait: *ackWait, Primary: primary, Logger: log}); err != nil {
+	reg := prometheus.NewRegistry()
+	msrv, err := metrics.ServeRole(*metricsAddr, reg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	defer func() { _ = msrv.Close() }()
+	if err := run(ctx, log, *natsURL, opts, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, AckWait: *ackWait, Primary: primary, Logger: log, Metrics: reg}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}

@@ -170,3 +170,29 @@ func TestSameRoleTwiceOnOneRegistry(t *testing.T) {
 	}
 	t.Error("runs_started_total not gathered")
 }
+
+func TestServeRole(t *testing.T) {
+	srv, err := metrics.ServeRole("", prometheus.NewRegistry())
+	if srv != nil || err != nil {
+		t.Fatalf("ServeRole(\"\") = %v, %v; want nothing served", srv, err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Errorf("Close of no server = %v", err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics.NewWorker(reg, nil).Turn(nil)
+	if srv, err = metrics.ServeRole("127.0.0.1:0", reg); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	m := scrape(t, srv.URL())
+	if m[`harness_worker_turns_total{result="ok"}`] != 1 {
+		t.Errorf("role metric not served: %v", m[`harness_worker_turns_total{result="ok"}`])
+	}
+	if _, ok := m["go_goroutines"]; !ok {
+		t.Error("process metrics not served beside the role's")
+	}
+	if _, err := metrics.ServeRole(strings.TrimPrefix(srv.URL(), "http://")[:len(srv.Addr())], reg); err == nil {
+		t.Error("a second server on a taken address started")
+	}
+}

@@ -37,6 +37,17 @@ func Listen(addr string, g prometheus.Gatherer) (*Server, error) {
 	return s, nil
 }
 
+// ServeRole serves one role's registry with the process's metrics on
+// http://addr/metrics, as a role's main does; an empty addr serves
+// nothing and returns a nil *Server, whose Close does nothing. Errors: as
+// Listen.
+func ServeRole(addr string, role prometheus.Gatherer) (*Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	return Listen(addr, prometheus.Gatherers{role, NewProcessRegistry()})
+}
+
 // Addr is the host:port the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
@@ -44,8 +55,11 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) URL() string { return "http://" + s.Addr() + "/metrics" }
 
 // Close stops the server, waiting up to five seconds for scrapes in
-// flight, and returns once it has stopped.
+// flight, and returns once it has stopped. A nil *Server does nothing.
 func (s *Server) Close() error {
+	if s == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
