@@ -106,14 +106,41 @@ func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jets
 	var assets *Assets
 	if o.Bind {
 		assets, err = Bind(ctx, js, o.BindWait)
-	} else if assets, err = Ensure(ctx, js, o.Streams); err == nil {
-		err = ensurePools(ctx, assets, o.Pools)
+	} else {
+		assets, err = ensureWhileForming(ctx, js, o, log)
 	}
 	if err != nil {
 		nc.Close()
 		return nil, nil, nil, err
 	}
 	return nc, js, assets, nil
+}
+
+// formingWait bounds how long Connect retries while JetStream cannot
+// answer yet: a cluster that is still electing its leaders.
+const formingWait = 2 * time.Minute
+
+// ensureWhileForming ensures the streams and pools, trying again while
+// the server cannot place them yet (a cluster coming up together with the
+// roles), but not after a refusal of permission, which will not change.
+func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, log *slog.Logger) (*Assets, error) {
+	deadline := time.Now().Add(formingWait)
+	for {
+		a, err := Ensure(ctx, js, o.Streams)
+		if err == nil {
+			if err = ensurePools(ctx, a, o.Pools); err == nil {
+				return a, nil
+			}
+		}
+		var pe *PermissionError
+		if errors.As(err, &pe) || ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, err
+		}
+		log.Info("JetStream is not ready; trying again", "err", err)
+		if err := sleep(ctx, time.Second); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // ensureAll ensures the streams and the pools' consumers.
