@@ -11,9 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/snapshot"
 )
 
@@ -97,5 +102,82 @@ func TestPatchOfARootWorkspace(t *testing.T) {
 	}
 	if _, _, err := cl.Patch(ctx, "no-such-run"); !errors.Is(err, protocol.ErrUnknownRun) {
 		t.Errorf("Patch(unknown) = %v, want unknown_run", err)
+	}
+}
+
+// TestSnapshotOpenGoesToItsHolder has another sandboxer hold runs'
+// snapshot workspaces before their coordinator opens them, as after a
+// takeover: whichever sandboxer of the queue group the open reaches, the
+// run works in the holder's copy, and its changes come back from there.
+func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var turns []*protocol.Turn
+	for range 4 {
+		turns = append(turns,
+			&protocol.Turn{Text: "Writing.", ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"done\n"}`)}}},
+			&protocol.Turn{Text: "Done."})
+	}
+	cl, err := harness.Start(ctx, harness.Config{DataDir: t.TempDir(), Provider: provider.NewScripted(turns...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	assets, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := sandboxer.New(nc, sandboxer.Config{ID: "sb-extra", Ops: assets.Ops, Workspaces: assets.Workspaces, SnapshotDir: t.TempDir(), Roots: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- extra.Run(sctx) }()
+	defer func() { stop(); <-done }()
+
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "in.txt"), []byte("in\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := cl.UploadWorkspace(ctx, src, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		run := "held-" + string(rune('a'+i))
+		op, _ := json.Marshal(&protocol.SandboxOp{OpID: run + ".open", Run: run, Kind: protocol.OpOpen, Snapshot: ref})
+		var reply protocol.SandboxReply
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			m, err := nc.Request("harness.sandbox.sb-extra.op", op, 10*time.Second)
+			if err == nil {
+				_ = json.Unmarshal(m.Data, &reply)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sb-extra does not answer: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if reply.Error != nil || reply.Node != "sb-extra" {
+			t.Fatalf("open %s at sb-extra = %+v", run, reply)
+		}
+		c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "write out.txt", Workspace: protocol.Workspace{Snapshot: ref},
+			Verification: protocol.Verification{None: &struct{}{}},
+			Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}}
+		data, _ := json.Marshal(c)
+		res, err := cl.RunContract(ctx, data, run, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != protocol.OutcomeFinished || res.Patch == nil || res.Patch.Node != "sb-extra" || len(res.Patch.Files) != 1 {
+			t.Fatalf("run %s = %s (%s), patch %+v; want it finished in sb-extra's copy", run, res.Outcome, res.Reason, res.Patch)
+		}
 	}
 }

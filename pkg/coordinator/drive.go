@@ -406,10 +406,15 @@ func (d *driver) lastTurn(ctx context.Context) *protocol.TurnResult {
 // still coming up waits for them.
 func (d *driver) open(ctx context.Context) error {
 	op, subject := d.openOp()
+	holder := ""
 	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
 	for {
 		reply, err := d.c.request(ctx, subject, op, time.Until(deadline))
 		switch {
+		case err == nil && reply.Error == nil && reply.Holder != "" && holder == "" && protocol.ValidToken(reply.Holder):
+			// Another sandboxer holds the run's snapshot workspace: ask it.
+			holder, subject = reply.Holder, streams.SandboxOps(reply.Holder)
+			continue
 		case err == nil && reply.Error != nil && reply.Error.Retryable() && time.Now().Before(deadline):
 			d.log.Info("the workspace cannot be opened yet; asking again", "err", reply.Error)
 		case err == nil && reply.Error != nil:
@@ -423,7 +428,7 @@ func (d *driver) open(ctx context.Context) error {
 		case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout):
 			return fmt.Errorf("open workspace: %w", err)
 		case !time.Now().Before(deadline):
-			return errors.New(d.noSandboxer())
+			return errors.New(d.noSandboxer(holder))
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return err

@@ -11,8 +11,8 @@ import (
 // openOp is the operation that opens the run's workspace and the subject
 // it goes to: harness.sandbox.open for a root, which every sandboxer hears
 // and those serving the root answer; harness.sandbox.snapshot for a
-// snapshot, which one sandboxer of the queue group takes (and passes on
-// to the sandboxer already holding the run, if another does).
+// snapshot, which one sandboxer of the queue group takes (or names the
+// sandboxer already holding the run, if another does, to ask instead).
 func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	c := d.s.contract
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
@@ -24,9 +24,13 @@ func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	return op, streams.SandboxSnapshotSubject
 }
 
-// noSandboxer says why no sandboxer took the run's workspace.
-func (d *driver) noSandboxer() string {
+// noSandboxer says why no sandboxer took the run's workspace; holder is
+// the sandboxer said to hold it, if any.
+func (d *driver) noSandboxer(holder string) string {
 	w := d.s.contract.Workspace
+	if holder != "" {
+		return "the sandboxer " + holder + " holds the run's snapshot workspace and its changes, and does not answer: start it again with the same --id and --snapshots"
+	}
 	if w.Snapshot != "" {
 		return "no sandboxer took the snapshot workspace " + w.Snapshot + ": start one connected to the cluster's object store"
 	}

@@ -50,7 +50,11 @@ type SandboxReply struct {
 	Tools []ToolSpec `json:"tools,omitempty"`
 	// Patch answers a collect.
 	Patch *Patch `json:"patch,omitempty"`
-	Error *Error `json:"error,omitempty"`
+	// Holder answers the open of a snapshot workspace that another
+	// sandboxer holds (it materialised it, and has the run's changes): send
+	// the open to that node's op subject instead.
+	Holder string `json:"holder,omitempty"`
+	Error  *Error `json:"error,omitempty"`
 }
 
 // Observation is what one tool call produced, as the model will see it.

@@ -98,9 +98,6 @@ type Config struct {
 	// are collected, for inspection; by default the close that follows
 	// removes it.
 	KeepSnapshots bool
-	// ForwardTimeout bounds passing an open on to the node that holds a
-	// run's snapshot workspace; default 10 seconds.
-	ForwardTimeout time.Duration
 	// CommitAuthor and CommitEmail sign the commits a contract asks for;
 	// default "harness" and "harness@localhost".
 	CommitAuthor, CommitEmail string

@@ -35,8 +35,8 @@ const (
 
 // claim is what the ops bucket holds under claimKey(run): the node that
 // materialised the run's snapshot, so an open after a coordinator's
-// takeover reaches the node holding the run's changes, whichever node
-// the queue group hands it to.
+// takeover is sent on to the node holding the run's changes, whichever
+// node the queue group hands it to.
 type claim struct {
 	Node     string `json:"node"`
 	Snapshot string `json:"snapshot"`
@@ -56,8 +56,8 @@ func exists(p string) bool {
 
 // openSnapshot opens a run's snapshot workspace: on the node that holds
 // it already, or by materialising it here. An open that reaches another
-// node than the holder is passed on to the holder, whose answer it
-// returns.
+// node than the holder is answered with the holder's id, for the
+// coordinator to ask it (sandboxers never send each other requests).
 func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, reply *protocol.SandboxReply) *protocol.SandboxReply {
 	log := s.log.With("run", op.Run, "snapshot", op.Snapshot)
 	if s.cfg.Workspaces == nil {
@@ -85,13 +85,9 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		if !had {
 			_ = os.RemoveAll(dir)
 		}
-		log.Info("snapshot workspace held by another sandboxer; passing the open on", "holder", owner)
-		fwd, err := s.forward(ctx, owner, op)
-		if err != nil {
-			reply.Error = protocol.Errorf(protocol.CodeUnavailable, "the sandboxer %s holds run %s's workspace and does not answer: %s", owner, op.Run, err.Error())
-			return reply
-		}
-		return fwd
+		log.Info("snapshot workspace held by another sandboxer", "holder", owner)
+		reply.Holder = owner
+		return reply
 	}
 	if !fresh && !had {
 		// This node took the run and materialised it once; the directory
@@ -148,28 +144,6 @@ func (s *Sandboxer) claim(ctx context.Context, op *protocol.SandboxOp) (string, 
 		_, _ = s.cfg.Ops.Put(ctx, key, val)
 	}
 	return c.Node, false, nil
-}
-
-// forward passes an open on to the node holding the run.
-func (s *Sandboxer) forward(ctx context.Context, node string, op *protocol.SandboxOp) (*protocol.SandboxReply, error) {
-	if !protocol.ValidToken(node) {
-		return nil, fmt.Errorf("bad node id %q", node)
-	}
-	data, err := json.Marshal(op)
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, s.cfg.ForwardTimeout)
-	defer cancel()
-	m, err := s.nc.RequestWithContext(rctx, streams.SandboxOps(node), data)
-	if err != nil {
-		return nil, err
-	}
-	var r protocol.SandboxReply
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
 }
 
 // materialise fetches the snapshot, checks it is what its ref names, and
@@ -393,9 +367,6 @@ func (s *Sandboxer) inSnapshots(dir string) bool {
 // snapshotDefaults fills the snapshot settings and makes SnapshotDir,
 // resolved as the roots are, so the two can be compared.
 func (c *Config) snapshotDefaults() error {
-	if c.ForwardTimeout == 0 {
-		c.ForwardTimeout = 10 * time.Second
-	}
 	if c.CommitAuthor == "" {
 		c.CommitAuthor = "harness"
 	}

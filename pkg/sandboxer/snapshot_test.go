@@ -220,12 +220,13 @@ func fmtList(s []string) string {
 
 // TestSnapshotHeldByOneNode checks that an open reaching another sandboxer
 // than the one holding the run's workspace (as after a coordinator's
-// takeover) is answered by the holder, so the run's changes are not left
-// behind.
+// takeover) names the holder instead of starting afresh, so the run's
+// changes are not left behind.
 func TestSnapshotHeldByOneNode(t *testing.T) {
 	c := startJS(t)
-	c.sandboxer("sb1", sandboxer.Config{})
-	c.sandboxer("sb2", sandboxer.Config{})
+	dirs := map[string]string{"sb1": t.TempDir(), "sb2": t.TempDir()}
+	c.sandboxer("sb1", sandboxer.Config{SnapshotDir: dirs["sb1"]})
+	c.sandboxer("sb2", sandboxer.Config{SnapshotDir: dirs["sb2"]})
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -240,8 +241,15 @@ func TestSnapshotHeldByOneNode(t *testing.T) {
 		other = "sb1"
 	}
 	r, err = do(t, c.nc, "harness.sandbox."+other+".op", &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref}, 20*time.Second)
-	if err != nil || r.Error != nil || r.Node != holder || len(r.Tools) == 0 {
-		t.Errorf("open at %s = %+v, %v; want it answered by the holder %s", other, r, err, holder)
+	if err != nil || r.Error != nil || r.Holder != holder || len(r.Tools) != 0 {
+		t.Errorf("open at %s = %+v, %v; want it to name the holder %s and open nothing", other, r, err, holder)
+	}
+	r, err = do(t, c.nc, "harness.sandbox."+holder+".op", &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref}, 20*time.Second)
+	if err != nil || r.Error != nil || r.Holder != "" || r.Node != holder || len(r.Tools) == 0 {
+		t.Errorf("open again at the holder %s = %+v, %v; want it opened there", holder, r, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dirs[other])); len(entries) != 0 {
+		t.Errorf("the other sandboxer kept a directory for the run: %v", entries)
 	}
 }
 
