@@ -234,6 +234,9 @@ func reportContractError(env *environ, err error) int {
 		return exitUsage
 	}
 	fail(env.stderr, "%v", err)
+	if errors.Is(err, errUsage) {
+		return exitUsage
+	}
 	return exitError
 }
 

@@ -76,4 +76,8 @@ func TestWorkspaceRefusals(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("run --copy --workspace = %d %q, want a usage error", code, errOut)
 	}
+	code, _, errOut = cli(t, t.Context(), nil, "run", "--data", data, "--commit", "x", example)
+	if code != exitUsage || !strings.Contains(errOut, "--workspace") {
+		t.Errorf("run --commit without --workspace = %d %q, want a usage error", code, errOut)
+	}
 }
