@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -100,7 +101,6 @@ func TestMetricsMoveWithARun(t *testing.T) {
 		t.Fatalf("outcome = %s (%s), want finished", res.Outcome, res.Reason)
 	}
 
-	m := scrape(t, cl.MetricsURL())
 	want := map[string]float64{
 		`harness_coordinator_runs_started_total`:                             1,
 		`harness_coordinator_runs_finished_total{outcome="finished"}`:        1,
@@ -119,10 +119,25 @@ func TestMetricsMoveWithARun(t *testing.T) {
 		`harness_sandboxer_snapshots_total{result="materialised"}`:           1,
 		`harness_sandboxer_snapshots_total{result="refused"}`:                0,
 	}
-	for name, v := range want {
-		if got, ok := m[name]; !ok || got != v {
-			t.Errorf("%s = %v (present %v), want %v", name, got, ok, v)
+	// A role counts once it has done its part, which may be a moment
+	// after the result is out (a worker counts its turn once it is
+	// published): scrape until the numbers settle.
+	var m map[string]float64
+	var wrong []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		m, wrong = scrape(t, cl.MetricsURL()), nil
+		for name, v := range want {
+			if got, ok := m[name]; !ok || got != v {
+				wrong = append(wrong, fmt.Sprintf("%s = %v (present %v), want %v", name, got, ok, v))
+			}
 		}
+		if len(wrong) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, w := range wrong {
+		t.Error(w)
 	}
 	if res.Steps < 3 {
 		t.Errorf("steps = %d, want at least 3", res.Steps)

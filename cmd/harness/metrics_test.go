@@ -51,22 +51,35 @@ func TestUpServesMetricsAndSubmitCarriesAWorkspace(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "+\treturn a + b") {
 		t.Errorf("fetch over NATS = %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	resp, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{
-		`harness_coordinator_runs_finished_total{outcome="success"} 1`,
-		`harness_coordinator_steps_total 3`,
-		`harness_worker_turns_total{result="ok"} 3`,
-		`harness_sandboxer_snapshots_total{result="materialised"} 1`,
-		`harness_sandboxer_ops_total{kind="collect",result="ok"} 1`,
-	} {
-		if !strings.Contains(string(body), want+"\n") {
-			t.Errorf("metrics lack %q", want)
+	// Roles count once they have done their part, which may be a moment
+	// after the result is out: scrape until the numbers settle.
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := http.Get(metricsURL)
+		if err != nil {
+			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing = nil
+		for _, want := range []string{
+			`harness_coordinator_runs_finished_total{outcome="success"} 1`,
+			`harness_coordinator_steps_total 3`,
+			`harness_worker_turns_total{result="ok"} 3`,
+			`harness_sandboxer_snapshots_total{result="materialised"} 1`,
+			`harness_sandboxer_ops_total{kind="collect",result="ok"} 1`,
+		} {
+			if !strings.Contains(string(body), want+"\n") {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range missing {
+		t.Errorf("metrics lack %q", want)
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !strings.Contains(string(b), "a - b") {
 		t.Error("the example's workspace changed")

@@ -796,8 +796,8 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 		return
 	}
 	_ = s.apply(rec)
+	d.c.metrics.RunFinished(o) // before the index says so, so a scrape after the result sees it
 	d.c.indexFinished(ctx, s)
-	d.c.metrics.RunFinished(o)
 	d.log.Info("run finished", "outcome", o, "steps", s.step, "tokens", s.tokens, "reason", why)
 }
 
