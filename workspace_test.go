@@ -180,4 +180,8 @@ func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
 			t.Fatalf("run %s = %s (%s), patch %+v; want it finished in sb-extra's copy", run, res.Outcome, res.Reason, res.Patch)
 		}
 	}
+	// The cluster first, while sb-extra still answers the runs' closes.
+	if err := cl.Close(); err != nil {
+		t.Error(err)
+	}
 }
