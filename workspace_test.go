@@ -1,6 +1,9 @@
 package harness_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -183,5 +186,57 @@ func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
 	// The cluster first, while sb-extra still answers the runs' closes.
 	if err := cl.Close(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestHostileSnapshotFailsTheRun refuses a snapshot that would write
+// outside its workspace: the run ends failed, saying which entry, and
+// nothing is written beside the sandboxer's snapshot directory.
+func TestHostileSnapshotFailsTheRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data := t.TempDir()
+	cl, err := harness.Start(ctx, harness.Config{DataDir: data, Provider: provider.NewScripted()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	_ = tw.WriteHeader(&tar.Header{Name: "../../planted", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
+	_, _ = tw.Write([]byte("x\n"))
+	_ = tw.Close()
+	_ = zw.Close()
+	ref := snapshot.Ref(buf.Bytes())
+	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	store, err := js.ObjectStore(ctx, streams.BucketWorkspaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutBytes(ctx, ref, buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "t", Workspace: protocol.Workspace{Snapshot: ref},
+		Verification: protocol.Verification{None: &struct{}{}}})
+	res, err := cl.RunContract(ctx, c, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFailed || !strings.Contains(res.Reason, "path_escape") || !strings.Contains(res.Reason, "../../planted") {
+		t.Errorf("run = %s (%s), want failed with a path_escape naming the entry", res.Outcome, res.Reason)
+	}
+	for _, p := range []string{filepath.Join(data, "planted"), filepath.Join(data, "snapshots", "planted")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("the hostile snapshot planted %s", p)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(data, "snapshots")); len(entries) != 0 {
+		t.Errorf("a refused snapshot left %v behind", entries)
 	}
 }

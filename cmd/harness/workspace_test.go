@@ -29,6 +29,9 @@ func TestRunWithWorkspaceAndFetch(t *testing.T) {
 		t.Fatalf("the uploaded workspace changed: %q", after)
 	}
 	run := strings.TrimSpace(strings.TrimPrefix(firstLine(errOut), "run "))
+	if code, out, _ := cli(t, t.Context(), nil, "trace", "--data", data, run); code != exitOK || !strings.Contains(out, "changes: 1 file(s)") {
+		t.Errorf("trace does not show the changes:\n%s", out)
+	}
 
 	code, out, errOut = cli(t, t.Context(), nil, "fetch", "--data", data, run)
 	if code != exitOK || !strings.Contains(out, "+\treturn a + b") || !strings.Contains(errOut, "modified calc.go") {

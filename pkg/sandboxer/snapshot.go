@@ -101,7 +101,12 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		info, err := s.materialise(ctx, op, dir)
 		s.m.Snapshot(err != nil)
 		if err != nil {
+			// Nothing ran in it: leave nothing behind, claim included.
 			log.Warn("materialise snapshot", "err", err)
+			_ = os.RemoveAll(dir)
+			if s.cfg.Ops != nil {
+				_ = s.cfg.Ops.Delete(ctx, claimKey(op.Run))
+			}
 			reply.Error = protocol.AsError(err)
 			return reply
 		}
