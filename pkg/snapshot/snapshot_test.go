@@ -588,3 +588,30 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// TestUnpackTarCommand takes an archive made by the tar command, as an
+// operator without the harness CLI makes one (docs/operations.md).
+func TestUnpackTarCommand(t *testing.T) {
+	tarCmd, err := exec.LookPath("tar")
+	if err != nil {
+		t.Skip("no tar command here")
+	}
+	files := map[string]string{"a.txt": "a\n", "bin/run": "x:#!/bin/sh\n", "link": "-> a.txt"}
+	src := tree(t, files)
+	archive := filepath.Join(t.TempDir(), "ws.tgz")
+	if out, err := exec.Command(tarCmd, "-C", src, "-czf", archive, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dst := filepath.Join(t.TempDir(), "ws")
+	if _, err := snapshot.Unpack(f, dst, snapshot.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(files, read(t, dst)); diff != "" {
+		t.Errorf("unpacked (-want +got):\n%s", diff)
+	}
+}
