@@ -72,6 +72,9 @@ func main() {
 		os.Exit(2)
 	}
 	defer func() { _ = msrv.Close() }()
+	if msrv != nil {
+		log.Info("serving metrics", "url", msrv.URL())
+	}
 	if err := run(ctx, log, *natsURL, opts, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Ledger: led, Logger: log, Metrics: reg}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)

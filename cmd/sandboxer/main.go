@@ -81,6 +81,9 @@ func main() {
 		os.Exit(2)
 	}
 	defer func() { _ = msrv.Close() }()
+	if msrv != nil {
+		log.Info("serving metrics", "url", msrv.URL())
+	}
 	cfg.Metrics = reg
 	if err := run(ctx, log, *natsURL, opts, cfg, !*noSnapshots); err != nil {
 		fmt.Fprintln(os.Stderr, "sandboxer:", err)

@@ -74,6 +74,9 @@ func main() {
 		os.Exit(2)
 	}
 	defer func() { _ = msrv.Close() }()
+	if msrv != nil {
+		log.Info("serving metrics", "url", msrv.URL())
+	}
 	if err := run(ctx, log, *natsURL, opts, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, AckWait: *ackWait, Primary: primary, Logger: log, Metrics: reg}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
