@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/redistest"
 	"github.com/ioharness/harness/pkg/ledger"
@@ -276,6 +278,15 @@ func TestTreeCeiling(t *testing.T) {
 		t.Errorf("a sub-agent of an unknown run: %v, want unknown_run", err)
 	}
 
+	// Nor may another tenant's run join it.
+	_, foreign := readingContract(t, "the child", func(c *protocol.Contract) {
+		c.Workspace.Root = rootC.Workspace.Root
+		c.Parent = "root"
+	})
+	if reply := submitAs(t, cl, "acme", foreign); reply.Error == nil || reply.Error.Code != protocol.CodeUnknownRun {
+		t.Errorf("tenant acme's sub-agent of another tenant's run: %+v, want unknown_run", reply)
+	}
+
 	_, childRaw := readingContract(t, "the child", func(c *protocol.Contract) {
 		c.Workspace.Root = rootC.Workspace.Root
 		c.Parent = "root"
@@ -325,6 +336,33 @@ func (concurrentAgent) Name() string { return "concurrent" }
 
 func (f concurrentAgent) Complete(_ context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
 	return f(req)
+}
+
+// submitAs publishes a contract on a tenant's submit subject and returns
+// the coordinator's answer.
+func submitAs(t *testing.T, cl *harness.Cluster, tenant string, contract []byte) *protocol.SubmitReply {
+	t.Helper()
+	nc := cl.Conn()
+	inbox := "_INBOX." + tenant + "." + strings.TrimPrefix(nats.NewInbox(), "_INBOX.") // a tenant hears answers in its own inboxes only
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	msg := &nats.Msg{Subject: "harness.submit." + tenant, Data: contract, Header: nats.Header{}}
+	msg.Header.Set("Harness-Reply", inbox)
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply protocol.SubmitReply
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		t.Fatal(err)
+	}
+	return &reply
 }
 
 func isCode(err error, code protocol.Code) bool {

@@ -397,6 +397,11 @@ func (c *Coordinator) treeOf(ctx context.Context, run string, contract *protocol
 	if contract.Parent == run {
 		return "", 0, protocol.FieldError(protocol.CodeInvalidField, "parent", "name another run", "a run cannot be its own parent")
 	}
+	if streams.TenantOf(contract.Parent) != streams.TenantOf(run) {
+		// Another tenant's run is as unknown to this one as a missing run.
+		return "", 0, protocol.FieldError(protocol.CodeUnknownRun, "parent", "name a run of your own",
+			"no run %s to be a sub-agent of", contract.Parent)
+	}
 	st, err := c.index.Get(ctx, contract.Parent)
 	if err != nil {
 		return "", 0, protocol.FieldError(protocol.CodeUnknownRun, "parent", "name a run that is running, or leave parent out to start a tree of its own",
