@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,4 +240,81 @@ func TestHostileSnapshotFailsTheRun(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(data, "snapshots")); len(entries) != 0 {
 		t.Errorf("a refused snapshot left %v behind", entries)
 	}
+}
+
+// TestSnapshotRunResumes stops an embedded cluster in the middle of a run
+// on a snapshot workspace and resumes the run from the same data
+// directory: it carries on in the copy it had (the first step's change
+// included), and its patch has both steps' changes.
+func TestSnapshotRunResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	data := t.TempDir()
+	write := func(path string) *protocol.Turn {
+		return &protocol.Turn{Text: "Writing " + path, ToolCalls: []protocol.ToolCall{{ID: path, Name: "write_file",
+			Arguments: json.RawMessage(`{"path":"` + path + `","content":"x\n"}`)}}}
+	}
+	first := &stalling{first: write("a.txt")}
+	a, err := harness.Start(ctx, harness.Config{DataDir: data, Provider: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := a.UploadWorkspace(ctx, t.TempDir(), snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "write two files", Workspace: protocol.Workspace{Snapshot: ref},
+		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: 5},
+		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}})
+	run, err := a.Submit(ctx, c, "resumable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		st, err := a.Status(ctx, run)
+		if err != nil || st.Step < 1 {
+			return errorf("not at step 1 yet: %+v %v", st, err)
+		}
+		return nil
+	})
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := harness.Start(ctx, harness.Config{DataDir: data, Provider: provider.NewScripted(write("b.txt"), &protocol.Turn{Text: "Done."}), NoTakeover: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	res, err := b.Resume(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished || res.Patch == nil {
+		t.Fatalf("resumed run = %s (%s), patch %+v", res.Outcome, res.Reason, res.Patch)
+	}
+	var files []string
+	for _, f := range res.Patch.Files {
+		files = append(files, f.Path+" "+f.Change)
+	}
+	if strings.Join(files, ", ") != "a.txt added, b.txt added" {
+		t.Errorf("resumed run's changes = %v, want a.txt and b.txt added", files)
+	}
+}
+
+// stalling answers its first call, then waits on every later one until
+// its process stops.
+type stalling struct {
+	first *protocol.Turn
+	calls atomic.Int32
+}
+
+func (s *stalling) Name() string { return "stalling" }
+
+func (s *stalling) Complete(ctx context.Context, _ *protocol.CompletionRequest) (*protocol.Turn, error) {
+	if s.calls.Add(1) == 1 {
+		return s.first, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
 }
