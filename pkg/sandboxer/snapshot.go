@@ -381,15 +381,23 @@ func (c *Config) snapshotDefaults() error {
 	if c.Workspaces == nil {
 		return nil
 	}
-	if c.SnapshotDir == "" {
+	chosen := c.SnapshotDir != ""
+	if !chosen {
 		c.SnapshotDir = filepath.Join(os.TempDir(), "harness-snapshots-"+c.ID)
 	}
 	dir, err := filepath.Abs(c.SnapshotDir)
-	if err != nil {
-		return fmt.Errorf("sandboxer snapshot directory %q: %w", c.SnapshotDir, err)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o700)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err != nil && chosen {
 		return fmt.Errorf("sandboxer snapshot directory: %w", err)
+	}
+	if err != nil {
+		// The default place is not writable here: serve roots only, rather
+		// than not at all.
+		c.Logger.Warn("no snapshot directory; serving no snapshot workspaces (give one with --snapshots)", "dir", dir, "err", err)
+		c.Workspaces, c.SnapshotDir = nil, ""
+		return nil
 	}
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
