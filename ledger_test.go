@@ -431,3 +431,96 @@ func TestLedgerCrashBeforeSettle(t *testing.T) {
 	checkTrace(t, recs, res)
 	checkCharged(t, l, "unsettled", recs)
 }
+
+// TestSpawnAgent has a root agent start sub-agents with spawn_agent: a
+// sub-agent works in the same workspace on the same tree ceiling, and its
+// outcome is the root's observation; one past the tree's agent cap is
+// refused, and a root without a tree budget is not offered the tool.
+func TestSpawnAgent(t *testing.T) {
+	spawn := func(id, goal string) protocol.ToolCall {
+		return protocol.ToolCall{ID: id, Name: "spawn_agent",
+			Arguments: json.RawMessage(`{"goal":"` + goal + `","verify_file":"note.go","verify_contains":"hello","max_steps":3}`)}
+	}
+	for _, tt := range []struct {
+		name       string
+		tree       *protocol.TreeBudget
+		calls      []protocol.ToolCall
+		want       protocol.Outcome
+		wantObs    []string
+		childCalls int32
+	}{
+		{"a sub-agent does its part, one past the agent cap is refused", &protocol.TreeBudget{MaxAgents: 2, MaxSteps: 10},
+			[]protocol.ToolCall{spawn("s1", "write the note"), spawn("s2", "write the note again")}, protocol.OutcomeSuccess,
+			[]string{`[child "write the note" -> success after 1 steps]`, "[spawn refused] ledger: the tree \"boss\" has all 2 agents"}, 1},
+		{"no tree budget, no sub-agents", nil, []protocol.ToolCall{spawn("s1", "write the note")}, protocol.OutcomeStepCapReached,
+			[]string{`[unknown tool] "spawn_agent" is not a tool here`}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rootC, raw := readingContract(t, "the root", func(c *protocol.Contract) {
+				c.Budget.MaxSteps = 2
+				c.Budget.Tree = tt.tree
+				c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "note.go", Needle: "hello"}}
+			})
+			var rootCalls, childCalls atomic.Int32
+			var offered atomic.Bool
+			agent := concurrentAgent(func(req *protocol.CompletionRequest) (*protocol.Turn, error) {
+				if strings.Contains(req.Messages[0].Content, "write the note") {
+					childCalls.Add(1)
+					return &protocol.Turn{Usage: protocol.Usage{InputTokens: 50, OutputTokens: 5}, ToolCalls: []protocol.ToolCall{{ID: "w1", Name: "write_file",
+						Arguments: json.RawMessage(`{"path":"note.go","content":"package calc\n\n// hello\n"}`)}}}, nil
+				}
+				if rootCalls.Add(1) == 1 {
+					for _, tool := range req.Tools {
+						if tool.Name == "spawn_agent" {
+							offered.Store(true)
+						}
+					}
+					return &protocol.Turn{Usage: protocol.Usage{InputTokens: 80, OutputTokens: 9}, ToolCalls: tt.calls}, nil
+				}
+				return readTurn(int(rootCalls.Load())), nil
+			})
+			cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			res, err := cl.RunContract(t.Context(), raw, "boss", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if offered.Load() != (tt.tree != nil) {
+				t.Errorf("spawn_agent offered = %v, want %v", offered.Load(), tt.tree != nil)
+			}
+			if res.Outcome != tt.want {
+				t.Fatalf("root = %s after %d (%s), want %s", res.Outcome, res.Steps, res.Reason, tt.want)
+			}
+			if n := childCalls.Load(); n != tt.childCalls {
+				t.Errorf("the sub-agents made %d calls, want %d", n, tt.childCalls)
+			}
+			recs, err := cl.Trace(t.Context(), "boss")
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs := recs[1].Observations
+			if len(obs) != len(tt.wantObs) {
+				t.Fatalf("observations = %+v, want %d", obs, len(tt.wantObs))
+			}
+			for i, want := range tt.wantObs {
+				if !strings.HasPrefix(obs[i].Content, want) {
+					t.Errorf("observation %d = %q, want it to begin %q", i, obs[i].Content, want)
+				}
+			}
+			if tt.childCalls == 0 {
+				return
+			}
+			child, err := cl.Status(t.Context(), "boss-s1c0")
+			if err != nil || child.Tree != "boss" || child.Parent != "boss" || child.Outcome != protocol.OutcomeSuccess {
+				t.Fatalf("sub-agent status = %+v, %v", child, err)
+			}
+			childRecs, _ := cl.Trace(t.Context(), "boss-s1c0")
+			if childRecs[0].Depth != 1 || childRecs[0].Contract.Policy == nil {
+				t.Errorf("sub-agent at depth %d with policy %v, want depth 1 under the root's policy", childRecs[0].Depth, childRecs[0].Contract.Policy)
+			}
+		})
+	}
+}

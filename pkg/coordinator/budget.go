@@ -361,16 +361,9 @@ func (c *Coordinator) treeCeiling(ctx context.Context, s *runState) (ledger.Ceil
 	if s.tree == s.run {
 		return ceilingOf(s.contract, s.started), nil
 	}
-	var root *protocol.Record
-	_, err := c.trace.Each(ctx, s.tree, func(r *protocol.Record) error {
-		root = r
-		return errFound
-	})
-	if err != nil && !errors.Is(err, errFound) {
+	root, err := c.rootOf(ctx, s)
+	if err != nil {
 		return ledger.Ceiling{}, err
-	}
-	if root == nil || root.Contract == nil {
-		return ledger.Ceiling{}, protocol.Errorf(protocol.CodeUnknownRun, "the root run %s of the tree has no trace", s.tree)
 	}
 	return ceilingOf(root.Contract, root.Time), nil
 }

@@ -92,6 +92,7 @@ func (d *driver) loop(ctx context.Context) {
 		d.finish(ctx, protocol.OutcomeFailed, err.Error())
 		return
 	}
+	d.offerSpawn(ctx)
 	defer d.close()
 	stepCtx := ctx
 	if dl := s.deadline(); !dl.IsZero() {
@@ -454,6 +455,9 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		obs.IsError = true
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, d.toolNames())
 		return obs, nil
+	}
+	if call.Name == SpawnTool {
+		return d.spawn(ctx, step, i, call), nil // no act of the policy's: the sub-agent works under this run's policy
 	}
 	v, bad := gate.Verdict(d.pol, call)
 	if bad != "" {

@@ -23,6 +23,9 @@ const (
 	// remains; EventLedger reports the ledger waiting or being rebuilt.
 	EventSpendDraw = "spend_draw"
 	EventLedger    = "ledger"
+	// EventSpawned reports a sub-agent started by spawn_agent; its target
+	// is the sub-agent's run id.
+	EventSpawned = "spawned"
 )
 
 // Event is a live notification on harness.events.<run>.<kind>. The trace is
