@@ -421,8 +421,15 @@ func (c *Coordinator) treeOf(ctx context.Context, run string, contract *protocol
 // start drives a run this coordinator holds the lease of, on its own
 // goroutine. It owns one slot, released when the driver ends.
 func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Record, last uint64, ls *lease) {
-	giveBack := func() {
-		c.leases.release(context.Background(), ls)
+	// A run left unfinished (this coordinator stopping, or its lease lost
+	// to a NATS outage) keeps its lease, to run out: another coordinator
+	// finds the run by its expired lease and takes it over. Deleting it
+	// would leave the run running with no lease, which no coordinator ever
+	// looks for.
+	giveBack := func(unfinished bool) {
+		if !unfinished {
+			c.leases.release(context.Background(), ls)
+		}
 		<-c.slots
 	}
 	c.mu.Lock()
@@ -439,18 +446,19 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 		c.mu.Lock()
 		delete(c.active, run)
 		c.mu.Unlock()
-		giveBack()
+		giveBack(true)
 		return
 	}
 	c.wg.Add(1)
 	c.stopMu.Unlock()
 	go func() {
 		defer c.wg.Done()
+		unfinished := false
 		defer func() {
 			c.mu.Lock()
 			delete(c.active, run)
 			c.mu.Unlock()
-			giveBack()
+			giveBack(unfinished)
 		}()
 		rctx, cancel := context.WithCancel(ctx)
 		held := make(chan struct{})
@@ -459,6 +467,9 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 			c.hold(rctx, cancel, ls)
 		}()
 		c.drive(rctx, run, recs, last)
+		// The driver stops early only when its context ends: the lease was
+		// lost or this coordinator is stopping.
+		unfinished = rctx.Err() != nil
 		cancel()
 		<-held // the lease is ours alone again before it is given back
 	}()
