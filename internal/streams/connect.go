@@ -66,9 +66,11 @@ func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jets
 			return
 		}
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// A whole cluster that restarted is still electing leaders when
+			// the first client is back: keep trying while it forms.
+			ctx, cancel := context.WithTimeout(context.Background(), formingWait)
 			defer cancel()
-			if err := ensureAll(ctx, *js, o); err != nil {
+			if _, err := ensureWhileForming(ctx, *js, o, log); err != nil {
 				log.Warn("ensure streams after reconnecting", "err", err)
 			}
 		}()
@@ -141,15 +143,6 @@ func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, 
 			return nil, err
 		}
 	}
-}
-
-// ensureAll ensures the streams and the pools' consumers.
-func ensureAll(ctx context.Context, js jetstream.JetStream, o Options) error {
-	a, err := Ensure(ctx, js, o.Streams)
-	if err != nil {
-		return err
-	}
-	return ensurePools(ctx, a, o.Pools)
 }
 
 func ensurePools(ctx context.Context, a *Assets, pools []string) error {
