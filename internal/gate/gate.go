@@ -63,10 +63,21 @@ func Verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string)
 	return p.CheckPath(ta.act, path), ""
 }
 
-// Allowed checks that the verification command may run: only an
-// explicit allow runs it, since a gate cannot stop to ask anyone. It
+// Allowed checks that the verification may run: a command only under an
+// explicit allow to exec it, a file_contains check only under an explicit
+// allow to read its file, since a gate cannot stop to ask anyone. It
 // returns the reason when it may not.
 func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
+	if c := v.FileContains; c != nil {
+		// The check reads the file: a file the agent may not read must not
+		// answer questions about its content either.
+		vd := p.CheckPath(policy.Read, c.Path)
+		if vd.Effect == policy.Allow {
+			return true, ""
+		}
+		return false, fmt.Sprintf("the verification reads %s, which the policy does not allow to read (%s); a verification reads only under an explicit allow",
+			c.Path, vd.Refusal())
+	}
 	if v.Command == nil {
 		return true, ""
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,8 +64,15 @@ const (
 // Steps returns the subject of a worker pool's step tasks.
 func Steps(pool string) string { return StepsPrefix + pool }
 
-// Turns returns the subject a run's turns are published on.
-func Turns(run string) string { return TurnsPrefix + run }
+// Turn returns the subject the turn of one provider call is published on:
+// harness.turns.<run>.<step>.<attempt>, so the answer to any one call can
+// be looked up exactly, whatever was published after it.
+func Turn(run string, step, attempt int) string {
+	return TurnsPrefix + run + "." + strconv.Itoa(step) + "." + strconv.Itoa(attempt)
+}
+
+// Turns returns the wildcard subject of every turn of a run.
+func Turns(run string) string { return TurnsPrefix + run + ".>" }
 
 // Trace returns the subject of a run's trace.
 func Trace(run string) string { return TracePrefix + run }
@@ -86,7 +94,10 @@ type Config struct {
 	// cluster's streams down; a three-node cluster's roles pass 3.
 	Replicas int
 	// TurnsMaxAge bounds how long a published turn is kept for a resume
-	// that needs it; default 7 days. The trace keeps turns forever.
+	// that needs it; default 24 hours. A turn is needed only until its
+	// step commits (the trace keeps it from then on), so this is how long
+	// a run may wait, mid-step, for a coordinator before its in-flight
+	// call is made again.
 	TurnsMaxAge time.Duration
 }
 
@@ -135,7 +146,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 	r := cfg.Replicas
 	turnsAge := cfg.TurnsMaxAge
 	if turnsAge == 0 {
-		turnsAge = 7 * 24 * time.Hour
+		turnsAge = 24 * time.Hour
 	}
 	a := Assets{nc: js.Conn()}
 	var err error
@@ -172,7 +183,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		MaxAge:            turnsAge,
-		MaxMsgsPerSubject: 4,
+		MaxMsgsPerSubject: 1,
 		Duplicates:        2 * time.Minute,
 		MaxMsgSize:        8 << 20,
 		Replicas:          r,

@@ -180,13 +180,13 @@ func (d *driver) countRefusal(err error) {
 // charge (the reservation was lost with the tree and the tree is full) is
 // logged: the provider was paid, the trace says so, and the next rebuild
 // counts it.
-func (d *driver) settle(ctx context.Context, step int, key string, turn *protocol.Turn, cost *protocol.Cost) protocol.Draw {
+func (d *driver) settle(ctx context.Context, step int, key string, turn *protocol.Turn, cost *protocol.Cost) (draw protocol.Draw, replayed bool) {
 	fault.Hit(fault.BeforeSettle)
 	s := d.s
 	actual := ledger.Usage{InputTokens: turn.Usage.InputTokens, OutputTokens: turn.Usage.OutputTokens, CostMicros: cost.Micros, Steps: 1}
-	draw := protocol.Draw{Key: key, Spend: spendOf(actual)}
+	draw = protocol.Draw{Key: key, Spend: spendOf(actual)}
 	var st ledger.Settlement
-	err := d.withLedger(ctx, "settle", func() error {
+	err := d.afterCall(ctx, "settle", func(ctx context.Context) error {
 		var err error
 		st, err = d.c.ledger.Settle(ctx, s.tree, key, actual)
 		if errors.Is(err, ledger.ErrReservationUnknown) {
@@ -201,14 +201,15 @@ func (d *driver) settle(ctx context.Context, step int, key string, turn *protoco
 	if err != nil {
 		d.c.metrics.LedgerDraw(metrics.DrawFailed)
 		d.log.Warn("the ledger did not take a call's charge; the trace keeps it", "key", key, "err", err)
-		return draw
+		return draw, false
 	}
 	d.c.metrics.LedgerDraw(metrics.DrawSettled)
+	draw.Spend = spendOf(st.Charged) // a replay's first charge, which is what the ledger holds
 	b := d.budgetsOf(st.Balance)
 	b.Drawn = &draw.Spend
 	s.budgets = b
 	d.c.emit(s.run, step, protocol.EventSpendDraw, &protocol.Event{Tokens: actual.Tokens(), Budgets: b})
-	return draw
+	return draw, st.Replayed
 }
 
 // chargeLost charges the calls a step task's earlier deliveries may have
@@ -221,7 +222,7 @@ func (d *driver) chargeLost(ctx context.Context, step int, key string, deliverie
 	for n := 1; n < deliveries; n++ {
 		lost := fmt.Sprintf("%s.lost%d", key, n)
 		var st ledger.Settlement
-		err := d.withLedger(ctx, "charge a lost call", func() error {
+		err := d.afterCall(ctx, "charge a lost call", func(ctx context.Context) error {
 			if _, err := d.c.ledger.Reserve(ctx, ledger.Reservation{Tree: s.tree, Agent: s.run, Key: lost, Estimate: estimate}); err != nil {
 				return err
 			}
@@ -230,6 +231,9 @@ func (d *driver) chargeLost(ctx context.Context, step int, key string, deliverie
 			return err
 		})
 		draw := protocol.Draw{Key: lost, Spend: spendOf(estimate)}
+		if err == nil {
+			draw.Spend = spendOf(st.Charged) // a replay's first charge, which is what the ledger holds
+		}
 		d.draws = append(d.draws, draw)
 		if err != nil {
 			d.log.Warn("the ledger did not take a lost call's charge; the trace keeps it", "key", lost, "err", err)
@@ -246,14 +250,14 @@ func (d *driver) chargeLost(ctx context.Context, step int, key string, deliverie
 // release gives back a reservation whose call did not happen or failed
 // without usage.
 func (d *driver) release(ctx context.Context, key string) {
-	err := d.withLedger(ctx, "release", func() error {
+	err := d.afterCall(ctx, "release", func(ctx context.Context) error {
 		err := d.c.ledger.Release(ctx, d.s.tree, key)
 		if errors.Is(err, ledger.ErrReservationUnknown) {
 			return nil
 		}
 		return err
 	})
-	if err != nil && ctx.Err() == nil {
+	if err != nil {
 		d.c.metrics.LedgerDraw(metrics.DrawFailed)
 		d.log.Warn("release a reservation", "key", key, "err", err)
 		return
@@ -261,6 +265,20 @@ func (d *driver) release(ctx context.Context, key string) {
 	if err == nil {
 		d.c.metrics.LedgerDraw(metrics.DrawReleased)
 	}
+}
+
+// afterCall runs a ledger operation that accounts for a call already made
+// or given up (settle, release, a lost call's charge) with withLedger, on
+// ctx while it lasts: when the run's clock or the coordinator's life ends
+// first, the books are still kept, with a few seconds of its own.
+func (d *driver) afterCall(ctx context.Context, what string, op func(context.Context) error) error {
+	err := d.withLedger(ctx, what, func() error { return op(ctx) })
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return d.withLedger(dctx, what, func() error { return op(dctx) })
 }
 
 // estimate is what a provider call may use at most: the request's size in
@@ -335,7 +353,11 @@ func (d *driver) rebuild(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	spent := map[string]ledger.Usage{s.run: usageOf(s.spent)}
+	own := s.spent
+	for _, dr := range d.draws {
+		own = own.Add(dr.Spend) // settled, not yet committed: the trace will have them
+	}
+	spent := map[string]ledger.Usage{s.run: usageOf(own)}
 	if err := d.c.treeSpend(ctx, s.tree, s.run, spent); err != nil {
 		return err
 	}

@@ -332,6 +332,18 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	run := c.runIDOf(msg)
+	c.mu.Lock()
+	driving := c.active[run]
+	c.mu.Unlock()
+	if driving {
+		// Submitted again (a replayed spawn past the duplicate window):
+		// the run is in hand here, and taking its lease again would stop
+		// its driver.
+		c.respond(reply, &protocol.SubmitReply{Run: run})
+		_ = msg.Ack()
+		<-c.slots
+		return
+	}
 	ls, err := c.leases.acquire(ctx, run)
 	if err != nil {
 		// Another coordinator holds the run. If it got as far as starting
@@ -624,6 +636,9 @@ func (c *Coordinator) runIDOf(msg jetstream.Msg) string {
 		id = meta.Timestamp.UTC().Format("20060102-150405") + "-s" + strconv.FormatUint(meta.Sequence.Stream, 10)
 	}
 	if tenant, ok := streams.SubmitTenant(msg.Subject()); ok {
+		if strings.HasPrefix(id, streams.TenantRun(tenant, "")) {
+			return id // already the tenant's: a sub-agent's id, submitted by its parent's coordinator
+		}
 		return streams.TenantRun(tenant, id)
 	}
 	return id

@@ -38,6 +38,11 @@ type driver struct {
 	// reservations are held without an answer yet to their keys.
 	draws     []protocol.Draw
 	unsettled map[int]string
+	// spawning is set when the run was offered spawn_agent.
+	spawning bool
+	// recovering is set until the driver's first step: a previous driver
+	// may have left turns of it.
+	recovering bool
 }
 
 // drive carries a run from the state its trace records to its outcome.
@@ -58,7 +63,7 @@ func (c *Coordinator) drive(ctx context.Context, run string, recs []protocol.Rec
 		c.indexFinished(ctx, s)
 		return
 	}
-	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16)}
+	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16), recovering: true}
 	if err := d.compilePolicy(); err != nil {
 		log.Error("compile the run's policy", "err", err)
 		return
@@ -262,26 +267,29 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 	s := d.s
 	d.draws, d.unsettled = nil, map[int]string{}
 	defer func() {
-		for _, key := range d.unsettled {
-			d.release(ctx, key) // no answer came for it: nothing was drawn that anyone knows of
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The run's time is up, and no worker starts a call past it.
+			for _, key := range d.unsettled {
+				d.release(ctx, key)
+			}
 		}
+		// Otherwise an attempt that got no answer stays reserved: its task
+		// may still be in a worker's hands. Its answer is charged if it
+		// comes while the run goes on; if not, the reservation ages out.
 	}()
 	attempt := 1
-	if tr := d.lastTurn(ctx); tr != nil && tr.Step == step {
-		if tr.Turn != nil {
-			d.log.Info("reusing durable turn", "step", step, "attempt", tr.Attempt)
-			// Settled already if the driver that got it lived that long:
-			// a replay then charges nothing more.
-			d.draws = append(d.draws, d.settle(ctx, step, protocol.StepKey(s.run, step, tr.Attempt), tr.Turn, d.cost(tr.Turn)))
+	if d.recovering {
+		d.recovering = false
+		tr, next := d.recover(ctx, step)
+		if tr != nil {
 			return tr.Turn, nil
 		}
-		attempt = tr.Attempt + 1
-		d.release(ctx, protocol.StepKey(s.run, step, tr.Attempt)) // failed without usage; its driver may have died first
+		attempt = next
 	}
 	retries := 0
 	for {
 		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: attempt, Request: *s.request(d.tools), Deadline: s.deadline(),
-			Policy: d.pol.Protocol()}
+			Policy: d.pol.Protocol(), Expires: time.Now().Add(d.c.cfg.TurnTimeout)}
 		data, err := json.Marshal(task)
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeInternal, "encode step task: %s", err.Error())
@@ -320,7 +328,8 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 		delete(d.unsettled, attempt)
 		d.chargeLost(ctx, step, key, tr.Deliveries, estimate)
 		if tr.Error == nil && tr.Turn != nil {
-			d.draws = append(d.draws, d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn)))
+			draw, _ := d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn))
+			d.draws = append(d.draws, draw)
 			return tr.Turn, nil
 		}
 		d.release(ctx, key)
@@ -360,7 +369,7 @@ func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, k
 		case <-timer.C:
 			return nil, errors.New("turn timeout")
 		case <-tick.C:
-			if tr := d.lastTurn(ctx); tr != nil && tr.Step == step && tr.Attempt == attempt {
+			if tr := d.turnOf(ctx, step, attempt); tr != nil {
 				return tr, nil
 			}
 			if _, err := d.c.js.PublishMsg(ctx, task, jetstream.WithMsgID(key)); err != nil {
@@ -375,31 +384,81 @@ func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, k
 			if tr.Step == step && tr.Attempt == attempt {
 				return &tr, nil
 			}
-			if key, ok := d.unsettled[tr.Attempt]; ok && tr.Step == step {
-				// An earlier attempt's answer, late: the provider was paid
-				// for it, so it is charged, once, under its own key.
+			if tr.Step > step || (tr.Step == step && tr.Attempt >= attempt) {
+				continue
+			}
+			if tr.Step == step {
 				delete(d.unsettled, tr.Attempt)
-				if tr.Turn != nil {
-					d.draws = append(d.draws, d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn)))
-				} else {
-					d.release(ctx, key)
-				}
+			}
+			// An earlier attempt's answer, late: the provider was paid for
+			// it, so it is charged under its own key, once (a turn heard
+			// twice, or charged by an earlier driver, is a replay).
+			key := protocol.StepKey(d.s.run, tr.Step, tr.Attempt)
+			if tr.Turn == nil {
+				d.release(ctx, key)
+			} else if draw, replayed := d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn)); !replayed {
+				d.draws = append(d.draws, draw)
 			}
 		}
 	}
 }
 
-// lastTurn returns the run's last durable turn, or nil.
-func (d *driver) lastTurn(ctx context.Context) *protocol.TurnResult {
-	m, err := d.c.assets.Turns.GetLastMsgForSubject(ctx, streams.Turns(d.s.run))
+// turnOf returns the durable turn of one attempt of a step, or nil.
+func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnResult {
+	m, err := d.c.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(d.s.run, step, attempt))
 	if err != nil {
 		return nil
 	}
 	var tr protocol.TurnResult
-	if json.Unmarshal(m.Data, &tr) != nil {
+	if err := json.Unmarshal(m.Data, &tr); err != nil {
 		return nil
 	}
 	return &tr
+}
+
+// recover finds what a previous driver of the run left of the step it
+// was in: the durable turns of its attempts. The step acts on the turn of
+// the highest attempt that has one, as that driver did (it only ever
+// waited for its latest attempt); every other answered attempt is charged,
+// and every failed one released. It returns that turn, or nil and the
+// attempt to make next.
+func (d *driver) recover(ctx context.Context, step int) (*protocol.TurnResult, int) {
+	s := d.s
+	var found []*protocol.TurnResult
+	for a, misses := 1, 0; misses < 2; a++ { // tolerate one attempt that never got an answer
+		tr := d.turnOf(ctx, step, a)
+		if tr == nil {
+			misses++
+			continue
+		}
+		misses = 0
+		found = append(found, tr)
+	}
+	var use *protocol.TurnResult
+	next := 1
+	for _, tr := range found {
+		if tr.Turn != nil {
+			use = tr
+		}
+		next = tr.Attempt + 1
+	}
+	for _, tr := range found {
+		key := protocol.StepKey(s.run, step, tr.Attempt)
+		if tr.Turn == nil {
+			d.release(ctx, key)
+			continue
+		}
+		// Settled already if the driver that got it lived that long: a
+		// replay then charges nothing more, and the draw is recorded
+		// with this step, which that driver never committed.
+		draw, _ := d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn))
+		d.draws = append(d.draws, draw)
+		d.chargeLost(ctx, step, key, tr.Deliveries, usageOf(draw.Spend))
+	}
+	if use != nil {
+		d.log.Info("reusing durable turn", "step", step, "attempt", use.Attempt)
+	}
+	return use, next
 }
 
 // open finds a sandboxer that serves the run's workspace, asking again
@@ -456,7 +515,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, d.toolNames())
 		return obs, nil
 	}
-	if call.Name == SpawnTool {
+	if call.Name == SpawnTool && d.spawning {
 		return d.spawn(ctx, step, i, call), nil // no act of the policy's: the sub-agent works under this run's policy
 	}
 	v, bad := gate.Verdict(d.pol, call)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -64,7 +65,11 @@ func (c *Coordinator) rootOf(ctx context.Context, s *runState) (*protocol.Record
 // snapshot is one run's own copy).
 func (d *driver) offerSpawn(ctx context.Context) {
 	s := d.s
-	if s.contract.Workspace.Root == "" || d.offers(SpawnTool) {
+	if s.contract.Workspace.Root == "" {
+		return
+	}
+	if d.offers(SpawnTool) {
+		d.log.Warn("the sandboxer offers a tool named " + SpawnTool + "; not offering sub-agents")
 		return
 	}
 	root := &protocol.Record{Contract: s.contract, Time: s.started}
@@ -82,6 +87,7 @@ func (d *driver) offerSpawn(ctx context.Context) {
 	c := ceilingOf(root.Contract, root.Time)
 	if c.Agents > 1 && s.depth < c.Depth {
 		d.tools = append(d.tools, spawnSpec)
+		d.spawning = true
 	}
 }
 
@@ -107,20 +113,40 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	child.Task = a.Goal
 	child.Parent = s.run
 	child.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: a.VerifyFile, Needle: a.VerifyContains}}
-	child.Budget = protocol.Budget{MaxSteps: s.contract.Budget.MaxSteps, MaxWall: s.contract.Budget.MaxWall,
-		MaxTokens: s.contract.Budget.MaxTokens, MaxCostMicros: s.contract.Budget.MaxCostMicros}
-	if a.MaxSteps > 0 && a.MaxSteps < child.Budget.MaxSteps {
-		child.Budget.MaxSteps = a.MaxSteps
+	if ok, why := gate.Allowed(d.pol, child.Verification); !ok {
+		// The check would tell the model about a file it may not read.
+		obs.Content = "[spawn refused] " + why
+		return obs
 	}
+	child.Budget = d.childBudget(a.MaxSteps)
+	data, err := json.Marshal(&child)
+	if err == nil {
+		_, err = protocol.DecodeContract(data) // refused here, not after a submission a replay would take for a start
+	}
+	if err != nil {
+		obs.Content = "[spawn error] " + err.Error()
+		return obs
+	}
+	// The sub-agent's id, and its submission's message id, is the whole
+	// id of the spawning call, tenant prefix included, so two tenants'
+	// runs never share one.
+	run := protocol.RunIDFor(fmt.Sprintf("%s-s%dc%d", s.run, step, i))
 	tenant := streams.TenantOf(s.run)
-	local := strings.TrimPrefix(s.run, "t-"+tenant+"-")
-	id := fmt.Sprintf("%s-s%dc%d", local, step, i)
-	run := protocol.RunIDFor(id)
-	if tenant != "" {
-		run = streams.TenantRun(tenant, run)
+	if tenant != "" && !strings.HasPrefix(run, streams.TenantRun(tenant, "")) {
+		run = streams.TenantRun(tenant, run) // a long id hashed: keep it the tenant's
 	}
-	if err := d.submitChild(ctx, tenant, id, &child); err != nil {
+	if err := d.submitChild(ctx, tenant, run, data); err != nil {
 		obs.Content = "[spawn error] the sub-agent could not be started: " + err.Error()
+		return obs
+	}
+	// Checked here, the contract cannot be refused by the coordinator
+	// that takes it, so nobody waits for its answer: the sub-agent shows
+	// up in the run index.
+	wctx, cancel := context.WithTimeout(ctx, d.c.cfg.OpenTimeout)
+	_, err = d.c.index.Wait(wctx, run, func(*protocol.RunState) bool { return true })
+	cancel()
+	if err != nil {
+		obs.Content = fmt.Sprintf("[spawn error] no coordinator took the sub-agent within %s; it stays queued and may yet start", d.c.cfg.OpenTimeout.Round(time.Second))
 		return obs
 	}
 	d.c.emit(s.run, step, protocol.EventSpawned, &protocol.Event{Tool: SpawnTool, Target: run, Text: clip(a.Goal, 200)})
@@ -144,46 +170,36 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	return obs
 }
 
-// submitChild submits a sub-agent's contract under id and waits for a
-// coordinator to take it. A duplicate submission (the spawning step
-// replayed) is the same sub-agent.
-func (d *driver) submitChild(ctx context.Context, tenant, id string, c *protocol.Contract) error {
-	data, err := json.Marshal(c)
-	if err != nil {
-		return err
+// childBudget is a sub-agent's own budget: no more steps than asked or
+// than its parent's, what is left of its parent's own token and cost caps
+// (the tree's ceiling holds for both anyway), and its parent's deadline.
+func (d *driver) childBudget(steps int) protocol.Budget {
+	p := d.s.contract.Budget
+	b := protocol.Budget{MaxSteps: p.MaxSteps}
+	if steps > 0 && steps < b.MaxSteps {
+		b.MaxSteps = steps
 	}
-	inbox := streams.InboxPrefix + nats.NewInbox()[len(streams.InboxPrefix):]
+	if p.MaxTokens > 0 {
+		b.MaxTokens = max(p.MaxTokens-d.s.spent.Tokens(), 1)
+	}
+	if p.MaxCostMicros > 0 {
+		b.MaxCostMicros = max(p.MaxCostMicros-d.s.spent.CostMicros, 1)
+	}
+	if dl := d.s.deadline(); !dl.IsZero() {
+		b.MaxWall = protocol.Duration(max(time.Until(dl), time.Millisecond))
+	}
+	return b
+}
+
+// submitChild submits a sub-agent's contract under id, on its tenant's
+// subject, with id as the message id: a step replayed within the submit
+// stream's duplicate window submits nothing new, and one replayed later is
+// answered by the coordinator that holds the sub-agent.
+func (d *driver) submitChild(ctx context.Context, tenant, id string, data []byte) error {
 	subject := streams.SubjectSubmit
 	if tenant != "" {
-		inbox = streams.InboxPrefix + tenant + "." + nats.NewInbox()[len(streams.InboxPrefix):]
 		subject = streams.SubmitTenantPrefix + tenant
 	}
-	sub, err := d.c.nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(streams.HeaderReply, inbox)
-	ack, err := d.c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
-	if err != nil {
-		return err
-	}
-	if ack.Duplicate {
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, d.c.cfg.OpenTimeout)
-	defer cancel()
-	m, err := sub.NextMsgWithContext(wctx)
-	if err != nil {
-		return fmt.Errorf("no coordinator took it within %s", d.c.cfg.OpenTimeout.Round(time.Second))
-	}
-	var reply protocol.SubmitReply
-	if err := json.Unmarshal(m.Data, &reply); err != nil {
-		return err
-	}
-	if reply.Error != nil {
-		return reply.Error
-	}
-	return nil
+	_, err := d.c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(id))
+	return err
 }

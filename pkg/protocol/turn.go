@@ -98,6 +98,10 @@ type StepTask struct {
 	// Deadline is when the run's wall clock runs out; zero for none. A
 	// worker does not start a call it cannot finish before it.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Expires is when the coordinator stops waiting for this attempt and
+	// publishes the next; zero for never. A worker does not start a call
+	// for an expired task: nobody holds a reservation for it any more.
+	Expires time.Time `json:"expires,omitzero"`
 	// Policy is the run's policy: a worker checks net on its provider's
 	// endpoints against it before calling (an explicit deny refuses).
 	Policy *Policy `json:"policy,omitempty"`
@@ -111,7 +115,7 @@ func StepKey(run string, step, attempt int) string {
 	return fmt.Sprintf("%s.%d.%d", run, step, attempt)
 }
 
-// TurnResult is what a worker publishes on harness.turns.<run>: the turn, or
+// TurnResult is what a worker publishes on harness.turns.<run>.<step>.<attempt>: the turn, or
 // the typed error that stopped it.
 type TurnResult struct {
 	Run       string `json:"run"`

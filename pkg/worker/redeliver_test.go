@@ -82,9 +82,17 @@ func TestRedeliveredTask(t *testing.T) {
 		t.Fatalf("the first worker took %d tasks, want 2", n)
 	}
 	first, _ := json.Marshal(&protocol.TurnResult{Run: "r1", Step: 1, Attempt: 1, Turn: &protocol.Turn{Text: "first"}, Worker: "dead"})
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turns("r1"), Data: first}, jetstream.WithMsgID(answered.Key())); err != nil {
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turn("r1", 1, 1), Data: first}, jetstream.WithMsgID(answered.Key())); err != nil {
 		t.Fatal(err)
 	}
+	// The run moved on before the task came back: its next step's turn is
+	// out too.
+	next, _ := json.Marshal(&protocol.TurnResult{Run: "r1", Step: 2, Attempt: 1, Turn: &protocol.Turn{Text: "next"}, Worker: "other"})
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turn("r1", 2, 1), Data: next}, jetstream.WithMsgID("r1.2.1")); err != nil {
+		t.Fatal(err)
+	}
+	// A task the coordinator gave up on before any worker took it.
+	publish(&protocol.StepTask{Run: "r3", Step: 1, Attempt: 1, Request: *request(), Expires: time.Now().Add(-time.Second)})
 
 	turns := make(chan *nats.Msg, 4)
 	sub, err := nc.ChanSubscribe(streams.TurnsPrefix+">", turns)
@@ -113,7 +121,7 @@ func TestRedeliveredTask(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the lost task was never answered again")
 	}
-	// Both tasks leave the queue; only the lost one cost a call.
+	// Every task leaves the queue; only the lost one cost a call.
 	waitFor := time.Now().Add(10 * time.Second)
 	for {
 		info, err := assets.Steps.Info(ctx)

@@ -1,7 +1,7 @@
 // Package worker runs provider turns for harness. A worker takes step tasks
 // from the pools it serves (harness.steps.<pool>), calls its provider once
 // per task, publishes the turn, or the typed error that stopped it, on
-// harness.turns.<run> through JetStream, and only then acknowledges the
+// harness.turns.<run>.<step>.<attempt> through JetStream, and only then acknowledges the
 // task. So a turn is durable before any coordinator acts on it, and a worker
 // that dies mid-call leaves its task to be redelivered to another.
 //
@@ -286,6 +286,13 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	w.inflight.Add(1)
 	defer w.inflight.Add(-1)
 	log := w.log.With("run", task.Run, "step", task.Step, "attempt", task.Attempt)
+	if !task.Expires.IsZero() && time.Now().After(task.Expires) {
+		// The coordinator gave up on this attempt and asked again: a call
+		// now would be one nobody reserved or waits for.
+		log.Info("the step task expired before a worker took it; dropping it")
+		_ = msg.TermWithReason("expired")
+		return
+	}
 	deliveries := 1
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
 		// An earlier delivery may have got as far as publishing the turn
@@ -329,7 +336,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	if _, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turns(task.Run), Data: data},
+	if _, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turn(task.Run, task.Step, task.Attempt), Data: data},
 		jetstream.WithMsgID(task.Key())); err != nil {
 		log.Warn("publish turn; the task will be redelivered", "err", err)
 		_ = msg.NakWithDelay(time.Second)
@@ -351,15 +358,8 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 // answered reports whether the turn of task's attempt is already in the
 // turns stream.
 func (w *Worker) answered(ctx context.Context, task *protocol.StepTask) bool {
-	m, err := w.assets.Turns.GetLastMsgForSubject(ctx, streams.Turns(task.Run))
-	if err != nil {
-		return false
-	}
-	var tr protocol.TurnResult
-	if json.Unmarshal(m.Data, &tr) != nil {
-		return false
-	}
-	return tr.Step == task.Step && tr.Attempt == task.Attempt
+	_, err := w.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(task.Run, task.Step, task.Attempt))
+	return err == nil
 }
 
 // call runs the provider for a task, bounded by the call timeout and the
