@@ -430,6 +430,11 @@ func TestLedgerCrashBeforeSettle(t *testing.T) {
 	}
 	checkTrace(t, recs, res)
 	checkCharged(t, l, "unsettled", recs)
+	// The second step acts on the call made before the crash: no new
+	// attempt, so no second payment.
+	if d := recs[2].Draws; len(d) != 1 || d[0].Key != "unsettled.2.1" {
+		t.Errorf("step 2 draws %+v, want the one call unsettled.2.1", d)
+	}
 }
 
 // TestSpawnAgent has a root agent start sub-agents with spawn_agent: a

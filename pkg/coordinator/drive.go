@@ -151,7 +151,7 @@ func (d *driver) loop(ctx context.Context) {
 		}
 		stalled, stallWhy := s.stalled(rec)
 		fault.Hit(fault.BeforeCommit)
-		if err := d.w.Append(ctx, d.c.slim(ctx, rec)); err != nil {
+		if err := d.append(ctx, d.c.slim(ctx, rec)); err != nil {
 			if errors.Is(err, protocol.ErrFenced) {
 				d.log.Warn("run taken over; stopping", "step", step)
 				return
@@ -400,6 +400,32 @@ func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, k
 				d.draws = append(d.draws, draw)
 			}
 		}
+	}
+}
+
+// appendWindow bounds how long a record's append is retried while the
+// trace does not answer: a stream electing a new leader after a node died,
+// or a server restarting.
+const appendWindow = 2 * time.Minute
+
+// append commits a record to the run's trace, trying again while the trace
+// stream does not answer, within appendWindow and ctx. A retry cannot write
+// twice (the writer's message id) nor past another writer (fencing), so
+// only protocol.ErrFenced, the end of ctx, or a stream that stays silent
+// ends it.
+func (d *driver) append(ctx context.Context, rec *protocol.Record) error {
+	deadline := time.Now().Add(appendWindow)
+	wait := 100 * time.Millisecond
+	for {
+		err := d.w.Append(ctx, rec)
+		if err == nil || errors.Is(err, protocol.ErrFenced) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		d.log.Warn("append to the trace; trying again", "kind", rec.Kind, "step", rec.Step, "err", err)
+		if serr := sleep(ctx, wait); serr != nil {
+			return err
+		}
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 
@@ -716,7 +742,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 		}
 	}
 	fault.Hit(fault.BeforeCommit)
-	if err := d.w.Append(ctx, d.c.slim(ctx, rec)); err != nil {
+	if err := d.append(ctx, d.c.slim(ctx, rec)); err != nil {
 		d.log.Error("record decision", "approval", ap.ID, "err", err)
 		return false
 	}
@@ -833,7 +859,7 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 	}
 	why := fmt.Sprintf("waiting for a person to approve %s %q: harness approve %s or harness deny %s --reason ...", p.Act, p.Target, id, id)
 	rec := &protocol.Record{Kind: protocol.RecordPaused, Step: s.step, Approval: id, Outcome: protocol.OutcomeAwaitingApproval, Reason: why}
-	if err := d.w.Append(ctx, rec); err != nil {
+	if err := d.append(ctx, rec); err != nil {
 		d.log.Error("record the pause", "err", err)
 		return false
 	}
@@ -854,7 +880,7 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 	// Draws of a step that will never commit are kept with the outcome.
 	rec := &protocol.Record{Kind: protocol.RecordFinished, Step: s.step, Outcome: o, Reason: why, Tokens: s.tokens, Draws: d.draws}
 	rec.Patch = d.collect(ctx) // what the run changed in a snapshot workspace
-	if err := d.w.Append(ctx, rec); err != nil {
+	if err := d.append(ctx, rec); err != nil {
 		d.log.Error("record outcome", "outcome", o, "err", err)
 		return
 	}
