@@ -37,7 +37,7 @@ func Connect(ctx context.Context, url string, opts ...nats.Option) (*Client, err
 	opts = append([]nats.Option{nats.Name("harness-client"), nats.MaxReconnects(-1)}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", streams.Redact(url), err)
 	}
 	c, err := NewClient(ctx, nc)
 	if err != nil {

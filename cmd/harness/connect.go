@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -46,19 +45,6 @@ func natsAuth(env *environ) (streams.Auth, []nats.Option, error) {
 	return auth, opts, err
 }
 
-// authWho names the credentials offered, never the secret.
-func authWho(a streams.Auth) string {
-	switch {
-	case a.User != "":
-		return fmt.Sprintf("user %q", a.User)
-	case a.CredsFile != "":
-		return "the creds in " + a.CredsFile
-	case a.NKeyFile != "":
-		return "the nkey in " + a.NKeyFile
-	}
-	return "a connection without credentials"
-}
-
 // client connects to the cluster a command talks to: --nats or $NATS_URL if
 // given; else the harness process serving the data directory, if one is
 // up; else an embedded server opened on the data directory itself. The
@@ -79,15 +65,19 @@ func clientFor(ctx context.Context, env *environ, natsURL, dir string) (*harness
 		if err != nil {
 			return nil, nil, false, err
 		}
-		c, err := harness.Connect(ctx, natsURL, append(opts, nats.Timeout(5*time.Second))...)
-		if errors.Is(err, nats.ErrAuthorization) {
-			return nil, nil, false, fmt.Errorf("the NATS server at %s refused %s: set NATS_USER and NATS_PASSWORD (or NATS_PASSWORD_FILE), or --nats-creds FILE: %w",
-				streams.Redact(natsURL), authWho(auth), err)
-		}
+		opts = append([]nats.Option{nats.Name("harness-client"), nats.MaxReconnects(-1), nats.Timeout(5 * time.Second)}, opts...)
+		nc, err := nats.Connect(natsURL, opts...)
 		if err != nil {
+			// Which credentials were refused, or which TLS flag to set;
+			// never the password.
+			return nil, nil, false, auth.ExplainConnect(streams.Redact(natsURL), err)
+		}
+		c, err := harness.NewClient(ctx, nc)
+		if err != nil {
+			nc.Close()
 			return nil, nil, false, err
 		}
-		return c, c.Close, false, nil
+		return c, nc.Close, false, nil
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, "server.json")); err == nil {
 		var s struct{ URL string }

@@ -43,9 +43,10 @@ type Options struct {
 //
 // Errors: bad credentials (the server's authorization violation, with
 // which credentials were offered but never the secret); unreadable
-// credential or CA files; the server cannot be reached; JetStream is not
-// enabled; a *PermissionError when the credentials may not do what the
-// role needs.
+// credential or CA files; a TLS failure, saying which flag or environment
+// variable to set (see Auth.ExplainConnect); the server cannot be reached;
+// JetStream is not enabled; a *PermissionError when the credentials may
+// not do what the role needs.
 func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jetstream.JetStream, *Assets, error) {
 	log := o.Logger
 	if log == nil {
@@ -97,7 +98,7 @@ func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jets
 	opts = append(opts, o.NATS...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, nil, nil, o.Auth.explainConnect(Redact(url), err)
+		return nil, nil, nil, o.Auth.ExplainConnect(Redact(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
