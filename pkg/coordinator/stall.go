@@ -12,7 +12,8 @@ import (
 // folded from its committed steps (io-harness 0.17 §2.14 semantics, but
 // rebuilt on resume rather than forgotten).
 type stallState struct {
-	window  []string // signatures of the unproductive steps so far
+	window  []string        // signatures of the unproductive steps so far
+	seen    map[string]bool // the same signatures, so a repeat is found without a scan; built by fold
 	replans int
 }
 
@@ -24,32 +25,69 @@ const (
 	stallStopped
 )
 
-// nextStall folds one step into the stall state. A step that wrote or
-// edited a file (and changed its bytes) clears the window; otherwise its
-// signature joins it, and once the window is full and the signature
-// repeats one already in it, the run is told to re-plan, up to MaxReplans
-// times, then stopped. A command never counts as change: its effect is
-// unknown.
+// check says what folding one step into the stall state would decide,
+// without folding it. A step that wrote or edited a file (and changed its
+// bytes) is fine and clears the window; otherwise its signature joins it,
+// and once the window is full and the signature repeats one already in
+// it, the run is told to re-plan, up to MaxReplans times, then stopped. A
+// command never counts as change: its effect is unknown.
 //
 // It also returns the signatures of the window that led to a re-plan or a
-// stop, for the directive and the reason.
-func nextStall(st stallState, spec *protocol.StallSpec, rec *protocol.Record) (stallState, stallVerdict, []string) {
-	if spec == nil || spec.Window == 0 || rec.Turn == nil {
-		return st, stallFine, nil
-	}
-	if changedFiles(rec) {
-		return stallState{replans: st.replans}, stallFine, nil
+// stop, for the directive and the reason. It costs the same whatever the
+// window holds, so folding a long trace stays linear.
+func (st *stallState) check(spec *protocol.StallSpec, rec *protocol.Record) (stallVerdict, []string) {
+	if spec == nil || spec.Window == 0 || rec.Turn == nil || changedFiles(rec) {
+		return stallFine, nil
 	}
 	sig := signature(rec.Turn)
-	repeats := slices.Contains(st.window, sig)
-	next := stallState{window: append(slices.Clone(st.window), sig), replans: st.replans}
-	if len(next.window) < spec.Window || !repeats {
-		return next, stallFine, nil
+	if len(st.window)+1 < spec.Window || !st.has(sig) {
+		return stallFine, nil
 	}
-	if next.replans < spec.MaxReplans {
-		return stallState{replans: next.replans + 1}, stallReplan, next.window
+	tried := append(slices.Clone(st.window), sig)
+	if st.replans < spec.MaxReplans {
+		return stallReplan, tried
 	}
-	return next, stallStopped, next.window
+	return stallStopped, tried
+}
+
+func (st *stallState) has(sig string) bool {
+	if st.seen == nil {
+		return slices.Contains(st.window, sig)
+	}
+	return st.seen[sig]
+}
+
+// fold folds one committed step into the stall state, in place, as check
+// decides.
+func (st *stallState) fold(spec *protocol.StallSpec, rec *protocol.Record) {
+	v, _ := st.check(spec, rec)
+	switch {
+	case spec == nil || spec.Window == 0 || rec.Turn == nil:
+	case changedFiles(rec):
+		st.window, st.seen = nil, nil
+	case v == stallReplan:
+		st.window, st.seen = nil, nil
+		st.replans++
+	default:
+		if st.seen == nil {
+			st.seen = make(map[string]bool, len(st.window)+1)
+			for _, w := range st.window {
+				st.seen[w] = true
+			}
+		}
+		sig := signature(rec.Turn)
+		st.window = append(st.window, sig)
+		st.seen[sig] = true
+	}
+}
+
+// nextStall is check and fold as one pure function: the state after rec,
+// the verdict, and the signatures behind it. st is left as it was.
+func nextStall(st stallState, spec *protocol.StallSpec, rec *protocol.Record) (stallState, stallVerdict, []string) {
+	v, tried := st.check(spec, rec)
+	next := stallState{window: slices.Clone(st.window), replans: st.replans}
+	next.fold(spec, rec)
+	return next, v, tried
 }
 
 // changedFiles reports whether a step's writes or edits changed a file.

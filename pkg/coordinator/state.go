@@ -72,7 +72,7 @@ func (s *runState) apply(rec *protocol.Record) error {
 			s.cost = rec.Cost.TotalMicros
 		}
 		s.spent = s.spent.Add(drawn(rec))
-		s.stall, _, _ = nextStall(s.stall, s.contract.Stall, rec)
+		s.stall.fold(s.contract.Stall, rec)
 		if rec.Turn != nil {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls})
 		}
@@ -194,7 +194,7 @@ func (s *runState) overBudget(tokens int64) bool {
 // stalled reports whether a step, about to be committed, stops the run
 // for repeating itself, and why.
 func (s *runState) stalled(rec *protocol.Record) (bool, string) {
-	_, v, tried := nextStall(s.stall, s.contract.Stall, rec)
+	v, tried := s.stall.check(s.contract.Stall, rec)
 	if v != stallStopped {
 		return false, ""
 	}
@@ -229,7 +229,7 @@ func (s *runState) needsCheck(turn *protocol.Turn, tokens int64) bool {
 func (s *runState) note(rec *protocol.Record) string {
 	turn, check := rec.Turn, rec.Check
 	var parts []string
-	if _, v, tried := nextStall(s.stall, s.contract.Stall, rec); v == stallReplan {
+	if v, tried := s.stall.check(s.contract.Stall, rec); v == stallReplan {
 		parts = append(parts, replanNote(tried))
 	}
 	if len(turn.ToolCalls) == 0 && s.contract.Verification.None == nil {
