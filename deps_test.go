@@ -23,6 +23,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "pkg/protocol"},
 		{pkg: "pkg/policy", ours: []string{"pkg/protocol", "internal/glob"}, noDirect: []string{"os", "os/exec", "net", "net/http", "syscall", "time"}},
 		{pkg: "internal/glob"},
+		{pkg: "internal/fault"},
 		{pkg: "pkg/sandbox", ours: []string{"pkg/protocol"}, modules: dockerClient},
 		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}, modules: dockerClient},
 		{pkg: "pkg/provider", ours: []string{"pkg/protocol"}, modules: []string{"github.com/sashabaranov/go-openai"}},

@@ -1,0 +1,378 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/tools"
+)
+
+// runFindings is what checking one run found, besides its anomalies.
+type runFindings struct {
+	outcome       string
+	indeterminate int
+	unanswered    int
+	again         int
+	looks         int
+	branched      bool
+}
+
+// check checks every run of the loop, a few at a time, and adds what it
+// found to rep; each failed check is an anomaly of the loop.
+func (l *faultLoop) check(rep *loopReport) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for _, r := range l.runs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f := l.checkRun(l.t.Context(), r)
+			mu.Lock()
+			defer mu.Unlock()
+			rep.outcomes[f.outcome]++
+			rep.indeterminate += f.indeterminate
+			rep.unanswered += f.unanswered
+			rep.again += f.again
+			rep.looks += f.looks
+			if f.branched {
+				rep.replayBranch++
+			}
+		})
+	}
+	wg.Wait()
+}
+
+var againID = regexp.MustCompile(`^e\da([2-9]|\d\d)$`)
+
+// checkRun checks one run: its outcome, its trace, its spend, its
+// workspace, and its replay.
+func (l *faultLoop) checkRun(ctx context.Context, r *faultRun) runFindings {
+	var f runFindings
+	bad := func(format string, args ...any) { l.anomaly("run %s: %s", r.id, fmt.Sprintf(format, args...)) }
+	st, err := l.client.Status(ctx, r.id)
+	if err != nil {
+		f.outcome = "unknown"
+		bad("status: %v", err)
+		return f
+	}
+	f.outcome = string(st.Outcome)
+	want := protocol.OutcomeSuccess
+	if r.kind == "deny" {
+		want = protocol.OutcomeDenied
+	}
+	if st.Status != protocol.StatusCompleted || st.Outcome != want {
+		bad("%s %s (%s), want completed %s", st.Status, st.Outcome, st.Reason, want)
+	}
+	recs, err := l.client.Trace(ctx, r.id)
+	if err != nil {
+		bad("trace: %v", err)
+		return f
+	}
+	for _, s := range traceShape(recs, st) {
+		bad("%s", s)
+	}
+	for _, s := range checkSpend(st, recs) {
+		bad("%s", s)
+	}
+	for _, rec := range recs {
+		notes := []string{rec.Note}
+		for _, o := range rec.Observations {
+			notes = append(notes, o.Content)
+		}
+		for _, n := range notes {
+			f.indeterminate += strings.Count(n, "[indeterminate]")
+			f.unanswered += strings.Count(n, "the sandboxer did not answer")
+		}
+		if rec.Turn != nil {
+			for _, c := range rec.Turn.ToolCalls {
+				if againID.MatchString(c.ID) {
+					f.again++
+				}
+				if strings.HasPrefix(c.ID, "l") {
+					f.looks++
+				}
+			}
+		}
+	}
+
+	// Each change exactly once.
+	got, err := readTree(r.ws)
+	if err != nil {
+		bad("read the workspace: %v", err)
+		return f
+	}
+	if !maps.Equal(got, agentFinal(r.kind)) {
+		bad("workspace = %q, want %q: a change landed twice or not at all", got, agentFinal(r.kind))
+	}
+
+	// The trace replayed from the start gives the same workspace and the
+	// same outcome.
+	ops, err := replayOps(recs)
+	if err != nil {
+		bad("replay: %v", err)
+		return f
+	}
+	for _, op := range ops {
+		f.branched = f.branched || op.unknown
+	}
+	base := filepath.Join(l.dir, "replay", r.id)
+	dir, err := replayExplains(ctx, ops, base, agentWorkspace, got)
+	switch {
+	case err != nil:
+		bad("replay: %v", err)
+		return f
+	case dir == "":
+		bad("replaying the trace from the start does not give the workspace %q", got)
+		return f
+	}
+	outcome := replayOutcome(recs)
+	if outcome != st.Outcome {
+		bad("replaying the trace gives the outcome %q, the run recorded %q", outcome, st.Outcome)
+	}
+	if outcome == protocol.OutcomeSuccess {
+		v := recs[0].Contract.Verification.Command
+		res, err := sandbox.NewFloor().Run(ctx, sandbox.Spec{Argv: v.Argv, Dir: dir, Env: sandbox.MinimalEnv(), Limits: protocol.Limits{}.WithDefaults()})
+		if err != nil || !res.Report.Exited || res.Report.ExitCode != v.ExpectExit {
+			bad("the verification fails on the replayed workspace: %v %+v", err, res)
+		}
+	}
+	return f
+}
+
+// traceShape checks a finished run's trace record by record: one started
+// record first; steps numbered 1, 2, 3... with none repeated or skipped,
+// each with an observation per call; pauses and decisions belonging to the
+// last step; one finished record, last, with the status's step count.
+func traceShape(recs []protocol.Record, st *protocol.RunState) []string {
+	var out []string
+	if len(recs) == 0 || recs[0].Kind != protocol.RecordStarted {
+		return []string{"the trace does not begin with a started record"}
+	}
+	step := 0
+	for i, r := range recs[1:] {
+		switch r.Kind {
+		case protocol.RecordStarted:
+			out = append(out, fmt.Sprintf("record %d is a second started record", i+1))
+		case protocol.RecordStep:
+			if r.Step != step+1 {
+				out = append(out, fmt.Sprintf("record %d is step %d after step %d", i+1, r.Step, step))
+			}
+			step = r.Step
+			if r.Turn == nil || len(r.Observations) != len(r.Turn.ToolCalls) {
+				out = append(out, fmt.Sprintf("step %d lacks its turn or an observation per call", r.Step))
+				continue
+			}
+			for j, o := range r.Observations {
+				if o.CallID != r.Turn.ToolCalls[j].ID {
+					out = append(out, fmt.Sprintf("step %d observation %d answers %q, not %q", r.Step, j, o.CallID, r.Turn.ToolCalls[j].ID))
+				}
+			}
+		case protocol.RecordPaused, protocol.RecordDecision, protocol.RecordPolicy:
+			if r.Step > step {
+				out = append(out, fmt.Sprintf("record %d (%s) is for step %d, after step %d", i+1, r.Kind, r.Step, step))
+			}
+		case protocol.RecordFinished:
+			if i+1 != len(recs)-1 {
+				out = append(out, fmt.Sprintf("record %d is a finished record before the end", i+1))
+			}
+		}
+	}
+	last := recs[len(recs)-1]
+	if last.Kind != protocol.RecordFinished || last.Outcome != st.Outcome || last.Step != step || st.Step != step {
+		out = append(out, fmt.Sprintf("the trace ends with %s %s at step %d after %d steps; the status says %s at step %d",
+			last.Kind, last.Outcome, last.Step, step, st.Outcome, st.Step))
+	}
+	return out
+}
+
+// checkSpend checks what a run spent against its committed steps: the
+// tokens and the cost in its status are the sums over its step records,
+// and each step's running totals add up. The budget ledger's totals for the
+// run belong here too: they must equal the same sums.
+func checkSpend(st *protocol.RunState, recs []protocol.Record) []string {
+	var out []string
+	var tokens, cost int64
+	for _, r := range recs {
+		if r.Kind != protocol.RecordStep || r.Turn == nil {
+			continue
+		}
+		tokens += r.Turn.Usage.Total()
+		if r.Tokens != tokens {
+			out = append(out, fmt.Sprintf("step %d records %d tokens so far, the steps sum to %d", r.Step, r.Tokens, tokens))
+		}
+		if r.Cost == nil || !r.Cost.Priced || r.Cost.Micros <= 0 {
+			out = append(out, fmt.Sprintf("step %d has no priced cost: %+v", r.Step, r.Cost))
+			continue
+		}
+		cost += r.Cost.Micros
+		if r.Cost.TotalMicros != cost {
+			out = append(out, fmt.Sprintf("step %d records %d micros so far, the steps sum to %d", r.Step, r.Cost.TotalMicros, cost))
+		}
+	}
+	if st.Tokens != tokens || st.CostMicros != cost {
+		out = append(out, fmt.Sprintf("the status says %d tokens and %d micros; the committed steps sum to %d and %d", st.Tokens, st.CostMicros, tokens, cost))
+	}
+	return out
+}
+
+// replayOp is one tool call of a trace as a replay applies it.
+type replayOp struct {
+	call    protocol.ToolCall
+	obs     protocol.Observation
+	unknown bool // cut off: it may or may not have taken effect
+}
+
+// replayOps lists the calls a trace says were carried out, in order: every
+// call of every step that ran (not refused, not waiting for a person, not
+// failed), and every action a person approved, with the arguments the
+// person saw or rewrote. A call whose outcome the trace does not know (the
+// sandboxer died under it, or never answered) is marked unknown.
+func replayOps(recs []protocol.Record) ([]replayOp, error) {
+	steps := map[int]*protocol.Record{}
+	var ops []replayOp
+	add := func(call protocol.ToolCall, o protocol.Observation) {
+		switch {
+		case o.Approval != "", strings.HasPrefix(o.Content, "[awaiting approval]"), strings.HasPrefix(o.Content, "[not run]"), o.Refused != nil:
+		case strings.HasPrefix(o.Content, "[indeterminate]"), strings.HasPrefix(o.Content, "[tool failed] the sandboxer did not answer"):
+			ops = append(ops, replayOp{call: call, obs: o, unknown: true})
+		case o.IsError:
+		default:
+			ops = append(ops, replayOp{call: call, obs: o})
+		}
+	}
+	for i := range recs {
+		r := &recs[i]
+		switch r.Kind {
+		case protocol.RecordStep:
+			if r.Turn == nil || len(r.Observations) != len(r.Turn.ToolCalls) {
+				return nil, fmt.Errorf("step %d has no turn or not one observation per call", r.Step)
+			}
+			steps[r.Step] = r
+			for j, c := range r.Turn.ToolCalls {
+				add(c, r.Observations[j])
+			}
+		case protocol.RecordDecision:
+			if r.Decision == nil || !r.Decision.Approve || len(r.Observations) == 0 {
+				continue
+			}
+			_, step, ci, err := protocol.ParseApprovalID(r.Approval)
+			if err != nil {
+				return nil, err
+			}
+			s := steps[step]
+			if s == nil || ci >= len(s.Turn.ToolCalls) {
+				return nil, fmt.Errorf("decision on %s names no call of the trace", r.Approval)
+			}
+			c := s.Turn.ToolCalls[ci]
+			if r.Decision.Rewrite != nil {
+				c.Arguments = r.Decision.Rewrite
+			}
+			add(c, r.Observations[0])
+		}
+	}
+	return ops, nil
+}
+
+// replayExplains replays ops from the initial workspace, with the same
+// tools the sandboxer runs, into directories under base, and returns the
+// directory whose result equals final, or "" when none does. Each read is
+// checked against what the trace recorded it saw. A call the trace does not
+// know the outcome of is tried both ways, applied and not; the trace
+// explains the workspace when one way gives it. So a change that landed
+// twice, or one the trace says landed and did not, is caught, while a
+// change cut off by a crash counts at most once.
+func replayExplains(ctx context.Context, ops []replayOp, base string, initial, final map[string]string) (string, error) {
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(base, "w")
+	if err != nil {
+		return "", err
+	}
+	if err := writeTree(dir, initial); err != nil {
+		return "", err
+	}
+	return explore(ctx, ops, base, dir, final)
+}
+
+func explore(ctx context.Context, ops []replayOp, base, dir string, final map[string]string) (string, error) {
+	for i, op := range ops {
+		if op.unknown {
+			alt, err := os.MkdirTemp(base, "w")
+			if err != nil {
+				return "", err
+			}
+			tree, err := readTree(dir)
+			if err != nil {
+				return "", err
+			}
+			if err := writeTree(alt, tree); err != nil {
+				return "", err
+			}
+			if ok, err := applyOp(ctx, alt, op); err != nil {
+				return "", err
+			} else if ok {
+				if m, err := explore(ctx, ops[i+1:], base, alt, final); m != "" || err != nil {
+					return m, err
+				}
+			}
+			continue // and the way where it never took effect
+		}
+		ok, err := applyOp(ctx, dir, op)
+		if err != nil || !ok {
+			return "", err
+		}
+	}
+	tree, err := readTree(dir)
+	if err != nil || !maps.Equal(tree, final) {
+		return "", err
+	}
+	return dir, nil
+}
+
+// applyOp runs one call in dir. It reports false when the call cannot
+// have gone this way: it fails where the trace says it ran, or a read sees
+// other content than the trace recorded.
+func applyOp(ctx context.Context, dir string, op replayOp) (bool, error) {
+	tool, ok := tools.Builtins().Get(op.call.Name)
+	if !ok {
+		return false, fmt.Errorf("the trace calls %q, which is no built-in tool", op.call.Name)
+	}
+	ws, err := tools.OpenWorkspace(dir)
+	if err != nil {
+		return false, err
+	}
+	defer ws.Close()
+	env := &tools.Env{Workspace: ws, Sandbox: sandbox.NewFloor(), Limits: protocol.Limits{}.WithDefaults(), CmdEnv: sandbox.MinimalEnv()}
+	out, err := tool.Invoke(ctx, env, op.call.Arguments)
+	if err != nil {
+		return op.unknown, nil // a cut-off call that fails here had no effect either way
+	}
+	if op.call.Name == "read_file" && !op.unknown && out.Content != op.obs.Content {
+		return false, nil
+	}
+	return true, nil
+}
+
+// replayOutcome folds the outcome a trace's records lead to: denied by a
+// person's denial, success by a passed verification.
+func replayOutcome(recs []protocol.Record) protocol.Outcome {
+	for _, r := range recs {
+		switch {
+		case r.Kind == protocol.RecordDecision && r.Decision != nil && !r.Decision.Approve:
+			return protocol.OutcomeDenied
+		case r.Kind == protocol.RecordStep && r.Check != nil && r.Check.Passed:
+			return protocol.OutcomeSuccess
+		}
+	}
+	return ""
+}
