@@ -1,0 +1,154 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/trace"
+)
+
+// BenchmarkResume is the cost of resuming a run whose trace holds 100,
+// 1,000 and 10,000 committed steps: Cluster.Resume takes the lease, reads
+// and folds the trace, opens the workspace, has a worker answer the next
+// step (whose request carries the whole transcript) and commits it, which
+// finishes the run. Beside it, bare reads the same records with an ordered
+// consumer and nothing else, in the same cluster. The traces are
+// synthesized outside the timer with trace.Writer: a small read per step,
+// as an agent exploring a workspace leaves.
+//
+//	go test -run '^$' -bench BenchmarkResume -benchtime 20x .
+func BenchmarkResume(b *testing.B) {
+	ws := b.TempDir()
+	finish := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		return &protocol.Turn{Text: "Done.", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}, nil
+	})
+	cl, err := harness.Start(b.Context(), harness.Config{DataDir: b.TempDir(), Roots: []string{ws}, Provider: finish, NoTakeover: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	assets, err := streams.Ensure(b.Context(), js, streams.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := trace.New(js, assets.Trace)
+	runs := 0
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("steps=%d/resume", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				runs++
+				run := fmt.Sprintf("bench-%d-%d", n, runs)
+				synthesize(b, tr, run, ws, n)
+				b.StartTimer()
+				res, err := cl.Resume(b.Context(), run)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Outcome != protocol.OutcomeFinished || res.Steps != n+1 {
+					b.Fatalf("resumed run = %s after %d steps (%s), want finished after %d", res.Outcome, res.Steps, res.Reason, n+1)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("steps=%d/bare", n), func(b *testing.B) {
+			b.StopTimer()
+			runs++
+			run := fmt.Sprintf("bench-%d-%d", n, runs)
+			synthesize(b, tr, run, ws, n)
+			b.StartTimer()
+			for b.Loop() {
+				if got := bareRead(b, assets.Trace, run); got != n+1 {
+					b.Fatalf("read %d records, want %d", got, n+1)
+				}
+			}
+		})
+	}
+}
+
+// synthesize appends a run of n committed steps to the trace: the started
+// record, then one step per record, each reading a file.
+func synthesize(b *testing.B, tr *trace.Trace, run, ws string, n int) {
+	b.Helper()
+	ctx := b.Context()
+	w := tr.Writer(run, 0)
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Explore the workspace.", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: n + 10},
+		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if c, err = protocol.DecodeContract(raw); err != nil { // the defaults a submitted contract gets
+		b.Fatal(err)
+	}
+	if err := w.Append(ctx, &protocol.Record{Kind: protocol.RecordStarted, Contract: c, Coordinator: "bench", Time: time.Now().UTC()}); err != nil {
+		b.Fatal(err)
+	}
+	var tokens int64
+	for i := 1; i <= n; i++ {
+		args, _ := json.Marshal(map[string]string{"path": fmt.Sprintf("src/file%d.go", i)})
+		turn := &protocol.Turn{Text: "Reading the next file.", Usage: protocol.Usage{InputTokens: 400, OutputTokens: 20},
+			ToolCalls: []protocol.ToolCall{{ID: fmt.Sprintf("call_%d", i), Name: "read_file", Arguments: args}}}
+		tokens += turn.Usage.Total()
+		rec := &protocol.Record{Kind: protocol.RecordStep, Step: i, Turn: turn, Tokens: tokens,
+			Observations: []protocol.Observation{{CallID: turn.ToolCalls[0].ID, Tool: "read_file",
+				Content: fmt.Sprintf("package src\n\n// File %d does one small thing.\nfunc F%d() int { return %d }\n", i, i, i)}}}
+		if err := w.Append(ctx, rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// bareRead reads a run's records with an ordered consumer and does nothing
+// with them, and returns how many it read.
+func bareRead(b *testing.B, stream jetstream.Stream, run string) int {
+	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
+	defer cancel()
+	last, err := stream.GetLastMsgForSubject(ctx, trace.Subject(run))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{trace.Subject(run)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Stop()
+	n := 0
+	for {
+		m, err := it.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n++
+		meta, err := m.Metadata()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if meta.Sequence.Stream >= last.Sequence {
+			return n
+		}
+	}
+}
