@@ -230,7 +230,7 @@ func (r *loopReport) String() string {
 			}
 		}
 		if line != "" {
-			fmt.Fprintf(&b, "\n  kills of the %s:%s", target, strings.TrimSuffix(line, ","))
+			fmt.Fprintf(&b, "\n  kills of %s:%s", targetName(target), strings.TrimSuffix(line, ","))
 		}
 	}
 	fmt.Fprintf(&b, "\n  kills in all: %d\n  outcomes:", n)
@@ -249,6 +249,14 @@ func (r *loopReport) String() string {
 	}
 	fmt.Fprintf(&b, "\n  anomalies: %d", r.anomalies)
 	return b.String()
+}
+
+// targetName is how the counts name a loop's target.
+func targetName(target string) string {
+	if target == "nats" {
+		return "NATS"
+	}
+	return "the " + target + "s"
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -296,6 +304,7 @@ type faultLoop struct {
 
 	mu        sync.Mutex
 	plan      []plannedKill // what is left of it
+	quiet     bool          // the runs are over: no more kills
 	stopping  bool
 	kills     map[string]int
 	anomalies []string
@@ -325,7 +334,7 @@ func (l *faultLoop) killed(target string, p fault.Point) {
 func (l *faultLoop) nextKill() (plannedKill, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.plan) == 0 || l.stopping {
+	if len(l.plan) == 0 || l.quiet || l.stopping {
 		return plannedKill{}, false
 	}
 	k := l.plan[0]
@@ -333,15 +342,15 @@ func (l *faultLoop) nextKill() (plannedKill, bool) {
 	return k, true
 }
 
-// makePlan draws the loop's kills: every point of the target once, then as
-// many again at random, shuffled; counts small enough that each is
-// reached while the runs last.
+// makePlan draws the loop's kills: every point of the target once, in a
+// random order, then as many more as the loop makes, at random points;
+// counts small enough that each is reached while the runs last.
 func makePlan(rng *rand.Rand, target string) []plannedKill {
 	points := slices.Clone(faultPoints[target])
+	rng.Shuffle(len(points), func(i, j int) { points[i], points[j] = points[j], points[i] })
 	for range killsPerLoop[target] - len(points) {
 		points = append(points, faultPoints[target][rng.IntN(len(faultPoints[target]))])
 	}
-	rng.Shuffle(len(points), func(i, j int) { points[i], points[j] = points[j], points[i] })
 	var plan []plannedKill
 	for _, p := range points {
 		k := plannedKill{point: p, n: 1 + rng.IntN(12), restart: time.Duration(rng.IntN(500)) * time.Millisecond}
@@ -450,6 +459,9 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 	})
 	l.waitRuns(ctx, 3*time.Minute)
 	took := time.Since(began)
+	l.mu.Lock()
+	l.quiet = true
+	l.mu.Unlock()
 	cancel()
 	bg.Wait()
 	l.measuring.Wait()
@@ -763,7 +775,7 @@ func (l *faultLoop) watchEvents(ctx context.Context) {
 // next NATS kill waits for.
 func (l *faultLoop) natsObserve(kind string) bool {
 	l.mu.Lock()
-	if len(l.plan) == 0 || l.stopping || natsTrigger[l.plan[0].point] != kind {
+	if len(l.plan) == 0 || l.quiet || l.stopping || natsTrigger[l.plan[0].point] != kind {
 		l.mu.Unlock()
 		return false
 	}
