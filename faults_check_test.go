@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/tools"
@@ -81,6 +82,9 @@ func (l *faultLoop) checkRun(ctx context.Context, r *faultRun) runFindings {
 		bad("%s", s)
 	}
 	for _, s := range checkSpend(st, recs) {
+		bad("%s", s)
+	}
+	for _, s := range checkLedger(ctx, l.ledger, r.id, recs) {
 		bad("%s", s)
 	}
 	for _, rec := range recs {
@@ -220,6 +224,39 @@ func checkSpend(st *protocol.RunState, recs []protocol.Record) []string {
 	}
 	if st.Tokens != tokens || st.CostMicros != cost {
 		out = append(out, fmt.Sprintf("the status says %d tokens and %d micros; the committed steps sum to %d and %d", st.Tokens, st.CostMicros, tokens, cost))
+	}
+	return out
+}
+
+// checkLedger holds the budget ledger's totals for a run (the root of its
+// own tree) against its trace: what the ledger charged is the sum of the
+// draws the trace records, each provider call once, and nothing is left
+// held.
+func checkLedger(ctx context.Context, l ledger.Ledger, run string, recs []protocol.Record) []string {
+	var want ledger.Usage
+	keys := map[string]bool{}
+	var out []string
+	for _, r := range recs {
+		for _, d := range r.Draws {
+			if keys[d.Key] {
+				out = append(out, fmt.Sprintf("the draw %s is recorded twice", d.Key))
+			}
+			keys[d.Key] = true
+			want = want.Add(ledger.Usage{InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, CostMicros: d.CostMicros, Steps: d.Steps})
+		}
+		if r.Kind == protocol.RecordStep && len(r.Draws) == 0 {
+			out = append(out, fmt.Sprintf("step %d records no draw", r.Step))
+		}
+	}
+	tot, err := l.Totals(ctx, run)
+	if err != nil {
+		return append(out, fmt.Sprintf("ledger totals: %v", err))
+	}
+	if tot.Spent != want {
+		out = append(out, fmt.Sprintf("the ledger charged %+v, the trace's draws sum to %+v", tot.Spent, want))
+	}
+	if tot.Reserved != (ledger.Usage{}) {
+		out = append(out, fmt.Sprintf("the ledger still holds %+v for the finished run", tot.Reserved))
 	}
 	return out
 }

@@ -24,7 +24,9 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/redistest"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
 )
@@ -298,6 +300,7 @@ type faultLoop struct {
 	nats   *natsProc
 	client *harness.Client
 	js     jetstream.JetStream
+	ledger ledger.Ledger // the coordinators' shared budget ledger, in a real Redis
 	procs  []*roleProc
 	runs   []*faultRun
 	kinds  map[string]string // run → kind
@@ -413,6 +416,16 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 		t.Fatal(err)
 	}
 
+	// The budget ledger the coordinators share: a real Redis, so a killed
+	// coordinator's draws outlive it and the suite can hold the ledger's
+	// totals against the traces.
+	rs := redistest.Start(t)
+	var closeLedger func() error
+	if l.ledger, closeLedger, err = ledger.Dial(t.Context(), rs.URL(), ledger.RedisConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = closeLedger() }()
+
 	// The cluster. The target's processes start armed; each is started
 	// again, with the next kill of the plan, whenever a kill fires.
 	common := []string{"NATS_URL=" + l.nats.url, fault.EnvVar + "="}
@@ -425,7 +438,7 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 		add("sandboxer", "sandboxer-"+n, nil, "--id", "sandboxer-"+n, "--root", root, "--backends", "floor", "--max-concurrent", "16")
 		add("worker", "worker-"+n, []string{"OPENAI_API_KEY=sk-fault", "OPENAI_BASE_URL=" + env.agentURL, "HARNESS_PROVIDERS=openai", "HARNESS_ACK_WAIT=2s"},
 			"--concurrency", "8")
-		add("coordinator", "coordinator-"+n, []string{"HARNESS_PRICES=" + env.prices})
+		add("coordinator", "coordinator-"+n, []string{"HARNESS_PRICES=" + env.prices, "REDIS_URL=" + rs.URL()})
 	}
 	for _, p := range l.procs {
 		first := ""
