@@ -495,7 +495,14 @@ func (d *driver) open(ctx context.Context) error {
 	holder := ""
 	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
 	for {
-		reply, err := d.c.request(ctx, subject, op, time.Until(deadline))
+		wait := time.Until(deadline)
+		if subject == streams.SandboxOpenSubject {
+			// Opening a directory is quick: an answer lost to a NATS
+			// restart is asked for again rather than waited for until the
+			// deadline.
+			wait = min(resendInterval, wait)
+		}
+		reply, err := d.c.request(ctx, subject, op, wait)
 		switch {
 		case err == nil && reply.Error == nil && reply.Holder != "" && holder == "" && protocol.ValidToken(reply.Holder):
 			// Another sandboxer holds the run's snapshot workspace: ask it.
@@ -908,13 +915,28 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 	defer cancel()
 	// Ops are idempotent by op id, so a request lost to a broken connection
 	// or a sandboxer that is restarting is sent again until the op's time
-	// is up; the sandboxer answers a repeat from its first result.
+	// is up; the sandboxer answers a repeat from its first result, or,
+	// while the first still runs, when it ends. An op sent to one node is
+	// also sent again every resendInterval while unanswered, since its
+	// reply may be what was lost (NATS restarted under it). Opens go to
+	// every sandboxer or a queue group, and are asked again by open.
+	direct := subject != streams.SandboxOpenSubject && subject != streams.SandboxSnapshotSubject
 	var m *nats.Msg
 	for {
-		m, err = c.nc.RequestWithContext(rctx, subject, data)
-		if err == nil || rctx.Err() != nil || subject == streams.SandboxOpenSubject ||
-			!(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
-				errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrTimeout)) {
+		actx, acancel := rctx, context.CancelFunc(func() {})
+		if direct {
+			actx, acancel = context.WithTimeout(rctx, resendInterval)
+		}
+		m, err = c.nc.RequestWithContext(actx, subject, data)
+		acancel()
+		if err == nil || rctx.Err() != nil || !direct {
+			break
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			continue // unanswered within resendInterval: ask again
+		}
+		if !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+			errors.Is(err, nats.ErrDisconnected)) {
 			break
 		}
 		if serr := sleep(rctx, 250*time.Millisecond); serr != nil {
@@ -930,6 +952,10 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 	}
 	return &reply, nil
 }
+
+// resendInterval is how long a sandbox operation's request waits for an
+// answer before it is sent again under the same op id.
+const resendInterval = 5 * time.Second
 
 // slim returns the record as the trace keeps it: content larger than the
 // inline limit moves to the blob store and is held by reference (ARCHITECTURE

@@ -323,6 +323,17 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	s.stopMu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		if e := s.running(&op); e != nil {
+			// A repeat of an operation still running here (its coordinator
+			// asked again, its first answer lost or slow): it waits for that
+			// one's answer without taking a slot of its own.
+			select {
+			case <-e.done:
+				s.respond(r, e.reply)
+			case <-ctx.Done():
+			}
+			return
+		}
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
@@ -335,6 +346,17 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 		s.m.Op(op.Kind, reply.Error != nil)
 		s.respond(r, reply)
 	}()
+}
+
+// running returns the entry of op if an operation with its id is running
+// or done in this process, for a tool or verification.
+func (s *Sandboxer) running(op *protocol.SandboxOp) *opEntry {
+	if op.Kind == protocol.OpOpen || op.Kind == protocol.OpClose {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ops[op.OpID]
 }
 
 func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
