@@ -156,6 +156,12 @@ func (d *driver) loop(ctx context.Context) {
 				d.log.Warn("run taken over; stopping", "step", step)
 				return
 			}
+			if ctx.Err() != nil {
+				// The lease was lost or the coordinator is stopping: the
+				// step stays uncommitted, for whoever takes the run next.
+				d.log.Warn("stopped before the step was committed", "step", step, "err", err)
+				return
+			}
 			d.log.Error("commit step", "step", step, "err", err)
 			d.finish(ctx, protocol.OutcomeFailed, "the trace could not be written: "+err.Error())
 			return
