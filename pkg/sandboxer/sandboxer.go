@@ -361,7 +361,10 @@ func (s *Sandboxer) running(op *protocol.SandboxOp) *opEntry {
 
 func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
 	if reply.Node == "" { // set when an open was passed on to the node holding the run
-		reply.Node = s.cfg.ID
+		// A copy: one reply may answer an op and its repeats at once.
+		named := *reply
+		named.Node = s.cfg.ID
+		reply = &named
 	}
 	data, err := json.Marshal(reply)
 	if err != nil {
