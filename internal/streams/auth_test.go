@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/snapshot"
 	"github.com/ioharness/harness/pkg/worker"
 )
 
@@ -151,10 +154,9 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	defer snc.Close()
 
 	ws := t.TempDir()
-	script := provider.NewScripted(
-		&protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"done\n"}`)}},
-			Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}},
-	)
+	write := &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"done\n"}`)}},
+		Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}}
+	script := provider.NewScripted(write, write) // the root run's, then the snapshot run's
 	co, err := coordinator.New(cnc, cjs, cassets, coordinator.Config{ID: "c1"})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +169,8 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := sandboxer.New(snc, sandboxer.Config{ID: "sb1", Roots: []string{ws}, Ops: sassets.Ops})
+	sb, err := sandboxer.New(snc, sandboxer.Config{ID: "sb1", Roots: []string{ws}, Ops: sassets.Ops,
+		Workspaces: sassets.Workspaces, SnapshotDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,43 +197,84 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	contract := `{"schema":"harness.contract/v1","task":"write done to out.txt","workspace":{"root":"` + ws + `"},
+	submit := func(workspace, id string) {
+		t.Helper()
+		contract := `{"schema":"harness.contract/v1","task":"write done to out.txt","workspace":` + workspace + `,
 		"verification":{"file_contains":{"path":"out.txt","needle":"done"}},
 		"policy":{"layers":[],"defaults":{"read":"allow","write":"allow","exec":"deny","net":"deny"}},"sandbox":{"backend":"floor"}}`
-	msg := &nats.Msg{Subject: "harness.submit.acme", Data: []byte(contract),
-		Header: nats.Header{"Harness-Reply": []string{"_INBOX.acme.answers"}, "Nats-Msg-Id": []string{"job1"}}}
-	if err := tnc.PublishMsg(msg); err != nil {
-		t.Fatal(err)
-	}
-	m, err := answers.NextMsg(30 * time.Second)
-	if err != nil {
-		t.Fatalf("the tenant heard no answer: %v", err)
-	}
-	var reply protocol.SubmitReply
-	if err := json.Unmarshal(m.Data, &reply); err != nil || reply.Error != nil {
-		t.Fatalf("answer %s: %v %v", m.Data, err, reply.Error)
-	}
-	if reply.Run != "t-acme-job1" {
-		t.Errorf("tenant run id = %q, want t-acme-job1", reply.Run)
-	}
-	for {
-		m, err := events.NextMsg(30 * time.Second)
-		if err != nil {
-			t.Fatalf("no finished event on the tenant's subjects: %v", err)
-		}
-		var ev protocol.Event
-		if err := json.Unmarshal(m.Data, &ev); err != nil {
+		msg := &nats.Msg{Subject: "harness.submit.acme", Data: []byte(contract),
+			Header: nats.Header{"Harness-Reply": []string{"_INBOX.acme.answers"}, "Nats-Msg-Id": []string{id}}}
+		if err := tnc.PublishMsg(msg); err != nil {
 			t.Fatal(err)
 		}
-		if ev.Kind == protocol.EventFinished {
-			if ev.Outcome != protocol.OutcomeSuccess {
-				t.Fatalf("outcome %s (%s), want success", ev.Outcome, ev.Text)
+		m, err := answers.NextMsg(30 * time.Second)
+		if err != nil {
+			t.Fatalf("the tenant heard no answer: %v", err)
+		}
+		var reply protocol.SubmitReply
+		if err := json.Unmarshal(m.Data, &reply); err != nil || reply.Error != nil {
+			t.Fatalf("answer %s: %v %v", m.Data, err, reply.Error)
+		}
+		if want := "t-acme-" + id; reply.Run != want {
+			t.Errorf("tenant run id = %q, want %s", reply.Run, want)
+		}
+		for {
+			m, err := events.NextMsg(30 * time.Second)
+			if err != nil {
+				t.Fatalf("no finished event on the tenant's subjects: %v", err)
 			}
-			break
+			var ev protocol.Event
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == protocol.EventFinished {
+				if ev.Outcome != protocol.OutcomeSuccess {
+					t.Fatalf("outcome %s (%s), want success", ev.Outcome, ev.Text)
+				}
+				break
+			}
 		}
 	}
+	submit(`{"root":"`+ws+`"}`, "job1")
 	if b, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(b) != "done\n" {
 		t.Errorf("out.txt = %q, %v", b, err)
+	}
+
+	// The tenant uploads a workspace to the object store itself, and a
+	// contract naming it runs on the sandboxer, which reads the snapshot
+	// and writes the run's patch under its own credentials.
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "in.txt"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if _, err := snapshot.Pack(&archive, src, snapshot.PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ref := snapshot.Ref(archive.Bytes())
+	tjs, err := jetstream.New(tnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := tjs.ObjectStore(ctx, streams.BucketWorkspaces)
+	if err != nil {
+		t.Fatalf("the tenant binding the workspaces object store: %v", err)
+	}
+	if _, err := obs.PutBytes(ctx, ref, archive.Bytes()); err != nil {
+		t.Fatalf("the tenant uploading a snapshot: %v", err)
+	}
+	submit(`{"snapshot":"`+ref+`"}`, "job2")
+	admin := dial(t, url, as("admin"))
+	cl, err := harness.NewClient(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, diff, err := cl.Patch(ctx, "t-acme-job2")
+	if err != nil {
+		t.Fatalf("the snapshot run's patch: %v", err)
+	}
+	if p.Node != "sb1" || !bytes.Contains(diff, []byte("+done")) {
+		t.Errorf("the snapshot run's patch from %q: %q, want out.txt added with done", p.Node, diff)
 	}
 }
 
@@ -286,6 +330,15 @@ func TestTheServerRefuses(t *testing.T) {
 		{"a tenant submits outside tenancy", "acme", "harness.submit", false},
 		{"a tenant reads the trace", "acme", "$JS.API.STREAM.MSG.GET.HARNESS_TRACE", false},
 		{"a tenant reads the run index", "acme", "$JS.API.DIRECT.GET.KV_harness-runs.$KV.harness-runs.r1", false},
+		// A tenant may upload to the workspaces object store, not read it.
+		{"a tenant reads an object's chunks", "acme", "$JS.API.DIRECT.GET.OBJ_harness-workspaces.$O.harness-workspaces.C.n1", false},
+		{"a tenant reads a message of the object store", "acme", "$JS.API.STREAM.MSG.GET.OBJ_harness-workspaces", false},
+		{"a tenant reads the object store through a consumer", "acme", "$JS.API.CONSUMER.CREATE.OBJ_harness-workspaces.c1.$O.harness-workspaces.C.n1", false},
+		{"a tenant purges the object store", "acme", "$JS.API.STREAM.PURGE.OBJ_harness-workspaces", false},
+		{"a tenant lists the streams", "acme", "$JS.API.STREAM.NAMES", false},
+		{"a tenant writes the blob store", "acme", "$O.harness-blobs.M.b1", false},
+		{"a worker writes the workspaces object store", "worker", "$O.harness-workspaces.M.w1", false},
+		{"a sandboxer purges the object store", "sandboxer-sb1", "$JS.API.STREAM.PURGE.OBJ_harness-workspaces", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
