@@ -33,6 +33,24 @@ func buildRoles(t *testing.T) string {
 	return dir
 }
 
+// serverAndClient starts a NATS server with JetStream in this process, on
+// a loopback port the role processes can dial, and a client of it; both
+// end with the test. It returns the server's URL and the client.
+func serverAndClient(t *testing.T) (string, *harness.Client) {
+	t.Helper()
+	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	c, err := harness.Connect(t.Context(), srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return srv.ClientURL(), c
+}
+
 // startProcess starts a role binary and kills it at the end of the test.
 func startProcess(t *testing.T, bin string, env []string, args ...string) *exec.Cmd {
 	t.Helper()

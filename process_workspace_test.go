@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/snapshot"
 )
@@ -69,17 +68,7 @@ func TestAcrossProcessesWithSnapshotAndMetrics(t *testing.T) {
 		t.Skip("builds and starts the role binaries; run without -short")
 	}
 	bin := buildRoles(t)
-	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	url := srv.ClientURL()
-	c, err := harness.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	url, c := serverAndClient(t)
 	cassette, _ := filepath.Abs("examples/fix-a-test/cassette.json")
 	env := []string{"NATS_URL=" + url}
 	sandboxerURL := startServing(t, filepath.Join(bin, "sandboxer"), env, "--id", "sbp", "--snapshots", t.TempDir(), "--root", t.TempDir(), "--backends", "floor")

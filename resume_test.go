@@ -122,17 +122,7 @@ func TestTakeoverAfterCoordinatorDies(t *testing.T) {
 	}
 	bin := buildRoles(t)
 	cassette := recordSlow(t)
-	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	url := srv.ClientURL()
-	c, err := harness.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	url, c := serverAndClient(t)
 	ws := copyDir(t, "examples/fix-a-test/workspace")
 	env := []string{"NATS_URL=" + url}
 	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
