@@ -278,10 +278,15 @@ func (c *Cluster) NATSURL() string {
 func (c *Cluster) Password(user string) string { return c.passwords[user] }
 
 // NATS runs the nats command line as user (its password in the
-// environment, never on the command line) and returns its output.
+// environment, never on the command line) and returns its output. Every
+// user but the admin reads answers under its own inbox prefix, as
+// deploy/nats/auth.conf allows.
 func (c *Cluster) NATS(user string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if user != "admin" {
+		args = append([]string{"--inbox-prefix", streams.InboxPrefix + natsUser(user)}, args...)
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "nats"), args...)
 	cmd.Env = append(os.Environ(), "NATS_URL="+c.NATSURL(), "NATS_USER="+natsUser(user), "NATS_PASSWORD="+c.passwords[user])
 	var out bytes.Buffer

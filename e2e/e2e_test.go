@@ -3,9 +3,13 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,19 +51,24 @@ var (
 	refused = kind{name: "fix", maxSteps: 6, refused: true, outcome: protocol.OutcomeRefused, steps: 0}
 )
 
-// contract is the JSON of a contract of kind k on workspace root, for pool.
-func contract(k kind, root, pool string) []byte {
+// contract is the JSON of a contract of kind k for pool, on ws: a
+// snapshot's ref, or else a workspace root.
+func contract(k kind, ws, pool string) []byte {
 	verify := `{"file_contains": {"path": "result.txt", "needle": "done"}}`
 	execDefault := "allow"
 	if k.refused {
 		verify, execDefault = `{"command": {"argv": ["rm", "-rf", "."], "expect_exit": 0}}`, "deny"
 	}
-	return fmt.Appendf(nil, `{"schema": "harness.contract/v1", "task": %q, "workspace": {"root": %q},
+	workspace := fmt.Sprintf(`{"root": %q}`, ws)
+	if protocol.ValidSnapshotRef(ws) {
+		workspace = fmt.Sprintf(`{"snapshot": %q}`, ws)
+	}
+	return fmt.Appendf(nil, `{"schema": "harness.contract/v1", "task": %q, "workspace": %s,
  "verification": %s,
  "policy": {"layers": [], "defaults": {"read": "allow", "write": "allow", "exec": %q, "net": "deny"}},
  "budget": {"max_steps": %d, "max_wall": "15m"}, "stall": {"window": 0},
  "provider": {"model": "e2e-model", "pool": %q}, "sandbox": {"backend": "floor", "limits": {"wall_secs": 30}}}`,
-		script.Task(k.name, k.n), root, verify, execDefault, k.maxSteps, pool)
+		script.Task(k.name, k.n), workspace, verify, execDefault, k.maxSteps, pool)
 }
 
 // newWorkspace makes a workspace under dir owned by the sandboxers' user.
@@ -80,10 +89,96 @@ func newWorkspace(t *testing.T, dir, name string) string {
 	return ws
 }
 
+// upload is the workspace the snapshot runs start from: the directory,
+// and the archive an operator uploads of it, packed with tar and named by
+// the SHA-256 of its bytes as docs/operations.md shows.
+type upload struct {
+	src     string // the workspace
+	archive string // its gzip-compressed tar
+	ref     string // "sha256-" and the archive's SHA-256: the contracts' workspace.snapshot
+}
+
+// packWorkspace makes the workspace under dir and packs it with tar.
+func packWorkspace(t *testing.T, dir string) *upload {
+	t.Helper()
+	up := &upload{src: filepath.Join(dir, "src"), archive: filepath.Join(dir, "workspace.tgz")}
+	if err := os.MkdirAll(up.src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(up.src, "input.txt"), []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, nil, "tar", "-C", up.src, "-czf", up.archive, ".")
+	b, err := os.ReadFile(up.archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	up.ref = "sha256-" + hex.EncodeToString(sum[:])
+	return up
+}
+
+// input is the workspace's one file.
+const input = "one\ntwo\nthree\n"
+
+// files is what a run of kind k leaves in the workspace, by the plan
+// script.Turn follows: every file and its content.
+func files(k kind) map[string]string {
+	out := map[string]string{"input.txt": input}
+	if k.refused {
+		return out
+	}
+	switch k.name {
+	case "write":
+		for i := 1; i <= min(k.n, k.steps); i++ {
+			out[fmt.Sprintf("notes/%03d.txt", i)] = fmt.Sprintf("note %d\n", i)
+		}
+	case "append":
+		var b strings.Builder
+		for i := 1; i <= min(k.n, k.steps); i++ {
+			fmt.Fprintf(&b, "line-%03d\n", i)
+		}
+		out["log.txt"] = b.String()
+	}
+	if k.outcome == protocol.OutcomeSuccess {
+		out["result.txt"] = "done\n"
+	}
+	return out
+}
+
+// fetch applies a run's patch, read back from the cluster with `harness
+// fetch --out`, to a fresh copy of the uploaded workspace, and returns
+// every file of the copy with its content.
+func fetch(t *testing.T, c *Cluster, up *upload, dir, run string) map[string]string {
+	t.Helper()
+	to := filepath.Join(dir, run)
+	if err := os.CopyFS(to, os.DirFS(up.src)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Harness("fetch", "--out", to, run); err != nil {
+		t.Errorf("harness fetch --out %s %s: %v\n%s", to, run, err, out)
+	}
+	got := map[string]string{}
+	err := filepath.WalkDir(to, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(to, path)
+		got[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // embedded records every kind's cassette on the embedded default (the
-// script answering), then replays it there, and returns the cassette and
-// each kind's replayed trace: what the cluster must reproduce.
-func embedded(t *testing.T, dir string, kinds []kind) (*provider.Cassette, map[string][]protocol.Record) {
+// script answering), then replays it there, each run on the uploaded
+// snapshot, and returns the cassette and each kind's replayed trace: what
+// the cluster must reproduce.
+func embedded(t *testing.T, dir string, kinds []kind, up *upload) (*provider.Cassette, map[string][]protocol.Record) {
 	t.Helper()
 	rec := provider.NewRecord(provider.NewScriptedFunc(func(req *protocol.CompletionRequest, _ int) (*protocol.Turn, error) {
 		return script.Turn(req), nil
@@ -94,7 +189,7 @@ func embedded(t *testing.T, dir string, kinds []kind) (*provider.Cassette, map[s
 			continue
 		}
 		seen[k.key()] = true
-		runEmbedded(t, filepath.Join(dir, "record-"+k.key()), k, rec)
+		runEmbedded(t, filepath.Join(dir, "record-"+k.key()), k, rec, up)
 	}
 	cas := &provider.Cassette{Format: provider.CassetteFormat, Exchanges: rec.Exchanges()}
 	replay, err := provider.NewReplay(cas)
@@ -105,7 +200,7 @@ func embedded(t *testing.T, dir string, kinds []kind) (*provider.Cassette, map[s
 	for key := range seen {
 		for _, k := range kinds {
 			if k.key() == key {
-				traces[key] = runEmbedded(t, filepath.Join(dir, "replay-"+key), k, replay)
+				traces[key] = runEmbedded(t, filepath.Join(dir, "replay-"+key), k, replay, up)
 				break
 			}
 		}
@@ -113,34 +208,40 @@ func embedded(t *testing.T, dir string, kinds []kind) (*provider.Cassette, map[s
 	return cas, traces
 }
 
-func runEmbedded(t *testing.T, dir string, k kind, p provider.Provider) []protocol.Record {
+// runEmbedded runs a contract of kind k on the embedded default, on the
+// snapshot up stored in its object store, and returns the run's trace.
+func runEmbedded(t *testing.T, dir string, k kind, p provider.Provider, up *upload) []protocol.Record {
 	t.Helper()
-	ws := newWorkspace(t, dir, "ws")
-	c, err := protocol.DecodeContract(contract(k, ws, "default"))
+	roots := filepath.Join(dir, "roots") // serves no run: every run here is on the snapshot
+	if err := os.MkdirAll(roots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: filepath.Join(dir, "data"), Provider: p, Roots: []string{roots}, NoTakeover: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "data")
-	res, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithDataDir(data), harness.WithRunID("embedded"))
+	defer cl.Close()
+	archive, err := os.ReadFile(up.archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(cl.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.ObjectStore(t.Context(), streams.BucketWorkspaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(t.Context(), up.ref, archive); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.RunContract(t.Context(), contract(k, up.ref, "default"), "embedded", nil)
 	if err != nil {
 		t.Fatalf("embedded %s: %v", k.key(), err)
 	}
 	if res.Outcome != k.outcome || res.Steps != k.steps {
 		t.Fatalf("embedded %s: %s after %d steps (%s), want %s after %d", k.key(), res.Outcome, res.Steps, res.Reason, k.outcome, k.steps)
-	}
-	srv, err := harness.StartServer(data, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	cl, err := harness.NewClient(t.Context(), nc)
-	if err != nil {
-		t.Fatal(err)
 	}
 	recs, err := cl.Trace(t.Context(), "embedded")
 	if err != nil {
@@ -152,7 +253,8 @@ func runEmbedded(t *testing.T, dir string, k kind, p provider.Provider) []protoc
 // canonical strips what legitimately differs between two runs of the same
 // cassette (as process_test.go does): times, ids and what is named after
 // the run id (its tree, its ledger keys), paths, the pool, durations, the
-// verification's raw output, and who served a turn.
+// verification's raw output, who served a turn and which sandboxer held
+// the workspace.
 func canonical(recs []protocol.Record) []protocol.Record {
 	out := make([]protocol.Record, len(recs))
 	for i, r := range recs {
@@ -193,6 +295,11 @@ func canonical(recs []protocol.Record) []protocol.Record {
 			obs[j] = o
 		}
 		r.Observations = obs
+		if r.Patch != nil {
+			p := *r.Patch
+			p.Node = ""
+			r.Patch = &p
+		}
 		out[i] = r
 	}
 	return out
@@ -311,33 +418,50 @@ func traceOf(t *testing.T, c *Cluster, run string) []protocol.Record {
 	return recs
 }
 
+// waitRuns waits until each run is no longer running, reading the run
+// index, and returns its result with its patch (Client.Wait). Each
+// Client.Wait is bounded and begun again if it does not answer: a watch
+// of the run index begun while a restarted NATS cluster elects its
+// leaders can go unanswered until its context ends, and the suite says
+// when that happens.
 func waitRuns(t *testing.T, c *Cluster, runs []string, d time.Duration) map[string]*protocol.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
+	deadline := time.Now().Add(d)
 	out := map[string]*protocol.Result{}
 	for _, r := range runs {
-		WaitFor(t, d, func() error {
-			if _, err := c.Client().Status(ctx, r); err != nil {
+		WaitFor(t, time.Until(deadline), func() error {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			st, err := c.Client().Status(ctx, r)
+			switch {
+			case err != nil:
 				return fmt.Errorf("run %s: %w", r, err)
+			case st.Status == protocol.StatusRunning:
+				return fmt.Errorf("run %s did not finish: %+v", r, st)
 			}
 			return nil
 		})
-		res, err := c.Client().Wait(ctx, r)
-		if err != nil {
-			st, _ := c.Client().Status(context.Background(), r)
-			t.Fatalf("run %s did not finish: %v (status %+v)", r, err, st)
-		}
-		out[r] = res
+		WaitFor(t, time.Minute, func() error {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			res, err := c.Client().Wait(ctx, r)
+			if err != nil {
+				t.Logf("run %s is over, and Client.Wait did not answer within 10s: %v; waiting again", r, err)
+				return err
+			}
+			out[r] = res
+			return nil
+		})
 	}
 	return out
 }
 
-// TestCluster is the whole story on one cluster: a burst of contracts
-// whose traces match the embedded default, workers scaled under load,
-// containers killed and cut off and the NATS cluster restarted under
-// runs, credentials refused by the server, and a teardown that leaves
-// nothing behind.
+// TestCluster is the whole story on one cluster: a workspace uploaded to
+// the object store by a tenant with the nats command line, a burst of
+// contracts on it whose traces match the embedded default's and whose
+// patches come back, workers scaled under load, containers killed and
+// cut off and the NATS cluster restarted under runs, credentials refused
+// by the server, and a teardown that leaves nothing behind.
 func TestCluster(t *testing.T) {
 	if os.Getenv("HARNESS_E2E") != "1" {
 		t.Skip("builds images and runs a cluster of containers: run scripts/e2e (HARNESS_E2E=1)")
@@ -347,8 +471,8 @@ func TestCluster(t *testing.T) {
 	}
 	start := time.Now()
 	work := t.TempDir()
-	wsDir, casDir := filepath.Join(work, "ws"), filepath.Join(work, "cassettes")
-	for _, d := range []string{wsDir, casDir} {
+	wsDir, casDir, fetched := filepath.Join(work, "ws"), filepath.Join(work, "cassettes"), filepath.Join(work, "fetched")
+	for _, d := range []string{wsDir, casDir, fetched} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -356,6 +480,9 @@ func TestCluster(t *testing.T) {
 	if err := os.Chown(wsDir, 65532, 65532); err != nil {
 		t.Fatal(err)
 	}
+	// The runs but warm-default's and the faults phase's (on roots the
+	// sandboxers serve) are on this workspace, carried as a snapshot.
+	up := packWorkspace(t, filepath.Join(work, "upload"))
 
 	// The burst: twenty contracts of six kinds.
 	var burst []kind
@@ -367,45 +494,52 @@ func TestCluster(t *testing.T) {
 			burst = append(burst, k.k)
 		}
 	}
-	cas, want := embedded(t, filepath.Join(work, "embedded"), burst)
+	cas, want := embedded(t, filepath.Join(work, "embedded"), burst, up)
 	if err := cas.Save(filepath.Join(casDir, "e2e.json")); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cassette: %d exchanges, recorded and replayed on the embedded default in %s", len(cas.Exchanges), time.Since(start).Round(time.Second))
 
-	// TODO(workspace upload): when `harness submit --workspace DIR` lands,
-	// submit the burst's workspaces through the object store instead of
-	// the directory bind-mounted into both sandboxers (newWorkspace).
 	c := Start(t, Options{Workers: 1, Cassettes: casDir, Workspaces: wsDir})
 	t.Logf("cluster %s up in %s", c.Project, time.Since(start).Round(time.Second))
 	ev := watch(t, c)
 	// One run on each pool first: right after a cluster forms, a worker's
 	// first pull can stall until its consumer's leader settles (see
 	// docs/benchmarks.md), and the figures below are of a cluster at work.
-	newWorkspace(t, wsDir, "warm-replay")
+	// One carries its workspace with `harness submit --workspace`, the
+	// other works on a root the sandboxers serve.
+	warm := filepath.Join(work, "warm-replay.json")
+	if err := os.WriteFile(warm, contract(fix, "unused", "replay"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Harness("submit", "--workspace", up.src, "--id", "warm-replay", warm); err != nil {
+		t.Fatalf("harness submit --workspace: %v\n%s", err, out)
+	}
 	newWorkspace(t, wsDir, "warm-default")
 	submit(t, c, "admin", "harness.submit", map[string][]byte{
-		"warm-replay":  contract(fix, "warm-replay", "replay"),
 		"warm-default": contract(kind{name: "write", n: 1, maxSteps: 4}, "warm-default", "default")})
 	waitRuns(t, c, []string{"warm-replay", "warm-default"}, 2*time.Minute)
+	if diff := cmp.Diff(files(fix), fetch(t, c, up, fetched, "warm-replay")); diff != "" {
+		t.Errorf("warm-replay's patch applied to the workspace (-want +got):\n%s", diff)
+	}
 	t.Logf("cluster serving both pools after %s", time.Since(start).Round(time.Second))
 
 	t.Run("burst", func(t *testing.T) {
+		// A tenant uploads the workspace with its own credentials, then
+		// submits twenty contracts naming it, all at once.
+		out, err := c.NATS("tenant-acme", "object", "put", streams.BucketWorkspaces, up.archive, "--name", up.ref, "--force")
+		if err != nil {
+			t.Fatalf("nats object put as tenant acme: %v\n%s", err, out)
+		}
+		t.Logf("nats object put harness-workspaces as tenant acme:\n%s", out)
 		bodies := map[string][]byte{}
 		kindOf := map[string]kind{}
 		for i, k := range burst {
 			id := fmt.Sprintf("burst-%02d", i)
-			newWorkspace(t, wsDir, id)
-			bodies[id], kindOf[id] = contract(k, id, "replay"), k
+			bodies[id], kindOf[streams.TenantRun("acme", id)] = contract(k, up.ref, "replay"), k
 		}
-		at := submit(t, c, "admin", "harness.submit", bodies)
-		runs := slices.Sorted(func(yield func(string) bool) {
-			for id := range bodies {
-				if !yield(id) {
-					return
-				}
-			}
-		})
+		at := submit(t, c, "tenant-acme", "harness.submit.acme", bodies)
+		runs := slices.Sorted(maps.Keys(kindOf))
 		results := waitRuns(t, c, runs, 3*time.Minute)
 		var lat []time.Duration
 		for _, run := range runs {
@@ -416,9 +550,20 @@ func TestCluster(t *testing.T) {
 			if diff := cmp.Diff(canonical(want[k.key()]), canonical(traceOf(t, c, run))); diff != "" {
 				t.Errorf("run %s (%s): trace differs from the embedded default's (-embedded +cluster):\n%s", run, k.key(), diff)
 			}
+			switch {
+			case k.refused: // refused before its workspace was opened: nothing to collect
+				if res.Patch != nil {
+					t.Errorf("run %s (%s): a patch %+v from a workspace never opened", run, k.key(), res.Patch)
+				}
+			default:
+				if diff := cmp.Diff(files(k), fetch(t, c, up, fetched, run)); diff != "" {
+					t.Errorf("run %s (%s): its patch applied to the workspace (-want +got):\n%s", run, k.key(), diff)
+				}
+			}
 			ev.mu.Lock()
 			if first, ok := ev.firstStep[run]; ok {
-				lat = append(lat, first.Sub(at[run]))
+				_, id, _ := strings.Cut(strings.TrimPrefix(run, "t-"), "-")
+				lat = append(lat, first.Sub(at[id]))
 			}
 			ev.mu.Unlock()
 		}
@@ -427,8 +572,7 @@ func TestCluster(t *testing.T) {
 		lat = nil
 		for i := range 10 {
 			id := fmt.Sprintf("single-%02d", i)
-			newWorkspace(t, wsDir, id)
-			at := submit(t, c, "admin", "harness.submit", map[string][]byte{id: contract(fix, id, "replay")})
+			at := submit(t, c, "admin", "harness.submit", map[string][]byte{id: contract(fix, up.ref, "replay")})
 			waitRuns(t, c, []string{id}, time.Minute)
 			ev.mu.Lock()
 			lat = append(lat, ev.firstStep[id].Sub(at[id]))
@@ -441,9 +585,7 @@ func TestCluster(t *testing.T) {
 		long := kind{name: "write", n: 40, maxSteps: 45, outcome: protocol.OutcomeSuccess, steps: 41}
 		bodies := map[string][]byte{}
 		for i := range 16 {
-			id := fmt.Sprintf("scale-%02d", i)
-			newWorkspace(t, wsDir, id)
-			bodies[id] = contract(long, id, "default")
+			bodies[fmt.Sprintf("scale-%02d", i)] = contract(long, up.ref, "default")
 		}
 		submit(t, c, "admin", "harness.submit", bodies)
 		measure := func(workers int) float64 {
@@ -467,17 +609,22 @@ func TestCluster(t *testing.T) {
 			t.Errorf("4 workers: %.1f turns/s, 1 worker: %.1f: want at least 3 times as many", r4, r1)
 		}
 		_ = r2
-		var runs []string
-		for id := range bodies {
-			runs = append(runs, id)
-		}
+		runs := slices.Sorted(maps.Keys(bodies))
 		for run, res := range waitRuns(t, c, runs, 3*time.Minute) {
 			if res.Outcome != long.outcome || res.Steps != long.steps {
 				t.Errorf("run %s: %s after %d steps (%s)", run, res.Outcome, res.Steps, res.Reason)
 			}
 		}
+		if diff := cmp.Diff(files(long), fetch(t, c, up, fetched, runs[0])); diff != "" {
+			t.Errorf("run %s: its patch applied to the workspace (-want +got):\n%s", runs[0], diff)
+		}
 	})
 
+	// The faults phase works on roots both sandboxers serve, so a run
+	// taken over after a fault may go on with either. A run on a snapshot
+	// is tied to the sandboxer that materialised it: cut off or killed,
+	// that node must come back for its runs to go on, and a coordinator
+	// taking such a run over gives up on it after a minute.
 	t.Run("faults", func(t *testing.T) {
 		c.Scale("worker", 2)
 		kinds := map[string]kind{}
@@ -492,11 +639,7 @@ func TestCluster(t *testing.T) {
 			bodies[id], kinds[id] = contract(k, id, "default"), k
 		}
 		submit(t, c, "admin", "harness.submit", bodies)
-		var runs []string
-		for id := range bodies {
-			runs = append(runs, id)
-		}
-		slices.Sort(runs)
+		runs := slices.Sorted(maps.Keys(bodies))
 		// Progress is read from the run index, which outlives the NATS
 		// restarts that lose live events.
 		steps := func() int {
@@ -563,9 +706,11 @@ func TestCluster(t *testing.T) {
 		// A worker's credentials may not append to the trace: the server
 		// drops the publish and tells the connection, and the trace does
 		// not grow.
-		before := len(traceOf(t, c, "burst-00"))
-		out, _ := c.NATS("worker", "pub", "harness.trace.burst-00", `{"kind":"finished"}`)
-		t.Logf("nats pub harness.trace.burst-00 as the worker: %s", strings.TrimSpace(out))
+		victim := streams.TenantRun("acme", "burst-00")
+		subject := streams.Trace(victim)
+		before := len(traceOf(t, c, victim))
+		out, _ := c.NATS("worker", "pub", subject, `{"kind":"finished"}`)
+		t.Logf("nats pub %s as the worker: %s", subject, strings.TrimSpace(out))
 		refused := make(chan error, 4)
 		opts, err := streams.Auth{User: "worker", Password: c.Password("worker")}.Options()
 		if err != nil {
@@ -581,18 +726,18 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-		_, perr := js.Publish(ctx, "harness.trace.burst-00", []byte(`{"kind":"finished"}`))
+		_, perr := js.Publish(ctx, subject, []byte(`{"kind":"finished"}`))
 		cancel()
 		select {
 		case err := <-refused:
-			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), "harness.trace.burst-00") {
+			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), subject) {
 				t.Errorf("a worker's append to the trace: the server said %v, want a permissions violation", err)
 			}
 			t.Logf("a worker's append to the trace: %v (the publish: %v)", err, perr)
 		case <-time.After(5 * time.Second):
 			t.Errorf("a worker's append to the trace was not refused by the server (the publish: %v)", perr)
 		}
-		if after := len(traceOf(t, c, "burst-00")); after != before {
+		if after := len(traceOf(t, c, victim)); after != before {
 			t.Errorf("the trace grew from %d to %d records after a worker's append", before, after)
 		}
 		// A tenant may not read another tenant's events or answers.
@@ -602,15 +747,46 @@ func TestCluster(t *testing.T) {
 				t.Errorf("tenant acme subscribing to %s was not refused: %s", subject, out)
 			}
 		}
+		// A tenant uploads to the workspaces object store but may not read
+		// it back: the server refuses the consumer a read takes. (`nats
+		// object get` waits forever once refused, so the Go client asks.)
+		opts, err = streams.Auth{User: "bravo", Password: c.Password("tenant-bravo")}.Options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		refusedRead := make(chan error, 4)
+		bnc, err := nats.Connect(c.NATSURL(), append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refusedRead <- err }))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bnc.Close()
+		bjs, err := jetstream.New(bnc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel = context.WithTimeout(t.Context(), 3*time.Second)
+		obs, err := bjs.ObjectStore(ctx, streams.BucketWorkspaces)
+		if err == nil {
+			_, err = obs.GetBytes(ctx, up.ref)
+		}
+		cancel()
+		select {
+		case verr := <-refusedRead:
+			if !errors.Is(verr, nats.ErrPermissionViolation) || err == nil {
+				t.Errorf("tenant bravo reading %s: %v (the server said %v), want a permissions violation", up.ref, err, verr)
+			}
+			t.Logf("tenant bravo reading the object store: %v", verr)
+		case <-time.After(5 * time.Second):
+			t.Errorf("tenant bravo reading %s was not refused by the server (the read: %v)", up.ref, err)
+		}
 		// A tenant submits on its own subject and hears its run's events.
-		newWorkspace(t, wsDir, "tenant-1")
 		done := make(chan string, 1)
 		go func() {
 			out, _ := c.NATS("tenant-acme", "sub", "harness.tenant.acme.events.*.finished", "--count", "1", "--wait", "90s", "--raw")
 			done <- out
 		}()
 		time.Sleep(time.Second) // the subscription is up before the publish
-		out, err = c.NATS("tenant-acme", "pub", "harness.submit.acme", string(contract(fix, "tenant-1", "replay")), "-H", "Nats-Msg-Id:job-1")
+		out, err = c.NATS("tenant-acme", "pub", "harness.submit.acme", string(contract(fix, up.ref, "replay")), "-H", "Nats-Msg-Id:job-1")
 		if err != nil {
 			t.Fatalf("tenant submit: %v: %s", err, out)
 		}
@@ -621,7 +797,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	if dir := os.Getenv("HARNESS_E2E_CAPTURE"); dir != "" {
-		capture(t, c, dir)
+		capture(t, c, up, dir)
 	}
 	t.Logf("REPORT e2e took %s before teardown", time.Since(start).Round(time.Second))
 }
@@ -686,7 +862,7 @@ func checkFaultRun(t *testing.T, c *Cluster, wsDir, run string, k kind, res *pro
 
 // capture writes what the operator's commands print on this cluster, for
 // docs/operations.md.
-func capture(t *testing.T, c *Cluster, dir string) {
+func capture(t *testing.T, c *Cluster, up *upload, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -694,8 +870,8 @@ func capture(t *testing.T, c *Cluster, dir string) {
 	cmds := [][]string{
 		{"micro", "ls"}, {"micro", "info", "harness-coordinator"}, {"micro", "stats", "harness-worker"},
 		{"stream", "report"}, {"consumer", "report", "HARNESS_STEPS"}, {"consumer", "report", "HARNESS_SUBMIT"},
-		{"kv", "ls", "harness-runs"}, {"kv", "get", "harness-runs", "burst-00", "--raw"}, {"kv", "ls", "harness-approvals"},
-		{"kv", "status", "harness-runs"},
+		{"kv", "ls", "harness-runs"}, {"kv", "get", "harness-runs", "t-acme-burst-00", "--raw"}, {"kv", "ls", "harness-approvals"},
+		{"kv", "status", "harness-runs"}, {"object", "ls", streams.BucketWorkspaces}, {"object", "info", streams.BucketWorkspaces, up.ref},
 	}
 	var b strings.Builder
 	for _, cmd := range cmds {
@@ -707,14 +883,13 @@ func capture(t *testing.T, c *Cluster, dir string) {
 		b.WriteString("\n")
 	}
 	// A submit while the events are watched.
-	newWorkspace(t, c.Workspaces, "capture")
 	done := make(chan string, 1)
 	go func() {
 		out, _ := c.NATS("admin", "sub", "harness.events.>", "--count", "14", "--wait", "60s")
 		done <- out
 	}()
 	time.Sleep(time.Second)
-	out, _ := c.NATS("admin", "pub", "harness.submit", string(contract(fix, "capture", "replay")), "-H", "Nats-Msg-Id:capture-1")
+	out, _ := c.NATS("admin", "pub", "harness.submit", string(contract(fix, up.ref, "replay")), "-H", "Nats-Msg-Id:capture-1")
 	fmt.Fprintf(&b, "$ nats pub harness.submit \"$(cat contract.json)\" -H Nats-Msg-Id:capture-1\n%s\n", out)
 	fmt.Fprintf(&b, "$ nats sub 'harness.events.>'\n%s\n", <-done)
 	if err := os.WriteFile(filepath.Join(dir, "operations.txt"), []byte(b.String()), 0o644); err != nil {
