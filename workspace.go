@@ -125,6 +125,10 @@ func (c *Client) Patch(ctx context.Context, run string) (*protocol.Patch, []byte
 	if err != nil {
 		return p, nil, fmt.Errorf("fetch patch %s: %w", p.Ref, err)
 	}
+	if got := snapshot.Ref(data); got != p.Ref {
+		// Anyone who may write the object store could have replaced it.
+		return p, nil, protocol.Errorf(protocol.CodeInvalidField, "the patch stored as %s has other content (%s): it was replaced after the run; do not apply it", p.Ref, got)
+	}
 	return p, data, nil
 }
 

@@ -84,6 +84,21 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	if last := recs[len(recs)-1]; last.Kind != protocol.RecordFinished || last.Patch == nil || last.Patch.Ref != p.Ref {
 		t.Errorf("finished record = %+v, want the patch in it", last)
 	}
+
+	// A patch replaced in the object store after the run (anyone who may
+	// write the store could) is refused, not handed out.
+	js, _ := jetstream.New(cl.Conn())
+	store, err := js.ObjectStore(ctx, streams.BucketWorkspaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := []byte("--- a/calc.go\n+++ b/calc.go\n@@ -1 +1 @@\n-x\n+y\n")
+	if _, err := store.PutBytes(ctx, p.Ref, forged); err != nil {
+		t.Fatal(err)
+	}
+	if _, diff, err := cl.Patch(ctx, res.Run); err == nil || diff != nil || !strings.Contains(err.Error(), "replaced") {
+		t.Errorf("Patch of a replaced patch = %q, %v; want it refused", diff, err)
+	}
 }
 
 func TestPatchOfARootWorkspace(t *testing.T) {

@@ -207,6 +207,13 @@ func (c *Cluster) down() {
 	if c.t.Failed() {
 		out, _ := c.ComposeErr("logs", "--no-color", "--tail=40")
 		c.t.Logf("logs of %s:\n%s", c.Project, out)
+		// Every line, for the failure's whole story.
+		if all, err := c.ComposeErr("logs", "--no-color", "--timestamps"); err == nil {
+			path := filepath.Join(os.TempDir(), c.Project+".log")
+			if os.WriteFile(path, []byte(all), 0o644) == nil {
+				c.t.Logf("all logs of %s: %s", c.Project, path)
+			}
+		}
 	}
 	if out, err := c.ComposeErr("down", "-v", "--remove-orphans", "-t", "2"); err != nil {
 		c.t.Errorf("docker-compose down: %v\n%s", err, out)
