@@ -247,6 +247,22 @@ func (d *driver) chargeLost(ctx context.Context, step int, key string, deliverie
 	}
 }
 
+// keepSettled records in the step in hand what an earlier driver settled
+// under key, read back from the ledger (a settle replay charges nothing
+// more), when its answer cannot be used.
+func (d *driver) keepSettled(ctx context.Context, key string) {
+	var st ledger.Settlement
+	err := d.afterCall(ctx, "read a settled call back", func(ctx context.Context) error {
+		var err error
+		st, err = d.c.ledger.Settle(ctx, d.s.tree, key, ledger.Usage{})
+		return err
+	})
+	if err != nil || !st.Replayed {
+		return // released, not settled: nothing was charged
+	}
+	d.draws = append(d.draws, protocol.Draw{Key: key, Spend: spendOf(st.Charged)})
+}
+
 // release gives back a reservation whose call did not happen or failed
 // without usage.
 func (d *driver) release(ctx context.Context, key string) {

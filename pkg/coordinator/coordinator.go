@@ -599,20 +599,24 @@ func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.
 		return err
 	}
 	recs, last, err := c.trace.Read(ctx, run)
-	if err != nil || len(recs) == 0 {
+	if err != nil {
+		// The trace did not answer (NATS electing a leader, say). The
+		// lease is left to run out rather than deleted, so the run is
+		// still found by the next scan for expired leases; deleting it
+		// would leave the run running with no owner for good.
+		<-c.slots
+		return err
+	}
+	if len(recs) == 0 {
 		c.leases.release(ctx, ls)
 		<-c.slots
-		if err != nil {
-			return err
-		}
 		return protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
 	}
 	if pol != nil && recs[len(recs)-1].Kind != protocol.RecordFinished {
 		w := c.trace.Writer(run, last)
 		rec := &protocol.Record{Kind: protocol.RecordPolicy, Step: len(recs), Policy: pol, Coordinator: c.cfg.ID}
 		if err := w.Append(ctx, rec); err != nil {
-			c.leases.release(ctx, ls)
-			<-c.slots
+			<-c.slots // the lease runs out, as above
 			return err
 		}
 		recs, last = append(recs, *rec), w.LastSeq()

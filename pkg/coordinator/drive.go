@@ -305,6 +305,10 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 		estimate := d.estimate(len(data))
 		if err := d.reserve(ctx, key, estimate); err != nil {
 			if errors.Is(err, errStaleKey) {
+				// An earlier driver settled this attempt and died before
+				// its step was committed: what it charged goes into this
+				// step's record, so the trace keeps what the ledger holds.
+				d.keepSettled(ctx, key)
 				attempt++
 				continue
 			}
@@ -448,6 +452,33 @@ func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnRe
 	return &tr
 }
 
+// lookupTurn is turnOf for recover: a lookup that failed for another
+// reason than a missing turn (the stream electing a leader after a
+// restart) is tried again for a while, since taking a missing answer for
+// none would make the call again.
+func (d *driver) lookupTurn(ctx context.Context, step, attempt int) *protocol.TurnResult {
+	wait := 250 * time.Millisecond
+	for range 6 {
+		m, err := d.c.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(d.s.run, step, attempt))
+		if err == nil {
+			var tr protocol.TurnResult
+			if json.Unmarshal(m.Data, &tr) != nil {
+				return nil
+			}
+			return &tr
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
+			return nil
+		}
+		d.log.Warn("look up a turn; trying again", "step", step, "attempt", attempt, "err", err)
+		if sleep(ctx, wait) != nil {
+			return nil
+		}
+		wait *= 2
+	}
+	return nil
+}
+
 // recover finds what a previous driver of the run left of the step it
 // was in: the durable turns of its attempts. The step acts on the turn of
 // the highest attempt that has one, as that driver did (it only ever
@@ -458,7 +489,7 @@ func (d *driver) recover(ctx context.Context, step int) (*protocol.TurnResult, i
 	s := d.s
 	var found []*protocol.TurnResult
 	for a, misses := 1, 0; misses < 2; a++ { // tolerate one attempt that never got an answer
-		tr := d.turnOf(ctx, step, a)
+		tr := d.lookupTurn(ctx, step, a)
 		if tr == nil {
 			misses++
 			continue
