@@ -80,6 +80,11 @@ func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jets
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A connection cut off without a reset (a partition, a dropped
+		// network) is noticed within about 20 s rather than the client's
+		// default of several minutes, and then re-dialled.
+		nats.PingInterval(10 * time.Second),
+		nats.MaxPingsOutstanding(2),
 		nats.RetryOnFailedConnect(false),
 		nats.ReconnectHandler(reconnected),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
