@@ -111,6 +111,15 @@ func Run(ctx context.Context, contract *protocol.Contract, opts ...Option) (*pro
 // hold; protocol.ErrFenced while another live process drives it; a damaged
 // or too-new trace as a *protocol.Error.
 func Resume(ctx context.Context, run string, opts ...Option) (*protocol.Result, error) {
+	return resumeEmbedded(ctx, run, opts, func(cl *Cluster, pol *protocol.Policy) (*protocol.Result, error) {
+		return cl.ResumeWith(ctx, run, pol)
+	})
+}
+
+// resumeEmbedded starts the embedded default on the data directory the
+// options name, serving run's own workspace, watches run for the options'
+// observer, and carries the run on with carry.
+func resumeEmbedded(ctx context.Context, run string, opts []Option, carry func(*Cluster, *protocol.Policy) (*protocol.Result, error)) (*protocol.Result, error) {
 	var cfg Config
 	var ro runOptions
 	for _, o := range opts {
@@ -137,7 +146,7 @@ func Resume(ctx context.Context, run string, opts ...Option) (*protocol.Result, 
 		}
 		defer stop()
 	}
-	return cl.ResumeWith(ctx, run, ro.policy)
+	return carry(cl, ro.policy)
 }
 
 // ContractOf reads the contract a run of the data directory was started

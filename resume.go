@@ -49,33 +49,9 @@ func ResumeWithDecision(ctx context.Context, run, approval string, d *protocol.D
 	if err := approvalOf(run, approval); err != nil {
 		return nil, err
 	}
-	var cfg Config
-	var ro runOptions
-	for _, o := range opts {
-		o(&cfg, &ro)
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = DefaultDataDir()
-	}
-	c, err := ContractOf(ctx, cfg.DataDir, run)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Roots = []string{c.Workspace.Root}
-	cfg.NoTakeover = true
-	cl, err := Start(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	if ro.observer != nil {
-		stop, err := cl.Watch(run, ro.observer)
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-	}
-	return cl.ResumeWithDecision(ctx, run, approval, d, ro.policy)
+	return resumeEmbedded(ctx, run, opts, func(cl *Cluster, pol *protocol.Policy) (*protocol.Result, error) {
+		return cl.ResumeWithDecision(ctx, run, approval, d, pol)
+	})
 }
 
 // ResumeWithDecision is the package's ResumeWithDecision on this cluster:
