@@ -553,7 +553,9 @@ func (c *Coordinator) carryOnDecided(ctx context.Context) {
 			return
 		}
 		st, err := c.index.Get(ctx, ap.Pending.Run)
-		if err != nil || st.Status != protocol.StatusPaused {
+		// Not only a run the index shows paused: the pause may be in the
+		// trace while the index write was lost (NATS died in between).
+		if err != nil || st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed {
 			return
 		}
 		if err := c.Resume(ctx, ap.Pending.Run); err != nil && !errors.Is(err, protocol.ErrFenced) {
