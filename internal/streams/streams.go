@@ -283,14 +283,24 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	}
 	have := s.CachedInfo().Config
 	if slices.Equal(have.Subjects, cfg.Subjects) && have.Storage == cfg.Storage && have.Retention == cfg.Retention &&
-		have.Duplicates == cfg.Duplicates && have.MaxMsgSize == cfg.MaxMsgSize && have.MaxAge == cfg.MaxAge &&
-		have.MaxMsgsPerSubject == cfg.MaxMsgsPerSubject && (cfg.Replicas == 0 || have.Replicas == cfg.Replicas) {
+		have.Duplicates == cfg.Duplicates && limit(have.MaxMsgSize) == limit(cfg.MaxMsgSize) && have.MaxAge == cfg.MaxAge &&
+		limit(have.MaxMsgsPerSubject) == limit(cfg.MaxMsgsPerSubject) && (cfg.Replicas == 0 || have.Replicas == cfg.Replicas) {
 		return s, nil
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = have.Replicas
 	}
 	return js.UpdateStream(ctx, cfg)
+}
+
+// limit is a stream limit as the server stores it: a limit we leave at
+// zero the server records as -1, "unlimited"; compared as given, every
+// start would take it for a change and update the stream.
+func limit[T int32 | int64](v T) int64 {
+	if v <= 0 {
+		return -1
+	}
+	return int64(v)
 }
 
 // apiTimeout bounds each JetStream call of Ensure: a call the server
