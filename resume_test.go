@@ -98,6 +98,10 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
+		for _, r := range readTrace(t, data, "killed") {
+			b, _ := json.Marshal(r)
+			t.Logf("%s", b)
+		}
 		t.Fatalf("resumed run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
 	}
 	recs := readTrace(t, data, "killed")

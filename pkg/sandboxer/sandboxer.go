@@ -416,7 +416,8 @@ type opRecord struct {
 // an ops bucket is configured: a completed op's reply is kept there and
 // returned again; a tool call that began but never ended (the node died
 // under it) is reported as indeterminate, never silently run again. A
-// verification cut off that way is simply run again: it changes nothing.
+// verification or a read-only tool's call (read_file, grep, find,
+// view_image) cut off that way is simply run again: it changes nothing.
 func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
 	if s.cfg.Ops == nil {
 		return s.do(ctx, op)
@@ -428,7 +429,7 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 			if rec.Done && rec.Reply != nil {
 				return rec.Reply
 			}
-			if op.Kind == protocol.OpTool {
+			if op.Kind == protocol.OpTool && (op.Call == nil || !s.cfg.Tools.ReadOnly(op.Call.Name)) {
 				return indeterminate(op)
 			}
 		}

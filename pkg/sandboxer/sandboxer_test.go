@@ -315,7 +315,8 @@ func TestExecArgvTricks(t *testing.T) {
 
 // TestOpsOutliveTheSandboxer keeps op results in a real JetStream bucket:
 // a new sandboxer answers a repeated op id from the first result, and a
-// tool call the old one died under is reported as indeterminate, not run.
+// tool call the old one died under is reported as indeterminate, not run,
+// unless the tool only reads.
 func TestOpsOutliveTheSandboxer(t *testing.T) {
 	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
 	if err != nil {
@@ -388,5 +389,16 @@ func TestOpsOutliveTheSandboxer(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "count.txt")); string(got) != "ran\n" {
 		t.Errorf("the cut-off op ran again: count.txt = %q", got)
+	}
+
+	// A read cut off the same way changes nothing: it is run again.
+	if _, err := kv.Put(t.Context(), "r1.3.0.1", []byte(`{"done":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	read := &protocol.SandboxOp{OpID: "r1.3.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
+		Call: call("read_file", `{"path":"count.txt"}`), Policy: allow}
+	r = runOnce(read)
+	if r.Observation == nil || r.Observation.IsError || !strings.Contains(r.Observation.Content, "ran") {
+		t.Errorf("a cut-off read = %+v, want it run again and count.txt's content", r.Observation)
 	}
 }

@@ -30,6 +30,9 @@ var readFileParams = params{
 	{name: "path", kind: kindString, required: true, desc: "File to read, relative to the workspace root."},
 }
 
+// ReadOnly marks ReadFile as changing nothing.
+func (ReadFile) ReadOnly() {}
+
 // Spec describes read_file.
 func (ReadFile) Spec() protocol.ToolSpec {
 	return protocol.ToolSpec{

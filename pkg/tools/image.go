@@ -25,6 +25,9 @@ var viewImageParams = params{
 	{name: "path", kind: kindString, required: true, desc: "Image to look at (PNG, JPEG, GIF or WebP, at most 5 MB), relative to the workspace root."},
 }
 
+// ReadOnly marks ViewImage as changing nothing.
+func (ViewImage) ReadOnly() {}
+
 // Spec describes view_image.
 func (ViewImage) Spec() protocol.ToolSpec {
 	return protocol.ToolSpec{

@@ -69,6 +69,9 @@ var grepParams = params{
 	{name: "path_glob", kind: kindString, desc: "Only search files whose path relative to the workspace, or whose base name, matches this glob ('*' matches any characters including '/', '?' one character), such as *.go or src/*.ts."},
 }
 
+// ReadOnly marks Grep as changing nothing.
+func (Grep) ReadOnly() {}
+
 // Spec describes grep.
 func (Grep) Spec() protocol.ToolSpec {
 	return protocol.ToolSpec{
@@ -174,6 +177,9 @@ var findParams = params{
 	{name: "name_glob", kind: kindString, required: true, aliases: []string{"glob"},
 		desc: "Glob matched against each path relative to the workspace and against its base name: '*' matches any characters including '/', '?' one character. Examples: *.go, src/*_test.go, Makefile."},
 }
+
+// ReadOnly marks Find as changing nothing.
+func (Find) ReadOnly() {}
 
 // Spec describes find.
 func (Find) Spec() protocol.ToolSpec {

@@ -5,6 +5,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,5 +168,24 @@ func TestNoWorkspace(t *testing.T) {
 				t.Errorf("%s(%s) with no workspace = %v, want code %v", name, args, err, protocol.CodeUnsupported)
 			}
 		})
+	}
+}
+
+// TestReadOnlyTools pins which built-in tools change nothing: a call of
+// one of them cut off by a restart is run again instead of reported as
+// indeterminate, so a tool that writes must never be among them.
+func TestReadOnlyTools(t *testing.T) {
+	s := BuiltinsWithImages()
+	var got []string
+	for _, n := range s.Names() {
+		if s.ReadOnly(n) {
+			got = append(got, n)
+		}
+	}
+	if want := []string{"grep", "find", "read_file", "view_image"}; !slices.Equal(got, want) {
+		t.Errorf("read-only tools = %v, want %v", got, want)
+	}
+	if s.ReadOnly("no_such_tool") {
+		t.Error("an unknown tool counts as read-only")
 	}
 }

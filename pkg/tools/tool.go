@@ -96,6 +96,14 @@ type Tool interface {
 	Invoke(ctx context.Context, env *Env, args json.RawMessage) (*Output, error)
 }
 
+// ReadOnly is implemented by tools whose calls change nothing: reads and
+// searches. A call of such a tool that was cut off (its node died under
+// it) is simply run again; any other tool's is reported as indeterminate.
+type ReadOnly interface {
+	Tool
+	ReadOnly()
+}
+
 // Set is a toolbox: tools by name, in the order they were added.
 type Set struct {
 	tools map[string]Tool
@@ -160,6 +168,13 @@ func (s *Set) Specs() []protocol.ToolSpec {
 func (s *Set) Get(name string) (Tool, bool) {
 	t, ok := s.tools[name]
 	return t, ok
+}
+
+// ReadOnly reports whether the tool called name changes nothing when
+// called (it implements ReadOnly). An unknown name is not read-only.
+func (s *Set) ReadOnly(name string) bool {
+	_, ok := s.tools[name].(ReadOnly)
+	return ok
 }
 
 // Names returns the tools' names in the order the tools were added.
