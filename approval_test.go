@@ -1,14 +1,19 @@
 package harness_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -268,5 +273,70 @@ func TestDecideOverPlainNATS(t *testing.T) {
 	}
 	if st := waitSettled(t, cl.Client, "nats-decided"); st.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
+	}
+}
+
+// bucketLoser is a provider that, on its first call, deletes the approvals
+// bucket and brings it back a moment later: the pending action its turn
+// asks about is due while JetStream cannot take it, as when NATS is
+// restarting.
+type bucketLoser struct {
+	provider.Provider
+	js   jetstream.JetStream
+	once sync.Once
+	back chan error
+}
+
+func (b *bucketLoser) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
+	b.once.Do(func() {
+		if err := b.js.DeleteKeyValue(ctx, streams.BucketApprovals); err != nil {
+			b.back <- err
+			return
+		}
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			_, err := streams.Ensure(context.Background(), b.js, streams.Config{})
+			b.back <- err
+		}()
+	})
+	return b.Provider.Complete(ctx, req)
+}
+
+// TestPauseOutlastsTheApprovalsBucket has the approvals bucket missing
+// when a run pauses: the coordinator keeps trying to record the pending
+// action instead of failing the run, the run pauses once the bucket is
+// back, and a decision then carries it on.
+func TestPauseOutlastsTheApprovalsBucket(t *testing.T) {
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	loser := &bucketLoser{Provider: askingAgent(false), back: make(chan error, 1)}
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: loser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if loser.js, err = jetstream.New(cl.Conn()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Submit(t.Context(), askContract(t, ws), "bucket-lost"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-loser.back:
+		if err != nil {
+			t.Fatalf("losing and restoring the approvals bucket: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent was never called")
+	}
+	waitPaused(t, cl.Client, "bucket-lost")
+	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("bucket-lost", 1, 0), &protocol.Decision{Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitSettled(t, cl.Client, "bucket-lost"); st.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
+	}
+	code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
+	if err != nil || strings.Count(string(code), "return a + b") != 1 {
+		t.Errorf("calc.go = %q, want the approved fix applied once", code)
 	}
 }

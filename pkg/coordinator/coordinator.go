@@ -547,25 +547,37 @@ func (c *Coordinator) takeOver(ctx context.Context) {
 // carryOnDecided watches the approvals and carries on every paused run
 // whose pending action has been decided, on whichever coordinator gets its
 // lease first, including decisions made while no coordinator was running.
+// A watch that ends (NATS lost the bucket's stream, or could not start
+// one) is begun again until ctx ends: a coordinator that stopped watching
+// would leave every later decision waiting.
 func (c *Coordinator) carryOnDecided(ctx context.Context) {
-	err := c.approvals.Watch(ctx, func(ap *protocol.Approval) {
-		if ap.Pending == nil || ap.Decision == nil {
+	for {
+		err := c.approvals.Watch(ctx, func(ap *protocol.Approval) {
+			if ap.Pending == nil || ap.Decision == nil {
+				return
+			}
+			st, err := c.index.Get(ctx, ap.Pending.Run)
+			// Not only a run the index shows paused: the pause may be in the
+			// trace while the index write was lost (NATS died in between).
+			if err != nil || st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed {
+				return
+			}
+			if err := c.Resume(ctx, ap.Pending.Run); err != nil && !errors.Is(err, protocol.ErrFenced) {
+				c.log.Warn("carry on a decided run", "run", ap.Pending.Run, "err", err)
+			}
+		})
+		if ctx.Err() != nil {
 			return
 		}
-		st, err := c.index.Get(ctx, ap.Pending.Run)
-		// Not only a run the index shows paused: the pause may be in the
-		// trace while the index write was lost (NATS died in between).
-		if err != nil || st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed {
+		c.log.Warn("the watch of the approvals ended; watching again", "err", err)
+		if sleep(ctx, rewatchWait) != nil {
 			return
 		}
-		if err := c.Resume(ctx, ap.Pending.Run); err != nil && !errors.Is(err, protocol.ErrFenced) {
-			c.log.Warn("carry on a decided run", "run", ap.Pending.Run, "err", err)
-		}
-	})
-	if err != nil {
-		c.log.Warn("watch approvals", "err", err)
 	}
 }
+
+// rewatchWait is how long carryOnDecided waits before watching again.
+const rewatchWait = time.Second
 
 // errNoRoom means every run slot is taken.
 var errNoRoom = errors.New("no room for another run")

@@ -424,14 +424,22 @@ const appendWindow = 2 * time.Minute
 // only protocol.ErrFenced, the end of ctx, or a stream that stays silent
 // ends it.
 func (d *driver) append(ctx context.Context, rec *protocol.Record) error {
+	return d.persist(ctx, "append to the trace", func() error { return d.w.Append(ctx, rec) }, "kind", rec.Kind, "step", rec.Step)
+}
+
+// persist runs write, an idempotent write to JetStream, until it succeeds,
+// trying again while JetStream does not answer (a stream electing a new
+// leader after a node died, or a server restarting) within appendWindow
+// and ctx. protocol.ErrFenced ends it at once: it will not change.
+func (d *driver) persist(ctx context.Context, what string, write func() error, attrs ...any) error {
 	deadline := time.Now().Add(appendWindow)
 	wait := 100 * time.Millisecond
 	for {
-		err := d.w.Append(ctx, rec)
+		err := write()
 		if err == nil || errors.Is(err, protocol.ErrFenced) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		d.log.Warn("append to the trace; trying again", "kind", rec.Kind, "step", rec.Step, "err", err)
+		d.log.Warn(what+"; trying again", append(attrs, "err", err)...)
 		if serr := sleep(ctx, wait); serr != nil {
 			return err
 		}
@@ -895,7 +903,13 @@ func (d *driver) toolNames() string {
 func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 	s := d.s
 	id := protocol.ApprovalID(s.run, p.Step, p.Call)
-	ap, err := d.c.approvals.Defer(ctx, id, p)
+	// Recording it again is harmless: the same pending action, and any
+	// decision already there is kept.
+	var ap *protocol.Approval
+	err := d.persist(ctx, "record the pending action", func() (err error) {
+		ap, err = d.c.approvals.Defer(ctx, id, p)
+		return err
+	}, "approval", id)
 	if err != nil {
 		d.log.Error("record the pending action", "approval", id, "err", err)
 		d.finish(ctx, protocol.OutcomeFailed, "the pending action could not be recorded: "+err.Error())
