@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -74,20 +75,43 @@ func (x *Index) Get(ctx context.Context, run string) (*protocol.RunState, error)
 
 // Wait blocks until run's state satisfies done, and returns that state. It
 // watches the bucket, so it sees the current value first and then every
-// change. Errors: the context's error, or the watch's.
+// change, and it also reads the run's state every waitPoll: a watch begun
+// while a restarted cluster elects its leaders can stay silent, and one
+// that ends is begun again. Errors: the context's error.
 func (x *Index) Wait(ctx context.Context, run string, done func(*protocol.RunState) bool) (*protocol.RunState, error) {
-	w, err := x.kv.Watch(ctx, run)
-	if err != nil {
-		return nil, fmt.Errorf("watch run %s: %w", run, err)
+	var w jetstream.KeyWatcher
+	defer func() {
+		if w != nil {
+			_ = w.Stop()
+		}
+	}()
+	watch := func() <-chan jetstream.KeyValueEntry {
+		var err error
+		if w, err = x.kv.Watch(ctx, run); err != nil {
+			w = nil
+			return nil // the next poll tries again
+		}
+		return w.Updates()
 	}
-	defer w.Stop()
+	updates := watch()
+	poll := time.NewTicker(waitPoll)
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
+		case <-poll.C:
+			if st, err := x.Get(ctx, run); err == nil && done(st) {
+				return st, nil
+			}
+			if updates == nil {
+				updates = watch()
+			}
+		case e, ok := <-updates:
 			if !ok {
-				return nil, fmt.Errorf("watch run %s: closed", run)
+				_ = w.Stop()
+				w, updates = nil, nil
+				continue
 			}
 			if e == nil {
 				continue // the end of the initial values
@@ -102,6 +126,9 @@ func (x *Index) Wait(ctx context.Context, run string, done func(*protocol.RunSta
 		}
 	}
 }
+
+// waitPoll is how often Wait reads a run's state besides watching it.
+var waitPoll = 5 * time.Second
 
 // List returns the state of every run in the index.
 func (x *Index) List(ctx context.Context) ([]protocol.RunState, error) {

@@ -183,3 +183,43 @@ func TestBlobs(t *testing.T) {
 		t.Errorf("Get(missing) = %v, want not found", err)
 	}
 }
+
+// deafKV is a real bucket whose watches cannot be begun, as when a
+// restarted cluster has not elected the bucket's leader yet.
+type deafKV struct{ jetstream.KeyValue }
+
+func (deafKV) Watch(context.Context, string, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	return nil, errors.New("nats: JetStream not ready")
+}
+
+// TestIndexWaitOutlastsAWatchThatFails waits for a run over a bucket whose
+// watch cannot start: Wait still sees the run finish, by reading its state.
+func TestIndexWaitOutlastsAWatchThatFails(t *testing.T) {
+	defer trace.SetWaitPollForTest(20 * time.Millisecond)()
+	js, _, _ := open(t)
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "runs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := trace.NewIndex(deafKV{kv}, nil)
+	if err := x.Put(t.Context(), &protocol.RunState{Run: "r1", Status: protocol.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		st, err := x.Wait(ctx, "r1", func(st *protocol.RunState) bool { return st.Status != protocol.StatusRunning })
+		if err == nil && st.Status != protocol.StatusCompleted {
+			err = errors.New("returned while " + string(st.Status))
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := x.Put(t.Context(), &protocol.RunState{Run: "r1", Status: protocol.StatusCompleted, Outcome: protocol.OutcomeSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+}
