@@ -717,8 +717,9 @@ func (l *faultLoop) stop() {
 	}
 }
 
-// measureTakeover times, for each run the dead coordinator held, how long
-// until another coordinator appended the run's next trace record.
+// measureTakeover times, for each unfinished run the dead coordinator
+// held, how long until another coordinator appended the run's next trace
+// record.
 func (l *faultLoop) measureTakeover(id string, died time.Time) {
 	ctx := l.t.Context()
 	kv, err := l.js.KeyValue(ctx, streams.BucketLeases)
@@ -746,6 +747,10 @@ func (l *faultLoop) measureTakeover(id string, died time.Time) {
 		last, err := stream.GetLastMsgForSubject(ctx, trace.Subject(run))
 		if err != nil {
 			continue
+		}
+		var lastRec protocol.Record
+		if json.Unmarshal(last.Data, &lastRec) == nil && lastRec.Kind == protocol.RecordFinished {
+			continue // it died after the run's outcome, before giving up the lease: nothing is left to take over
 		}
 		l.measuring.Go(func() {
 			deadline := time.Now().Add(2 * time.Minute)
