@@ -205,6 +205,7 @@ func (c *Cluster) down() {
 		c.client.Close()
 	}
 	if c.t.Failed() {
+		c.dumpGoroutines()
 		out, _ := c.ComposeErr("logs", "--no-color", "--tail=40")
 		c.t.Logf("logs of %s:\n%s", c.Project, out)
 		// Every line, for the failure's whole story.
@@ -225,6 +226,31 @@ func (c *Cluster) down() {
 			c.t.Errorf("after teardown, docker %s still lists %q (%v)", kind[0], out, err)
 		}
 	}
+}
+
+// roleServices are the compose services running harness's own binaries.
+var roleServices = []string{"coordinator-1", "coordinator-2", "worker", "worker-replay", "sandboxer-1", "sandboxer-2"}
+
+// dumpGoroutines sends SIGQUIT to every harness role container still
+// running, so each writes the stacks of all its goroutines to its log
+// before it exits: where a role that stopped making progress was waiting.
+func (c *Cluster) dumpGoroutines() {
+	var ids []string
+	for _, svc := range roleServices {
+		out, err := runErr(c.Root, nil, "docker", "ps", "-q", "--filter", "label=com.docker.compose.project="+c.Project,
+			"--filter", "label=com.docker.compose.service="+svc)
+		if err == nil {
+			ids = append(ids, strings.Fields(out)...)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if out, err := runErr(c.Root, nil, "docker", append([]string{"kill", "--signal", "QUIT"}, ids...)...); err != nil {
+		c.t.Logf("SIGQUIT to the roles: %v\n%s", err, out)
+		return
+	}
+	time.Sleep(2 * time.Second) // the dumps reach the logs
 }
 
 // Container returns the id of the index-th container (1-based) of a

@@ -133,10 +133,14 @@ const formingWait = 2 * time.Minute
 // roles), but not after a refusal of permission, which will not change.
 func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, log *slog.Logger) (*Assets, error) {
 	deadline := time.Now().Add(formingWait)
+	waited := false
 	for {
 		a, err := Ensure(ctx, js, o.Streams)
 		if err == nil {
 			if err = ensurePools(ctx, a, o.Pools); err == nil {
+				if waited {
+					log.Info("JetStream is ready: streams and pools ensured")
+				}
 				return a, nil
 			}
 		}
@@ -145,6 +149,7 @@ func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, 
 			return nil, err
 		}
 		log.Info("JetStream is not ready; trying again", "err", err)
+		waited = true
 		if err := sleep(ctx, time.Second); err != nil {
 			return nil, err
 		}

@@ -230,10 +230,15 @@ func (w *Worker) Run(ctx context.Context) error {
 // under it (a NATS restart loses the in-memory steps stream with its
 // consumers), it creates the stream and the consumer again and carries on.
 func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream.Msg)) {
+	failing := false
 	for ctx.Err() == nil {
 		lost := make(chan struct{}, 1)
 		cons, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
 		if err != nil {
+			if !failing && ctx.Err() == nil {
+				w.log.Warn("the consumer of pool is not there yet; trying again every second", "pool", pool, "err", err)
+			}
+			failing = true
 			if _, eerr := streams.Ensure(ctx, w.js, streams.Config{}); eerr != nil {
 				w.log.Debug("ensure streams", "err", eerr)
 			}
@@ -251,8 +256,13 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 				}
 			}))
 		if err != nil {
+			w.log.Warn("consume the pool's tasks; trying again", "pool", pool, "err", err)
 			_ = sleepCtx(ctx, time.Second)
 			continue
+		}
+		if failing {
+			w.log.Info("taking the pool's tasks again", "pool", pool)
+			failing = false
 		}
 		select {
 		case <-ctx.Done():
