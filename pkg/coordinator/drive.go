@@ -315,8 +315,11 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			return nil, err
 		}
 		d.unsettled[attempt] = key
-		if _, err := d.c.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data},
-			jetstream.WithMsgID(task.Key())); err != nil {
+		pctx, cancel := jsCall(ctx)
+		_, err = d.c.js.PublishMsg(pctx, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data},
+			jetstream.WithMsgID(task.Key()))
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -382,9 +385,11 @@ func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, k
 			if tr := d.turnOf(ctx, step, attempt); tr != nil {
 				return tr, nil
 			}
-			if _, err := d.c.js.PublishMsg(ctx, task, jetstream.WithMsgID(key)); err != nil {
+			pctx, cancel := jsCall(ctx)
+			if _, err := d.c.js.PublishMsg(pctx, task, jetstream.WithMsgID(key)); err != nil {
 				d.log.Debug("publish the step task again", "step", step, "err", err)
 			}
+			cancel()
 		case m := <-d.turns:
 			var tr protocol.TurnResult
 			if err := json.Unmarshal(m.Data, &tr); err != nil {
@@ -424,7 +429,11 @@ const appendWindow = 2 * time.Minute
 // only protocol.ErrFenced, the end of ctx, or a stream that stays silent
 // ends it.
 func (d *driver) append(ctx context.Context, rec *protocol.Record) error {
-	return d.persist(ctx, "append to the trace", func() error { return d.w.Append(ctx, rec) }, "kind", rec.Kind, "step", rec.Step)
+	return d.persist(ctx, "append to the trace", func() error {
+		ctx, cancel := jsCall(ctx)
+		defer cancel()
+		return d.w.Append(ctx, rec)
+	}, "kind", rec.Kind, "step", rec.Step)
 }
 
 // persist runs write, an idempotent write to JetStream, until it succeeds,
@@ -449,7 +458,7 @@ func (d *driver) persist(ctx context.Context, what string, write func() error, a
 
 // turnOf returns the durable turn of one attempt of a step, or nil.
 func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnResult {
-	m, err := d.c.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(d.s.run, step, attempt))
+	m, err := d.lastTurn(ctx, step, attempt)
 	if err != nil {
 		return nil
 	}
@@ -460,6 +469,26 @@ func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnRe
 	return &tr
 }
 
+// lastTurn reads one attempt's turn from the turns stream, bounded by
+// jsTimeout.
+func (d *driver) lastTurn(ctx context.Context, step, attempt int) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := jsCall(ctx)
+	defer cancel()
+	return d.c.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(d.s.run, step, attempt))
+}
+
+// jsTimeout bounds one JetStream call made under a run's context. That
+// context's deadline is the run's own, often hours away, and the client
+// then applies no timeout of its own: a request or an answer lost while a
+// restarted cluster elects its leaders was waited for until then (seen in
+// the e2e suite, every resumed run stuck in its first turn lookup).
+var jsTimeout = 10 * time.Second
+
+// jsCall returns ctx bounded by jsTimeout.
+func jsCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, jsTimeout)
+}
+
 // lookupTurn is turnOf for recover: a lookup that failed for another
 // reason than a missing turn (the stream electing a leader after a
 // restart) is tried again for a while, since taking a missing answer for
@@ -467,7 +496,7 @@ func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnRe
 func (d *driver) lookupTurn(ctx context.Context, step, attempt int) *protocol.TurnResult {
 	wait := 250 * time.Millisecond
 	for range 6 {
-		m, err := d.c.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(d.s.run, step, attempt))
+		m, err := d.lastTurn(ctx, step, attempt)
 		if err == nil {
 			var tr protocol.TurnResult
 			if json.Unmarshal(m.Data, &tr) != nil {
@@ -907,6 +936,8 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 	// decision already there is kept.
 	var ap *protocol.Approval
 	err := d.persist(ctx, "record the pending action", func() (err error) {
+		ctx, cancel := jsCall(ctx)
+		defer cancel()
 		ap, err = d.c.approvals.Defer(ctx, id, p)
 		return err
 	}, "approval", id)

@@ -200,6 +200,8 @@ func (d *driver) submitChild(ctx context.Context, tenant, id string, data []byte
 	if tenant != "" {
 		subject = streams.SubmitTenantPrefix + tenant
 	}
-	_, err := d.c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(id))
+	pctx, cancel := jsCall(ctx)
+	defer cancel()
+	_, err := d.c.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(id))
 	return err
 }
