@@ -317,6 +317,13 @@ func (c *Cluster) Password(user string) string { return c.passwords[user] }
 func (c *Cluster) NATS(user string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	return c.NATSCommand(ctx, user, args...)()
+}
+
+// NATSCommand prepares the nats command line as NATS runs it (finding the
+// nodes' addresses, which takes a few docker calls) and returns what runs
+// it, so a caller can time the command alone.
+func (c *Cluster) NATSCommand(ctx context.Context, user string, args ...string) (run func() (string, error)) {
 	if user != "admin" {
 		args = append([]string{"--inbox-prefix", streams.InboxPrefix + natsUser(user)}, args...)
 	}
@@ -324,8 +331,10 @@ func (c *Cluster) NATS(user string, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "NATS_URL="+c.NATSURL(), "NATS_USER="+natsUser(user), "NATS_PASSWORD="+c.passwords[user])
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return func() (string, error) {
+		err := cmd.Run()
+		return out.String(), err
+	}
 }
 
 // natsUser maps the suite's user names to auth.conf's.

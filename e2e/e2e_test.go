@@ -386,10 +386,13 @@ func submit(t *testing.T, c *Cluster, user, subject string, bodies map[string][]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			pub := c.NATSCommand(ctx, user, "pub", subject, string(body), "-H", "Nats-Msg-Id:"+id)
 			mu.Lock()
-			at[id] = time.Now()
+			at[id] = time.Now() // the nats process alone: not the docker calls finding the nodes
 			mu.Unlock()
-			if out, err := c.NATS(user, "pub", subject, string(body), "-H", "Nats-Msg-Id:"+id); err != nil {
+			if out, err := pub(); err != nil {
 				t.Errorf("nats pub %s: %v\n%s", id, err, out)
 			}
 		}()

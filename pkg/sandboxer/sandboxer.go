@@ -329,7 +329,9 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 			// one's answer without taking a slot of its own.
 			select {
 			case <-e.done:
-				s.respond(r, e.reply)
+				if e.reply != nil {
+					s.respond(r, e.reply)
+				}
 			case <-ctx.Done():
 			}
 			return
@@ -343,6 +345,9 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		reply := s.once(ctx, &op)
+		if reply == nil {
+			return // not run: the coordinator asks again
+		}
 		s.m.Op(op.Kind, reply.Error != nil)
 		s.respond(r, reply)
 	}()
@@ -377,7 +382,9 @@ func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
 }
 
 // once runs an operation at most once per op id: a repeat waits for the
-// first and gets its result.
+// first and gets its result. It returns nil for an operation it did not
+// run because it could not be recorded first (see durably); a repeat then
+// tries again.
 func (s *Sandboxer) once(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
 	if op.Kind == protocol.OpOpen || op.Kind == protocol.OpClose {
 		return s.do(ctx, op)
@@ -401,6 +408,13 @@ func (s *Sandboxer) once(ctx context.Context, op *protocol.SandboxOp) *protocol.
 	}
 	s.mu.Unlock()
 	e.reply = s.durably(ctx, op)
+	if e.reply == nil {
+		s.mu.Lock()
+		if s.ops[op.OpID] == e {
+			delete(s.ops, op.OpID)
+		}
+		s.mu.Unlock()
+	}
 	close(e.done)
 	return e.reply
 }
@@ -412,38 +426,68 @@ type opRecord struct {
 	Reply *protocol.SandboxReply `json:"reply,omitempty"`
 }
 
-// durably runs an operation at most once across restarts of this node when
-// an ops bucket is configured: a completed op's reply is kept there and
-// returned again; a tool call that began but never ended (the node died
-// under it) is reported as indeterminate, never silently run again. A
-// verification or a read-only tool's call (read_file, grep, find,
-// view_image) cut off that way is simply run again: it changes nothing.
+// durably runs an operation at most once across restarts of this node,
+// and of any node serving the same roots, when an ops bucket is
+// configured: a completed op's reply is kept there and returned again; a
+// tool call that began but never ended (the node died under it) is
+// reported as indeterminate, never silently run again. A verification or a
+// read-only tool's call (read_file, grep, find, view_image) cut off that
+// way is simply run again: it changes nothing.
+//
+// A call that may change the workspace runs only once its start is
+// recorded: while the bucket cannot say whether the op began elsewhere, or
+// cannot take the record, durably returns nil without running it, and the
+// coordinator's next ask tries again. Run unrecorded, a call whose answer
+// was lost would be run a second time by whichever node was asked next.
 func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
 	if s.cfg.Ops == nil {
 		return s.do(ctx, op)
 	}
 	key := opKey(op.OpID)
-	if e, err := s.cfg.Ops.Get(ctx, key); err == nil {
+	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.cfg.Tools.ReadOnly(op.Call.Name))
+	e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
+	switch {
+	case err == nil:
 		var rec opRecord
 		if json.Unmarshal(e.Value(), &rec) == nil {
 			if rec.Done && rec.Reply != nil {
 				return rec.Reply
 			}
-			if op.Kind == protocol.OpTool && (op.Call == nil || !s.cfg.Tools.ReadOnly(op.Call.Name)) {
+			if changes {
 				return indeterminate(op)
 			}
 		}
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case changes:
+		s.log.Warn("the ops bucket does not answer; the op waits to be asked again", "op", op.OpID, "err", err)
+		return nil
 	}
 	begun, _ := json.Marshal(opRecord{})
-	if _, err := s.cfg.Ops.Put(ctx, key, begun); err != nil {
+	if _, err := opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Put(ctx, key, begun) }); err != nil {
+		if changes {
+			s.log.Warn("could not record the op's start; it waits to be asked again", "op", op.OpID, "err", err)
+			return nil
+		}
 		s.log.Warn("record op start", "op", op.OpID, "err", err)
 	}
 	reply := s.do(ctx, op)
 	done, _ := json.Marshal(opRecord{Done: true, Reply: reply})
-	if _, err := s.cfg.Ops.Put(ctx, key, done); err != nil {
+	// Kept in this process either way; in the bucket it spares another
+	// node reporting the op as indeterminate.
+	if _, err := opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Put(ctx, key, done) }); err != nil {
 		s.log.Warn("record op result", "op", op.OpID, "err", err)
 	}
 	return reply
+}
+
+// opsTimeout bounds each call to the ops bucket.
+const opsTimeout = 5 * time.Second
+
+// opsCall runs one call to the ops bucket, bounded by opsTimeout.
+func opsCall[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, opsTimeout)
+	defer cancel()
+	return f(ctx)
 }
 
 // indeterminate is the reply for a tool call cut off by a restart.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,5 +401,96 @@ func TestOpsOutliveTheSandboxer(t *testing.T) {
 	r = runOnce(read)
 	if r.Observation == nil || r.Observation.IsError || !strings.Contains(r.Observation.Content, "ran") {
 		t.Errorf("a cut-off read = %+v, want it run again and count.txt's content", r.Observation)
+	}
+}
+
+// unrecordable is an ops bucket that cannot take a record while down is
+// set, as when NATS restarts under the sandboxer.
+type unrecordable struct {
+	jetstream.KeyValue
+	down atomic.Bool
+}
+
+func (u *unrecordable) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	if u.down.Load() {
+		return 0, errors.New("nats: no response from stream")
+	}
+	return u.KeyValue.Put(ctx, key, value)
+}
+
+// TestAChangeRunsOnlyOnceRecorded asks for a command while the ops bucket
+// cannot record its start: the sandboxer does not run it and does not
+// answer, so the coordinator asks again; a read still runs. Once the
+// bucket takes records, the next ask runs the command, once. Run
+// unrecorded, the command would run again on whichever node was asked
+// after an answer was lost (the e2e suite saw lines appended twice).
+func TestAChangeRunsOnlyOnceRecorded(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := &unrecordable{KeyValue: kv}
+	ops.down.Store(true)
+	root := t.TempDir()
+	sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sb1", Roots: []string{root}, Ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- sb.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	allow := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	appendOp := &protocol.SandboxOp{OpID: "r1.1.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
+		Call: call("exec", `{"argv":["sh","-c","echo ran >> count.txt"]}`), Policy: allow}
+	var r *protocol.SandboxReply
+	waitUntil := time.Now().Add(5 * time.Second)
+	for {
+		// The first asks may come before the sandboxer listens; a read
+		// answers once it does.
+		r, err = do(t, nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: "r1.0.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
+			Call: call("find", `{"name_glob":"*"}`), Policy: allow}, time.Second)
+		if err == nil || time.Now().After(waitUntil) {
+			break
+		}
+	}
+	if err != nil || r.Observation == nil || r.Observation.IsError {
+		t.Fatalf("a read while the bucket is down = %+v, %v; want it run", r, err)
+	}
+	if _, err := do(t, nc, "harness.sandbox.sb1.op", appendOp, time.Second); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("a command whose start cannot be recorded was answered (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "count.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the command ran before its start was recorded (%v)", err)
+	}
+
+	ops.down.Store(false)
+	for range 2 { // asked again, and once more as if the answer were lost
+		r, err = do(t, nc, "harness.sandbox.sb1.op", appendOp, 5*time.Second)
+		if err != nil || r.Observation == nil || r.Observation.IsError {
+			t.Fatalf("the command asked again = %+v, %v; want it run", r, err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "count.txt")); string(got) != "ran\n" {
+		t.Errorf("count.txt = %q, want the command run once", got)
 	}
 }
