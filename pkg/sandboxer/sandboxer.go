@@ -462,12 +462,21 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 		s.log.Warn("the ops bucket does not answer; the op waits to be asked again", "op", op.OpID, "err", err)
 		return nil
 	}
+	// Created, not put: of two nodes asked for one op at once (a run
+	// taken over while its first node still worked), one records the
+	// start and the other sees it.
 	begun, _ := json.Marshal(opRecord{})
-	if _, err := opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Put(ctx, key, begun) }); err != nil {
+	_, err = opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Create(ctx, key, begun) })
+	switch {
+	case err == nil:
+	case errors.Is(err, jetstream.ErrKeyExists):
 		if changes {
-			s.log.Warn("could not record the op's start; it waits to be asked again", "op", op.OpID, "err", err)
-			return nil
+			return s.begunElsewhere(ctx, op, key)
 		}
+	case changes:
+		s.log.Warn("could not record the op's start; it waits to be asked again", "op", op.OpID, "err", err)
+		return nil
+	default:
 		s.log.Warn("record op start", "op", op.OpID, "err", err)
 	}
 	reply := s.do(ctx, op)
@@ -478,6 +487,29 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 		s.log.Warn("record op result", "op", op.OpID, "err", err)
 	}
 	return reply
+}
+
+// begunElsewhere answers a call that may change the workspace whose start
+// another node recorded a moment ago: with its result once that node has
+// one, as indeterminate if it has none within the op's time.
+func (s *Sandboxer) begunElsewhere(ctx context.Context, op *protocol.SandboxOp, key string) *protocol.SandboxReply {
+	for range 30 {
+		e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
+		if err == nil {
+			var rec opRecord
+			if json.Unmarshal(e.Value(), &rec) == nil && rec.Done && rec.Reply != nil {
+				return rec.Reply
+			}
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+	return indeterminate(op)
 }
 
 // opsTimeout bounds each call to the ops bucket.

@@ -418,6 +418,13 @@ func (u *unrecordable) Put(ctx context.Context, key string, value []byte) (uint6
 	return u.KeyValue.Put(ctx, key, value)
 }
 
+func (u *unrecordable) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if u.down.Load() {
+		return 0, errors.New("nats: no response from stream")
+	}
+	return u.KeyValue.Create(ctx, key, value, opts...)
+}
+
 // TestAChangeRunsOnlyOnceRecorded asks for a command while the ops bucket
 // cannot record its start: the sandboxer does not run it and does not
 // answer, so the coordinator asks again; a read still runs. Once the
