@@ -127,8 +127,20 @@ func (d *driver) loop(ctx context.Context) {
 			continue
 		}
 		if s.paused != nil {
-			ap, err := d.c.approvals.Get(ctx, s.paused.Approval)
-			if err != nil || ap.Decision == nil || ap.Pending == nil {
+			// A read that fails while NATS recovers is tried again: taken
+			// for "not decided yet", it would leave a run whose decision
+			// is already in (the one that woke it) paused for good.
+			var ap *protocol.Approval
+			err := d.persist(ctx, "read the approval", func() (err error) {
+				ctx, cancel := jsCall(ctx)
+				defer cancel()
+				ap, err = d.c.approvals.Get(ctx, s.paused.Approval)
+				if errors.Is(err, protocol.ErrUnknownRun) {
+					return nil // no such approval: nothing to retry
+				}
+				return err
+			}, "approval", s.paused.Approval)
+			if err != nil || ap == nil || ap.Decision == nil || ap.Pending == nil {
 				// Still waiting for a person; the run holds nothing meanwhile.
 				d.c.putState(ctx, d.pausedState(s.paused.Reason))
 				return
