@@ -549,23 +549,34 @@ func (c *Coordinator) takeOver(ctx context.Context) {
 // lease first, including decisions made while no coordinator was running.
 // A watch that ends (NATS lost the bucket's stream, or could not start
 // one) is begun again until ctx ends: a coordinator that stopped watching
-// would leave every later decision waiting.
+// would leave every later decision waiting. Every sweepInterval it also
+// looks over every decided approval, for a decision whose carrying on
+// failed (NATS restarting under it) or whose event was missed: nothing
+// else would wake its run.
 func (c *Coordinator) carryOnDecided(ctx context.Context) {
+	swept := make(chan struct{})
+	defer func() { <-swept }()
+	go func() {
+		defer close(swept)
+		t := time.NewTicker(sweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			aps, err := c.approvals.List(ctx)
+			if err != nil {
+				continue
+			}
+			for i := range aps {
+				c.carryOn(ctx, &aps[i], true)
+			}
+		}
+	}()
 	for {
-		err := c.approvals.Watch(ctx, func(ap *protocol.Approval) {
-			if ap.Pending == nil || ap.Decision == nil {
-				return
-			}
-			st, err := c.index.Get(ctx, ap.Pending.Run)
-			// Not only a run the index shows paused: the pause may be in the
-			// trace while the index write was lost (NATS died in between).
-			if err != nil || st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed {
-				return
-			}
-			if err := c.Resume(ctx, ap.Pending.Run); err != nil && !errors.Is(err, protocol.ErrFenced) {
-				c.log.Warn("carry on a decided run", "run", ap.Pending.Run, "err", err)
-			}
-		})
+		err := c.approvals.Watch(ctx, func(ap *protocol.Approval) { c.carryOn(ctx, ap, false) })
 		if ctx.Err() != nil {
 			return
 		}
@@ -573,6 +584,35 @@ func (c *Coordinator) carryOnDecided(ctx context.Context) {
 		if sleep(ctx, rewatchWait) != nil {
 			return
 		}
+	}
+}
+
+// sweepInterval is how often carryOnDecided looks over every approval.
+const sweepInterval = 5 * time.Second
+
+// carryOn resumes the run of a decided approval unless it is finished,
+// driven here already, or held by another coordinator. A sweep leaves
+// alone the approvals of steps the run has gone past: they were carried
+// on.
+func (c *Coordinator) carryOn(ctx context.Context, ap *protocol.Approval, sweep bool) {
+	if ap.Pending == nil || ap.Decision == nil {
+		return
+	}
+	run := ap.Pending.Run
+	c.mu.Lock()
+	busy := c.active[run]
+	c.mu.Unlock()
+	if busy {
+		return
+	}
+	st, err := c.index.Get(ctx, run)
+	// Not only a run the index shows paused: the pause may be in the
+	// trace while the index write was lost (NATS died in between).
+	if err != nil || st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed || sweep && st.Step > ap.Pending.Step {
+		return
+	}
+	if err := c.Resume(ctx, run); err != nil && !errors.Is(err, protocol.ErrFenced) && !errors.Is(err, errNoRoom) {
+		c.log.Warn("carry on a decided run", "run", run, "err", err)
 	}
 }
 
