@@ -332,10 +332,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	run := c.runIDOf(msg)
-	c.mu.Lock()
-	driving := c.active[run]
-	c.mu.Unlock()
-	if driving {
+	if c.driving(run) {
 		// Submitted again (a replayed spawn past the duplicate window):
 		// the run is in hand here, and taking its lease again would stop
 		// its driver.
@@ -514,6 +511,13 @@ func (c *Coordinator) hold(ctx context.Context, cancel context.CancelFunc, ls *l
 	}
 }
 
+// driving reports whether this coordinator is driving run.
+func (c *Coordinator) driving(run string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active[run]
+}
+
 // takeOver drives the runs whose lease ran out: their coordinator died or
 // stopped without finishing them. It checks every TakeoverInterval.
 func (c *Coordinator) takeOver(ctx context.Context) {
@@ -531,10 +535,7 @@ func (c *Coordinator) takeOver(ctx context.Context) {
 			continue
 		}
 		for _, run := range runs {
-			c.mu.Lock()
-			busy := c.active[run]
-			c.mu.Unlock()
-			if busy {
+			if c.driving(run) {
 				continue
 			}
 			if err := c.Resume(ctx, run); err != nil && !errors.Is(err, errHeld) && !errors.Is(err, errNoRoom) {
@@ -599,10 +600,7 @@ func (c *Coordinator) carryOn(ctx context.Context, ap *protocol.Approval, sweep 
 		return
 	}
 	run := ap.Pending.Run
-	c.mu.Lock()
-	busy := c.active[run]
-	c.mu.Unlock()
-	if busy {
+	if c.driving(run) {
 		return
 	}
 	st, err := c.index.Get(ctx, run)
