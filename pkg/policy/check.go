@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 
@@ -50,18 +51,33 @@ func (v Verdict) ByDefault() bool { return v.Rule == "" }
 // as `deny write "secrets/k" by rule "secrets/*" in layer "base"` or
 // `ask exec "make" by the default`.
 func (v Verdict) String() string {
-	return fmt.Sprintf("%s %s %q by %s", v.Effect, v.Act, v.Target, v.attribution())
+	if v.Rule == "" {
+		return fmt.Sprintf("%s %s %q by the default", v.Effect, v.Act, v.Target)
+	}
+	return fmt.Sprintf("%s %s %q by %s", v.Effect, v.Act, v.Target, v.DecidedBy())
 }
 
-func (v Verdict) attribution() string {
+// DecidedBy names what decided the verdict, for a message that says why an
+// act was refused: `rule "secrets/*" in layer "base"`, `built-in rule
+// <outside the workspace>`, or `the default for write`. It never names an
+// empty rule or an empty layer: a verdict without a rule was decided by the
+// default, and one whose rule has no layer (a built-in refusal, or a
+// verdict put together by hand) is named without one.
+func (v Verdict) DecidedBy() string {
 	switch {
 	case v.Rule == "":
-		return "the default"
-	case v.Layer == "":
+		return "the default for " + v.Act.String()
+	case isBuiltinRule(v.Rule):
 		return "built-in rule " + v.Rule
+	case v.Layer == "":
+		return fmt.Sprintf("rule %q", v.Rule)
 	default:
 		return fmt.Sprintf("rule %q in layer %q", v.Rule, v.Layer)
 	}
+}
+
+func isBuiltinRule(rule string) bool {
+	return rule == RuleOutsideWorkspace || rule == RuleEmptyTarget || rule == RuleUnknownAct
 }
 
 // Refusal renders a verdict that stops an act as the observation the model
@@ -94,9 +110,9 @@ func (v Verdict) Refusal() string {
 	case v.Rule == "":
 		fmt.Fprintf(&b, "no rule allows it and the default for %s is to ask a person, and no approval was given.", v.Act)
 	case v.Effect == Deny:
-		fmt.Fprintf(&b, "denied by rule %q in layer %q.", v.Rule, v.Layer)
+		fmt.Fprintf(&b, "denied by %s.", v.DecidedBy())
 	default:
-		fmt.Fprintf(&b, "rule %q in layer %q requires a person's approval, and none was given.", v.Rule, v.Layer)
+		fmt.Fprintf(&b, "%s requires a person's approval, and none was given.", v.DecidedBy())
 	}
 	var advice string
 	switch v.Act {
@@ -239,8 +255,11 @@ func strictest(a, b Verdict) Verdict {
 // against it and, when the port is all digits, against the bare host: a
 // rule naming the host covers every port, one naming host:port only that
 // port. Host names are compared without regard to ASCII case, a trailing
-// dot is ignored ("example.com." is "example.com") and leading zeros of the
-// port are dropped. An empty host is refused (RuleEmptyTarget).
+// dot is ignored ("example.com." is "example.com"), leading zeros of the
+// port are dropped, and an IP address compares in its canonical form, so
+// host "::1", "[::1]" and "0:0::1" are the same host, which a rule naming
+// "::1" or "[::1]" covers on every port. An empty host is refused
+// (RuleEmptyTarget).
 func (p *Policy) CheckNet(host, port string) Verdict {
 	p = p.orDenyAll()
 	target := host
@@ -263,14 +282,23 @@ func (p *Policy) checkNet(target string) Verdict {
 }
 
 // netForms returns the forms a net target is matched in: whole, the
-// normalised target, and bare, the host alone when whole has a port (or the
-// address inside the brackets of an IPv6 literal), else "". ok is false when
-// the target names no host. A target that does not parse as host or
-// host:port is matched whole, as io-harness does.
+// normalised target, and bare, the host alone when whole has a port, else
+// "". ok is false when the target names no host. A target that does not
+// parse as host or host:port is matched whole, as io-harness does.
+//
+// Normalised means: lower case; no trailing dot on the host; no leading
+// zeros on the port; an IP address in its canonical form (netip), an
+// IPv4-mapped IPv6 address as the IPv4 address it reaches; and an IPv6
+// address bracketed only when a port follows. So "[::1]", "::1" and
+// "0:0:0:0:0:0:0:1" all have the whole form "::1", and "[::1]:8080" has the
+// bare form "::1": a rule naming the address, with or without brackets
+// (net rule patterns are normalised the same way, see netPattern), covers
+// every port.
 func netForms(target string) (whole, bare string, ok bool) {
 	t := lowerASCII(target)
 	host, port := t, ""
-	if strings.HasPrefix(t, "[") {
+	bracketed := strings.HasPrefix(t, "[")
+	if bracketed {
 		end := strings.IndexByte(t, ']')
 		if end < 0 {
 			return t, "", true
@@ -282,10 +310,7 @@ func netForms(target string) (whole, bare string, ok bool) {
 		default:
 			return t, "", true
 		}
-		host, bare = t[:end+1], t[1:end]
-		if bare == "" {
-			return "", "", false
-		}
+		host = t[1:end]
 	} else if i := strings.IndexByte(t, ':'); i >= 0 && strings.IndexByte(t[i+1:], ':') < 0 {
 		// One colon: host:port when the port is all digits. Two or more
 		// colons without brackets is an IPv6 address, which has no port.
@@ -293,6 +318,8 @@ func netForms(target string) (whole, bare string, ok bool) {
 			host, port = t[:i], p
 		}
 	}
+	// changed says whole differs from t, so that the common target, already
+	// normal, is matched without allocating.
 	changed := false
 	if h := strings.TrimSuffix(host, "."); len(h) < len(host) {
 		host, changed = h, true
@@ -300,8 +327,13 @@ func netForms(target string) (whole, bare string, ok bool) {
 	if host == "" {
 		return "", "", false
 	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if c := a.Unmap().String(); c != host {
+			host, changed = c, true
+		}
+	}
 	if port == "" {
-		return host, bare, true
+		return host, "", true
 	}
 	if q := strings.TrimLeft(port, "0"); len(q) < len(port) {
 		if q == "" {
@@ -309,14 +341,34 @@ func netForms(target string) (whole, bare string, ok bool) {
 		}
 		port, changed = q, true
 	}
-	whole = t
-	if changed {
-		whole = host + ":" + port
+	v6 := strings.IndexByte(host, ':') >= 0
+	switch {
+	case !changed && v6 == bracketed:
+		return t, host, true
+	case v6:
+		return "[" + host + "]:" + port, host, true
 	}
-	if bare == "" {
-		bare = host
+	return host + ":" + port, host, true
+}
+
+// netPattern returns a net rule's pattern as it is matched, normalised as
+// targets are (see netForms): a literal pattern ("[::1]", "Example.COM.",
+// "[0:0::1]:0443") becomes the whole form of the same target ("::1",
+// "example.com", "[::1]:443"), so it matches whatever spelling a target
+// uses; a glob is only lower-cased and, when it is an IPv6 literal in
+// brackets without a port ("[fe80::*]"), unbracketed to match the bare host.
+func netPattern(pattern string) string {
+	m := lowerASCII(pattern)
+	if strings.ContainsAny(m, "*?") {
+		if len(m) > 2 && m[0] == '[' && m[len(m)-1] == ']' && !strings.ContainsAny(m[1:len(m)-1], "[]") {
+			return m[1 : len(m)-1]
+		}
+		return m
 	}
-	return whole, bare, true
+	if whole, _, ok := netForms(m); ok {
+		return whole
+	}
+	return m
 }
 
 func allDigits(s string) bool {
@@ -331,17 +383,60 @@ func allDigits(s string) bool {
 // eval is io-harness's explain: for each effect from strictest to most
 // lenient, the first rule of the act with that effect matching either form
 // (f2 may be "", meaning no second form) decides; else the act's default.
+// One exception: an ask is answered by a matching allow of the remembered
+// layer, which a person gave when asked (see [Policy.Remember]); a deny
+// is never.
 func (p *Policy) eval(act Act, target, f1, f2 string) Verdict {
+	f := forms{f1: f1, f2: f2}
 	for _, e := range [...]Effect{Deny, Ask, Allow} {
 		rules := p.rules[act][e]
 		for i := range rules {
 			r := &rules[i]
-			if glob.Match(r.match, f1) || f2 != "" && glob.Match(r.match, f2) {
+			if f.match(r) {
+				if e == Ask {
+					if v, ok := p.remembered(act, target, &f); ok {
+						return v
+					}
+				}
 				return Verdict{Effect: e, Rule: r.rule, Layer: r.layer, Act: act, Target: target}
 			}
 		}
 	}
 	return Verdict{Effect: p.defaults[act], Act: act, Target: target}
+}
+
+// remembered returns the verdict of the first remembered allow matching
+// either form, if one does.
+func (p *Policy) remembered(act Act, target string, f *forms) (Verdict, bool) {
+	rules := p.rules[act][Allow]
+	for i := range rules {
+		r := &rules[i]
+		if r.layer == RememberedLayer && f.match(r) {
+			return Verdict{Effect: Allow, Rule: r.rule, Layer: r.layer, Act: act, Target: target}, true
+		}
+	}
+	return Verdict{}, false
+}
+
+// forms are the forms of one target a rule is tried against: f1, and f2
+// unless it is "" (no second form). A rule that folds case (a built-in
+// layer's) is tried against them lower-cased, computed once and only if
+// such a rule is tried.
+type forms struct {
+	f1, f2  string
+	l1, l2  string
+	lowered bool
+}
+
+func (f *forms) match(r *compiled) bool {
+	a, b := f.f1, f.f2
+	if r.fold {
+		if !f.lowered {
+			f.l1, f.l2, f.lowered = lowerASCII(f.f1), lowerASCII(f.f2), true
+		}
+		a, b = f.l1, f.l2
+	}
+	return glob.Match(r.match, a) || b != "" && glob.Match(r.match, b)
 }
 
 func builtin(act Act, target, rule string) Verdict {

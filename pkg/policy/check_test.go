@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ioharness/harness/pkg/protocol"
 )
 
 // query is one check: argv set means CheckExec, host set means CheckNet,
@@ -151,6 +153,86 @@ func TestPathTargets(t *testing.T) {
 	})
 }
 
+// TestBuiltinLayers checks every pattern of the built-in layers at the root
+// and at depth, in other cases, and against names they must not catch.
+func TestBuiltinLayers(t *testing.T) {
+	def := Default()
+	// A user's rule keeps case-sensitive matching, even in a layer that
+	// takes a built-in layer's name.
+	user := New(Defaults{Read: Allow, Write: Allow},
+		layer("app", r(Read, Deny, "*.secret")),
+		layer(SecretsLayer, r(Read, Deny, "private.txt")))
+	contract, err := FromProtocol(&protocol.Policy{Layers: []protocol.Layer{{Name: "app", Rules: []protocol.Rule{
+		{Act: "read", Effect: "allow", Pattern: "*"}, {Act: "write", Effect: "allow", Pattern: "*"},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(pattern string) want { return want{Deny, pattern, SecretsLayer} }
+	git := func(pattern string) want { return want{Deny, pattern, GitLayer} }
+
+	rows := []checkRow{
+		{".env.local", def, query{act: Read, target: ".env.local"}, secret(".env.*")},
+		{".env.production at depth", def, query{act: Write, target: "app/.env.production"}, secret(".env.*")},
+		{".envrc is not an env file", def, query{act: Read, target: ".envrc"}, want{Allow, "", ""}},
+		{"env.local without the dot is not", def, query{act: Read, target: "env.local"}, want{Allow, "", ""}},
+		{"upper-case .ENV", def, query{act: Read, target: ".ENV"}, secret(".env")},
+		{"mixed-case .Env.Local at depth", def, query{act: Write, target: "a/.Env.Local"}, secret(".env.*")},
+		{"upper-case ID_RSA", def, query{act: Read, target: "home/.ssh/ID_RSA"}, secret("id_rsa")},
+		{"Server.PEM", def, query{act: Read, target: "certs/Server.PEM"}, secret("*.pem")},
+		{"id_ecdsa", def, query{act: Read, target: "home/.ssh/id_ecdsa"}, secret("id_ecdsa")},
+		{"id_dsa", def, query{act: Write, target: "id_dsa"}, secret("id_dsa")},
+		{"id_ed25519_sk", def, query{act: Read, target: ".ssh/id_ed25519_sk"}, secret("id_ed25519_sk")},
+		{"a public key is not a secret", def, query{act: Read, target: ".ssh/id_rsa.pub"}, want{Allow, "", ""}},
+		{"*.p12", def, query{act: Read, target: "certs/client.p12"}, secret("*.p12")},
+		{"*.PFX", def, query{act: Read, target: "certs/client.PFX"}, secret("*.pfx")},
+		{".git-credentials", def, query{act: Read, target: "home/.git-credentials"}, secret(".git-credentials")},
+		{".netrc", def, query{act: Read, target: ".netrc"}, secret(".netrc")},
+		{".npmrc at depth", def, query{act: Read, target: "web/.npmrc"}, secret(".npmrc")},
+		{".aws/credentials", def, query{act: Read, target: ".aws/credentials"}, secret(".aws/credentials")},
+		{".aws/credentials at depth", def, query{act: Read, target: "home/me/.aws/credentials"}, secret("*/.aws/credentials")},
+		{"another credentials file is not", def, query{act: Read, target: "docs/credentials"}, want{Allow, "", ""}},
+		{".git/config read", def, query{act: Read, target: ".git/config"}, secret(".git/config")},
+		{".git/config read at depth", def, query{act: Read, target: "vendor/x/.git/config"}, secret("*/.git/config")},
+		{"upper-case .GIT/CONFIG", def, query{act: Read, target: ".GIT/CONFIG"}, secret(".git/config")},
+		{"other git files stay readable", def, query{act: Read, target: ".git/HEAD"}, want{Allow, "", ""}},
+
+		{"write .git itself", def, query{act: Write, target: ".git"}, git(".git")},
+		{"write .git with a slash", def, query{act: Write, target: ".git/"}, git(".git")},
+		{"write a hook", def, query{act: Write, target: ".git/hooks/pre-commit"}, git(".git/*")},
+		{"write .git/info/attributes", def, query{act: Write, target: "./.git/info/attributes"}, git(".git/*")},
+		{"write a nested repository's hook", def, query{act: Write, target: "sub/.git/hooks/pre-commit"}, git("*/.git/*")},
+		{"write deep under a nested .git", def, query{act: Write, target: "a/b/.git/modules/c/config"}, git("*/.git/*")},
+		{"write a .git file at depth", def, query{act: Write, target: "sub/.git"}, git(".git")},
+		{"write .GIT in upper case", def, query{act: Write, target: ".GIT/hooks/post-checkout"}, git(".git/*")},
+		{"write .git/config is a secret first", def, query{act: Write, target: ".git/config"}, secret(".git/config")},
+		{".gitignore is not .git", def, query{act: Write, target: ".gitignore"}, want{Ask, "", ""}},
+		{".gitattributes is not .git", def, query{act: Write, target: "sub/.gitattributes"}, want{Ask, "", ""}},
+		{".github is not .git", def, query{act: Write, target: ".github/workflows/ci.yml"}, want{Ask, "", ""}},
+		{"foo.git is not .git", def, query{act: Write, target: "repos/foo.git/config"}, want{Ask, "", ""}},
+		{"reading under .git is the policy's", def, query{act: Read, target: ".git/hooks/pre-commit"}, want{Allow, "", ""}},
+
+		{"a contract's allow cannot reopen .ENV", contract, query{act: Read, target: "A/.ENV"}, secret(".env")},
+		{"a contract's allow cannot open .git", contract, query{act: Write, target: ".git/hooks/pre-push"}, git(".git/*")},
+		{"a user rule keeps its case", user, query{act: Read, target: "a.SECRET"}, want{Allow, "", ""}},
+		{"a user rule matches its case", user, query{act: Read, target: "a.secret"}, want{Deny, "*.secret", "app"}},
+		{"a user layer named like the built-in one keeps its case", user, query{act: Read, target: "PRIVATE.TXT"}, want{Allow, "", ""}},
+		{"New adds no built-in layer", user, query{act: Read, target: ".env"}, want{Allow, "", ""}},
+	}
+	// Every documented pattern denies its own name, in upper case too.
+	for _, pat := range SecretPatterns() {
+		name := strings.ReplaceAll(pat, "*", "x")
+		rows = append(rows,
+			checkRow{"secret " + pat, def, query{act: Read, target: name}, secret(pat)},
+			checkRow{"secret " + pat + " upper case", def, query{act: Write, target: strings.ToUpper(name)}, secret(pat)})
+	}
+	for _, pat := range GitPatterns() {
+		name := strings.ReplaceAll(pat, "*", "x")
+		rows = append(rows, checkRow{"git " + pat, def, query{act: Write, target: name}, git(pat)})
+	}
+	runRows(t, rows)
+}
+
 func TestExecTargets(t *testing.T) {
 	cargo := New(Defaults{}, layer("l",
 		r(Exec, Allow, "cargo"),
@@ -227,12 +309,66 @@ func TestNetTargets(t *testing.T) {
 		{"IPv6 without port", v6, query{act: Net, target: "::1"}, want{Allow, "::1", "egress"}},
 		{"IPv6 ported rule", v6, query{act: Net, target: "[fe80::1]:8080"}, want{Allow, "[fe80::1]:8080", "egress"}},
 		{"IPv6 ported rule other port", v6, query{act: Net, target: "[fe80::1]:80"}, want{Deny, "", ""}},
+		{"IPv6 ported rule by another spelling", v6, query{act: Net, target: "[FE80:0::0001]:08080"}, want{Allow, "[fe80::1]:8080", "egress"}},
 		{"a port that is not digits is matched whole", named, query{act: Net, target: "h:https"}, want{Allow, "h:https", "egress"}},
 		{"bare host rule does not cover a named port", bare, query{act: Net, target: "api.example.com:https"}, want{Deny, "", ""}},
 		{"empty host refused", bare, query{act: Net, target: ":443"}, want{Deny, RuleEmptyTarget, ""}},
 		{"empty target refused", bare, query{act: Net, target: ""}, want{Deny, RuleEmptyTarget, ""}},
 		{"empty brackets refused", bare, query{act: Net, target: "[]:443"}, want{Deny, RuleEmptyTarget, ""}},
 	})
+}
+
+// TestIPv6Forms checks that an IPv6 address in a rule matches the address
+// in a target whatever the spelling of either: with or without brackets,
+// with or without a port, in any case, with zeros elided or not.
+func TestIPv6Forms(t *testing.T) {
+	rules := []string{"[::1]", "::1", "0:0:0:0:0:0:0:1", "[0::1]"}
+	targets := []query{
+		{act: Net, target: "[::1]:8080"},
+		{act: Net, target: "[::1]:443"},
+		{act: Net, target: "[::1]"},
+		{act: Net, target: "::1"},
+		{act: Net, target: "[0:0:0:0:0:0:0:1]:22"},
+		{act: Net, target: "0:0::1"},
+		{host: "::1", port: "8080"},
+		{host: "[::1]", port: "8080"},
+		{host: "::1"},
+	}
+	var rows []checkRow
+	for _, pat := range rules {
+		deny := New(Defaults{Net: Allow}, layer("l", r(Net, Deny, pat)))
+		allow := New(Defaults{}, layer("l", r(Net, Allow, pat)))
+		for _, q := range targets {
+			rows = append(rows,
+				checkRow{"deny " + pat + " stops " + q.String(), deny, q, want{Deny, pat, "l"}},
+				checkRow{"allow " + pat + " lets " + q.String(), allow, q, want{Allow, pat, "l"}})
+		}
+		other := query{act: Net, target: "[::2]:8080"}
+		rows = append(rows, checkRow{"deny " + pat + " leaves " + other.String(), deny, other, want{Allow, "", ""}})
+	}
+
+	ported := New(Defaults{Net: Allow}, layer("l", r(Net, Deny, "[::1]:8080")))
+	glob6 := New(Defaults{Net: Allow}, layer("l", r(Net, Deny, "[fe80::*]")))
+	v4 := New(Defaults{Net: Allow}, layer("l", r(Net, Deny, "127.0.0.1")))
+	rows = append(rows,
+		checkRow{"a ported rule covers its port", ported, query{act: Net, target: "[::1]:8080"}, want{Deny, "[::1]:8080", "l"}},
+		checkRow{"a ported rule by CheckNet", ported, query{host: "::1", port: "8080"}, want{Deny, "[::1]:8080", "l"}},
+		checkRow{"a ported rule leaves another port", ported, query{act: Net, target: "[::1]:8081"}, want{Allow, "", ""}},
+		checkRow{"a ported rule leaves no port", ported, query{act: Net, target: "::1"}, want{Allow, "", ""}},
+		checkRow{"a bracketed glob covers every port", glob6, query{act: Net, target: "[fe80::1]:8080"}, want{Deny, "[fe80::*]", "l"}},
+		checkRow{"a bracketed glob covers no port", glob6, query{act: Net, target: "fe80::2"}, want{Deny, "[fe80::*]", "l"}},
+		checkRow{"a bracketed glob leaves other addresses", glob6, query{act: Net, target: "[fe81::1]:80"}, want{Allow, "", ""}},
+		// An IPv4-mapped IPv6 address reaches the IPv4 address.
+		checkRow{"IPv4-mapped with port", v4, query{act: Net, target: "[::ffff:127.0.0.1]:80"}, want{Deny, "127.0.0.1", "l"}},
+		checkRow{"IPv4-mapped by CheckNet", v4, query{host: "::ffff:127.0.0.1", port: "80"}, want{Deny, "127.0.0.1", "l"}},
+		checkRow{"IPv4 itself", v4, query{act: Net, target: "127.0.0.1:80"}, want{Deny, "127.0.0.1", "l"}},
+	)
+	runRows(t, rows)
+
+	// The verdict carries the target as given, not its normalised form.
+	if v := New(Defaults{}, layer("l", r(Net, Deny, "[::1]"))).Check(Net, "[0::1]:8080"); v.Target != "[0::1]:8080" {
+		t.Errorf("Check(net, [0::1]:8080).Target = %q, want the target as given", v.Target)
+	}
 }
 
 func TestDefaults(t *testing.T) {
@@ -269,13 +405,23 @@ func TestDefaults(t *testing.T) {
 
 func TestDefaultPolicy(t *testing.T) {
 	p := Default()
-	want := []Layer{{Name: SecretsLayer, Rules: []Rule{
-		{Read, Deny, ".env"}, {Write, Deny, ".env"},
-		{Read, Deny, "*.pem"}, {Write, Deny, "*.pem"},
-		{Read, Deny, "id_rsa"}, {Write, Deny, "id_rsa"},
-		{Read, Deny, "id_ed25519"}, {Write, Deny, "id_ed25519"},
-		{Read, Deny, "*.key"}, {Write, Deny, "*.key"},
-	}}}
+	// Spelled out, not derived from SecretPatterns and GitPatterns, so that
+	// a change to the built-in layers is a change to this test too.
+	var secrets []Rule
+	for _, pat := range []string{
+		".env", ".env.*",
+		"*.pem", "*.key", "*.p12", "*.pfx",
+		"id_rsa", "id_dsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk",
+		".git-credentials", ".netrc", ".npmrc",
+		".aws/credentials", "*/.aws/credentials",
+		".git/config", "*/.git/config",
+	} {
+		secrets = append(secrets, Rule{Read, Deny, pat}, Rule{Write, Deny, pat})
+	}
+	want := []Layer{
+		{Name: SecretsLayer, Rules: secrets},
+		{Name: GitLayer, Rules: []Rule{{Write, Deny, ".git"}, {Write, Deny, ".git/*"}, {Write, Deny, "*/.git/*"}}},
+	}
 	if diff := cmp.Diff(want, p.Layers()); diff != "" {
 		t.Errorf("Default().Layers() (-want +got):\n%s", diff)
 	}

@@ -60,7 +60,7 @@ func TestMerge(t *testing.T) {
 		}
 		return out
 	}
-	if diff := cmp.Diff([]string{SecretsLayer, "base", "app"}, names(merged)); diff != "" {
+	if diff := cmp.Diff([]string{SecretsLayer, GitLayer, "base", "app"}, names(merged)); diff != "" {
 		t.Errorf("Merge layers (-want +got):\n%s", diff)
 	}
 	// Merging a policy with itself repeats no layer.
@@ -112,16 +112,14 @@ func TestContain(t *testing.T) {
 	if diff := cmp.Diff([]Rule{{Write, Deny, "src/generated/*"}}, childLayer); diff != "" {
 		t.Errorf("contained child layer (-want +got):\n%s", diff)
 	}
-	// A child compiled from a contract brings the secrets layer again; it is
-	// not repeated.
-	n := 0
+	// A child compiled from a contract brings the built-in layers again;
+	// they are not repeated.
+	n := map[string]int{}
 	for _, l := range Contain(Default(), Default()).Layers() {
-		if l.Name == SecretsLayer {
-			n++
-		}
+		n[l.Name]++
 	}
-	if n != 1 {
-		t.Errorf("Contain(Default(), Default()) has %d secrets layers, want 1", n)
+	if n[SecretsLayer] != 1 || n[GitLayer] != 1 {
+		t.Errorf("Contain(Default(), Default()) has %d secrets and %d git layers, want 1 of each", n[SecretsLayer], n[GitLayer])
 	}
 }
 

@@ -31,11 +31,29 @@
 //     for "npm publish".
 //   - net: host:port and, when the port is all digits, the bare host, so
 //     "api.example.com" covers every port and "api.example.com:443" only
-//     that one. Hosts compare without ASCII case and without a trailing dot.
+//     that one. Hosts compare without ASCII case and without a trailing dot,
+//     and an IP address in any spelling compares as its canonical form:
+//     "[::1]", "::1" and "0:0::1" are one address, bracketed in the whole
+//     form only when a port follows ("[::1]:8080", whose bare host is
+//     "::1"), so a rule naming "[::1]" or "::1" covers every port of it. An
+//     IPv4-mapped IPv6 address ("::ffff:127.0.0.1") is the IPv4 address it
+//     reaches. Literal net patterns are normalised the same way.
+//
+// Patterns match with case, except those of the built-in layers (below).
+//
+// Two built-in layers come first in every policy compiled from a contract
+// ([FromProtocol], [Default]), and no later layer can re-allow what they
+// deny: builtin-secrets denies reading and writing the secret-bearing files
+// of [SecretPatterns] (.env and .env.*, private keys and certificate
+// bundles, SSH keys, credential stores, .git/config), and builtin-git
+// denies writing .git and everything under it, at any depth
+// ([GitPatterns]). Their patterns match without regard to ASCII case
+// (".ENV", "ID_RSA", "Server.PEM", ".GIT/hooks/x"), which is sound because
+// they only deny; a rule a user writes matches with case.
 //
 // Beyond io-harness, targets are normalised where that is sound (cleaned
-// paths, program basenames, host case), and a zero Effect or a nil *Policy
-// fails closed. Unlike io-harness, the last-element rule applies to paths
+// paths, program basenames, host case, IP address forms), and a zero Effect
+// or a nil *Policy fails closed. Unlike io-harness, the last-element rule applies to paths
 // only: io-harness also tries it on exec and net targets, where the "last
 // element" of "go test ./pkg/x" is "x".
 //
@@ -49,7 +67,7 @@
 // A caller:
 //
 //  1. Compiles the contract's policy once with [FromProtocol] (nil gives
-//     [Default]; the builtin-secrets layer is always first), and stores
+//     [Default]; the built-in layers are always first), and stores
 //     [Policy.Protocol] with the run; [Restore] reads it back.
 //  2. Checks each act before performing it: [Policy.CheckPath] for a file,
 //     [Policy.CheckExec] for a command, [Policy.CheckNet] for a host, or

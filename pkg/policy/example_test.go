@@ -22,13 +22,18 @@ func ExampleFromProtocol() {
 	}
 	fmt.Println(p.CheckPath(policy.Write, "src/main.go"))
 	fmt.Println(p.CheckPath(policy.Read, "secrets/db.txt"))
-	// The builtin-secrets layer comes first, whatever the contract says.
+	// The built-in layers come first, whatever the contract says: secrets,
+	// in any case, and the repository's own files.
 	fmt.Println(p.CheckPath(policy.Read, "config/.env"))
+	fmt.Println(p.CheckPath(policy.Read, "certs/Server.PEM"))
+	fmt.Println(p.CheckPath(policy.Write, ".git/hooks/pre-commit"))
 	fmt.Println(p.CheckPath(policy.Write, "README.md"))
 	// Output:
 	// allow write "src/main.go" by rule "src/*" in layer "app"
 	// deny read "secrets/db.txt" by rule "secrets/*" in layer "app"
 	// deny read "config/.env" by rule ".env" in layer "builtin-secrets"
+	// deny read "certs/Server.PEM" by rule "*.pem" in layer "builtin-secrets"
+	// deny write ".git/hooks/pre-commit" by rule ".git/*" in layer "builtin-git"
 	// ask write "README.md" by the default
 }
 

@@ -7,8 +7,9 @@ import (
 
 // FuzzCheck checks, for random patterns and targets, that no check panics,
 // that every verdict is well formed, that a deny rule "*" for an act makes
-// every verdict for that act a deny, and that Contain never yields an allow
-// the parent lacks.
+// every verdict for that act a deny, that the built-in layers give a path
+// the verdict of its lower-case spelling, and that Contain never yields an
+// allow the parent lacks.
 func FuzzCheck(f *testing.F) {
 	for _, s := range []struct {
 		pattern, target string
@@ -24,6 +25,9 @@ func FuzzCheck(f *testing.F) {
 		{"*", "..", 0},
 		{"x", "[", 3},
 		{"*.pem", "é/ü.pem", 0},
+		{"[::1]", "[::1]:8080", 3},
+		{"::1", "[0:0::1]", 3},
+		{"x", "Sub/.GIT/Hooks/pre-commit", 1},
 	} {
 		f.Add(s.pattern, s.target, s.act)
 	}
@@ -69,6 +73,14 @@ func FuzzCheck(f *testing.F) {
 			want(walled.CheckExec(argv))
 		case Net:
 			want(walled.CheckNet(host, port))
+		}
+
+		// The built-in layers ignore ASCII case: a path and its lower-case
+		// spelling get the same verdict from Default.
+		for _, x := range []Act{Read, Write} {
+			if v, lv := Default().CheckPath(x, target), Default().CheckPath(x, lowerASCII(target)); v.Effect != lv.Effect || v.Rule != lv.Rule {
+				t.Fatalf("Default: %v but %v", v, lv)
+			}
 		}
 
 		// Contain: the child brings every effect for the pattern; the

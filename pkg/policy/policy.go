@@ -129,8 +129,13 @@ func defaultsOf(t [numActs]Effect) Defaults {
 // Layer names the package gives meaning to.
 const (
 	// SecretsLayer is the name of the built-in layer that denies reading and
-	// writing secret-bearing files; see [Default] and [FromProtocol].
+	// writing secret-bearing files (see [SecretPatterns]); [Default] and
+	// [FromProtocol] always include it.
 	SecretsLayer = "builtin-secrets"
+	// GitLayer is the name of the built-in layer that denies writing a
+	// repository's own files (see [GitPatterns]); [Default] and
+	// [FromProtocol] always include it, after [SecretsLayer].
+	GitLayer = "builtin-git"
 	// RememberedLayer is the name of the top layer [Policy.Remember] adds.
 	RememberedLayer = "remembered"
 	// unnamedLayer replaces an empty layer name, so that a verdict with a
@@ -139,17 +144,97 @@ const (
 	unnamedLayer = "policy"
 )
 
-// secretPatterns are the files [Default] denies to read and to write: a read
-// allow list alone does not protect secrets that live inside the workspace,
-// and nothing an agent legitimately does rewrites a private key.
-var secretPatterns = [...]string{".env", "*.pem", "id_rsa", "id_ed25519", "*.key"}
+// SecretPatterns returns the patterns of the builtin-secrets layer: the
+// files it denies both to read and to write, at any depth, matched like
+// every path pattern (whole and by last element) but without regard to
+// ASCII case, so ".ENV", "ID_RSA" and "certs/Server.PEM" are denied too. A
+// read allow list alone does not protect secrets that live inside the
+// workspace, and nothing an agent legitimately does rewrites a private key.
+//
+//   - .env, .env.* (.env.local, .env.production, and .env.example too):
+//     environment files, which hold API keys and passwords.
+//   - *.pem, *.key, *.p12, *.pfx: private keys and certificate bundles.
+//   - id_rsa, id_dsa, id_ecdsa, id_ecdsa_sk, id_ed25519, id_ed25519_sk:
+//     SSH private keys under their default names.
+//   - .git-credentials, .netrc, .npmrc: credential stores of git, of
+//     curl/ftp/git over HTTP, and of npm (auth tokens).
+//   - .aws/credentials, */.aws/credentials: the AWS CLI's keys, whose last
+//     element alone ("credentials") is too common a name to deny.
+//   - .git/config, */.git/config: a repository's configuration, which may
+//     hold credentials in remote URLs (https://user:token@host/...).
+//
+// io-harness 0.17 denies the first five only (.env, *.pem, id_rsa,
+// id_ed25519, *.key), and matches them with case.
+func SecretPatterns() []string {
+	return []string{
+		".env", ".env.*",
+		"*.pem", "*.key", "*.p12", "*.pfx",
+		"id_rsa", "id_dsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk",
+		".git-credentials", ".netrc", ".npmrc",
+		".aws/credentials", "*/.aws/credentials",
+		".git/config", "*/.git/config",
+	}
+}
+
+// GitPatterns returns the patterns of the builtin-git layer: the paths it
+// denies to write, matched without regard to ASCII case. Together they
+// cover a directory named .git at any depth, the directory itself and
+// everything under it, and a .git file (the "gitdir:" pointer of a
+// worktree or submodule):
+//
+//   - .git: the name itself, at the root and, by last element, at any depth
+//     ("sub/.git").
+//   - .git/*: everything under the root's .git (".git/config",
+//     ".git/hooks/pre-commit").
+//   - */.git/*: everything under a .git below the root
+//     ("sub/.git/hooks/pre-commit"); '*' crosses '/', so any depth.
+//
+// A repository's files are configuration that runs commands (hooks,
+// filters, fsmonitor, pagers, editors): a file tool that could write them
+// would let an agent whose exec is denied run whatever git runs next. The
+// harness's own git ignores them too (package sandboxer commits through a
+// git directory of its own); this layer keeps the agent from planting them
+// for anyone else's git, such as the person who later opens the workspace.
+// Reading is left to the policy (and .git/config to [SecretPatterns]).
+func GitPatterns() []string {
+	return []string{".git", ".git/*", "*/.git/*"}
+}
 
 func secretsLayer() Layer {
-	l := Layer{Name: SecretsLayer, Rules: make([]Rule, 0, 2*len(secretPatterns))}
-	for _, p := range secretPatterns {
+	pats := SecretPatterns()
+	l := Layer{Name: SecretsLayer, Rules: make([]Rule, 0, 2*len(pats))}
+	for _, p := range pats {
 		l.Rules = append(l.Rules, Rule{Act: Read, Effect: Deny, Pattern: p}, Rule{Act: Write, Effect: Deny, Pattern: p})
 	}
 	return l
+}
+
+func gitLayer() Layer {
+	pats := GitPatterns()
+	l := Layer{Name: GitLayer, Rules: make([]Rule, 0, len(pats))}
+	for _, p := range pats {
+		l.Rules = append(l.Rules, Rule{Act: Write, Effect: Deny, Pattern: p})
+	}
+	return l
+}
+
+// builtinLayers are the layers [Default] and [FromProtocol] put first, in
+// this order.
+func builtinLayers() []Layer { return []Layer{secretsLayer(), gitLayer()} }
+
+// isBuiltin reports whether l is exactly one of the built-in layers. Only
+// those match without regard to case: a layer a user writes, even one
+// named "builtin-secrets", keeps case-sensitive matching, and a built-in
+// layer stored by an older version (other rules) matches as it did then.
+// Folding is sound for these layers because they hold only denies, whose
+// patterns are lower case: it can only refuse more.
+func isBuiltin(l Layer) bool {
+	for _, b := range builtinLayers() {
+		if sameLayer(l, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // Policy is a compiled permission policy: named layers of rules in stacking
@@ -170,9 +255,12 @@ type Policy struct {
 
 // compiled is a rule ready for matching, with its attribution.
 type compiled struct {
-	match string // the pattern as matched (lower-cased for net)
+	match string // the pattern as matched (normalised for net; lower-cased when fold)
 	rule  string // the pattern as written, reported in verdicts
 	layer string
+	// fold says the target is matched lower-cased: the rules of the
+	// built-in layers (see isBuiltin).
+	fold bool
 }
 
 // denyAll stands in for a nil *Policy. It is never modified.
@@ -188,7 +276,8 @@ func (p *Policy) orDenyAll() *Policy {
 // New returns a policy of the given layers, in stacking order, and
 // defaults; a zero field of d takes the built-in default for its act (see
 // [Defaults]). New adds no layer of its own: in particular not the
-// builtin-secrets layer, which [Default] and [FromProtocol] include.
+// builtin-secrets and builtin-git layers, which [Default] and
+// [FromProtocol] include.
 //
 // The rules are copied and normalised, failing closed: a rule whose Effect
 // is not Allow, Ask or Deny (the zero Effect included) becomes a Deny; a
@@ -200,9 +289,10 @@ func New(d Defaults, layers ...Layer) *Policy {
 }
 
 // Default returns the policy a contract gets when it brings none: the
-// builtin-secrets layer, denying read and write of .env, *.pem, id_rsa,
-// id_ed25519 and *.key at any depth, and the defaults read Allow, write Ask,
-// exec Ask, net Deny.
+// builtin-secrets layer, denying read and write of the files of
+// [SecretPatterns] at any depth, the builtin-git layer, denying write of
+// .git and everything under it at any depth ([GitPatterns]), and the
+// defaults read Allow, write Ask, exec Ask, net Deny.
 //
 // io-harness 0.17's default also carries a "builtin-exec" layer allowing the
 // programs rustc and <test-binary>, so that its Rust verification gate works
@@ -210,7 +300,7 @@ func New(d Defaults, layers ...Layer) *Policy {
 // here: a verification command is an exec like any other and runs only where
 // the contract's policy allows it.
 func Default() *Policy {
-	return build(Defaults{}, []Layer{secretsLayer()})
+	return build(Defaults{}, builtinLayers())
 }
 
 // Permissive returns a policy that enforces nothing: no layers, every
@@ -229,16 +319,20 @@ func build(d Defaults, layers []Layer) *Policy {
 			nl.Name = unnamedLayer
 		}
 		for _, r := range l.Rules {
-			r, ok := normalise(r)
-			if !ok {
-				continue
+			if r, ok := normalise(r); ok {
+				nl.Rules = append(nl.Rules, r)
 			}
-			nl.Rules = append(nl.Rules, r)
+		}
+		fold := isBuiltin(nl)
+		for _, r := range nl.Rules {
 			m := r.Pattern
-			if r.Act == Net {
+			switch {
+			case r.Act == Net:
+				m = netPattern(m)
+			case fold:
 				m = lowerASCII(m)
 			}
-			p.rules[r.Act][r.Effect] = append(p.rules[r.Act][r.Effect], compiled{match: m, rule: r.Pattern, layer: nl.Name})
+			p.rules[r.Act][r.Effect] = append(p.rules[r.Act][r.Effect], compiled{match: m, rule: r.Pattern, layer: nl.Name, fold: fold})
 		}
 		p.layers = append(p.layers, nl)
 	}
@@ -304,9 +398,11 @@ func (p *Policy) WithLayer(name string, rules ...Rule) *Policy {
 // Remember returns a new policy: p with rules an approver asked to remember
 // for the rest of the run, in a top layer named "remembered". If p's top
 // layer already is that layer, the rules are appended to it (rules it already
-// holds are not repeated); otherwise the layer is added. Like any layer
-// merged on top, remembered rules can add allows and asks but cannot
-// override a deny. With no rules, Remember returns p.
+// holds are not repeated); otherwise the layer is added. A remembered allow
+// is what a person approved when asked, so it is consulted before the ask
+// rules: an ask rule that matches a remembered target asks no more. Like any
+// layer merged on top, remembered rules cannot override a deny. With no
+// rules, Remember returns p.
 func (p *Policy) Remember(rules ...Rule) *Policy {
 	p = p.orDenyAll()
 	if len(rules) == 0 {

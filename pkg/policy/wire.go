@@ -7,15 +7,16 @@ import (
 // FromProtocol compiles the policy a contract carries. A nil policy (the
 // contract brought none) is [Default].
 //
-// The builtin-secrets layer is always included, first, even when the
-// contract brings layers of its own: a contract can add rules and defaults
-// but cannot reopen .env, *.pem, id_rsa, id_ed25519 or *.key, because a
-// deny in any layer beats an allow in every layer. (When the contract's
-// first layer already is that exact layer, as in a policy written by
-// [Policy.Protocol], it is not added twice.) An embedder that really means
-// to let an agent at those files builds its policy with [New] instead. A
-// default the contract leaves out takes [Default]'s value: read allow,
-// write ask, exec ask, net deny.
+// The built-in layers are always included, first, even when the contract
+// brings layers of its own: builtin-secrets ([SecretPatterns]), then
+// builtin-git ([GitPatterns]). A contract can add rules and defaults but
+// cannot reopen a secret or write under .git, because a deny in any layer
+// beats an allow in every layer. (A layer identical to one already present,
+// such as a built-in layer in a policy written by [Policy.Protocol], is not
+// kept a second time: it could never decide a verdict.) An embedder that
+// really means to let an agent at those files builds its policy with [New]
+// instead. A default the contract leaves out takes [Default]'s value: read
+// allow, write ask, exec ask, net deny.
 //
 // The policy is validated first; an invalid one returns the
 // *protocol.Error of [protocol.Policy.Validate] (CodeMissingField or
@@ -28,10 +29,11 @@ func FromProtocol(p *protocol.Policy) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(layers) == 0 || !sameLayer(layers[0], secretsLayer()) {
-		layers = append([]Layer{secretsLayer()}, layers...)
+	all := builtinLayers()
+	for _, l := range layers {
+		all = appendLayer(all, l)
 	}
-	return build(d, layers), nil
+	return build(d, all), nil
 }
 
 // Restore compiles exactly the policy p describes, adding nothing: it reads
@@ -86,8 +88,8 @@ func fromWire(p *protocol.Policy) (Defaults, []Layer, error) {
 // Protocol returns the policy in its wire form, for a contract or for
 // storage: every layer in order, and all four defaults written out.
 // [Restore] reads it back exactly; [FromProtocol] reads it back exactly
-// when the policy's first layer is the builtin-secrets layer, as for every
-// policy compiled from a contract.
+// when the policy's first layers are the built-in ones (builtin-secrets,
+// then builtin-git), as for every policy compiled from a contract.
 func (p *Policy) Protocol() *protocol.Policy {
 	p = p.orDenyAll()
 	out := &protocol.Policy{

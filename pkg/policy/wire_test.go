@@ -25,6 +25,7 @@ func TestFromProtocol(t *testing.T) {
 	}
 	want := []Layer{
 		Default().Layers()[0],
+		Default().Layers()[1],
 		{Name: "app", Rules: []Rule{{Read, Allow, "*"}, {Write, Allow, "src/*"}, {Exec, Ask, "git push*"}}},
 	}
 	if diff := cmp.Diff(want, p.Layers()); diff != "" {
@@ -68,6 +69,43 @@ func TestFromProtocol(t *testing.T) {
 			t.Errorf("a contract's policy is permissive")
 		}
 	})
+}
+
+// TestFromProtocolBuiltinsOnce checks that the built-in layers are put
+// first exactly once: not repeated when the contract already holds them (a
+// policy written by Protocol), and added above an older version of the
+// secrets layer, which stays and binds as any layer does.
+func TestFromProtocolBuiltinsOnce(t *testing.T) {
+	names := func(p *Policy) []string {
+		var out []string
+		for _, l := range p.Layers() {
+			out = append(out, l.Name)
+		}
+		return out
+	}
+	again, err := FromProtocol(Default().WithLayer("app", r(Write, Allow, "src/*")).Protocol())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{SecretsLayer, GitLayer, "app"}, names(again)); diff != "" {
+		t.Errorf("FromProtocol(Protocol()) layers (-want +got):\n%s", diff)
+	}
+	old := &protocol.Policy{Layers: []protocol.Layer{{Name: SecretsLayer, Rules: []protocol.Rule{
+		{Act: "read", Effect: "deny", Pattern: ".env"}, {Act: "read", Effect: "deny", Pattern: "legacy.txt"},
+	}}}}
+	p, err := FromProtocol(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{SecretsLayer, GitLayer, SecretsLayer}, names(p)); diff != "" {
+		t.Errorf("FromProtocol(an older secrets layer) layers (-want +got):\n%s", diff)
+	}
+	if v := p.Check(Read, "a/.ENV.local"); v.Effect != Deny || v.Rule != ".env.*" {
+		t.Errorf("Check(read, a/.ENV.local) = %v, want deny by the current builtin-secrets", v)
+	}
+	if v := p.Check(Read, "legacy.txt"); v.Effect != Deny {
+		t.Errorf("Check(read, legacy.txt) = %v, want the older layer's deny kept", v)
+	}
 }
 
 func TestFromProtocolErrors(t *testing.T) {
