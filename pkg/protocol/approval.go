@@ -19,7 +19,10 @@ type Approval struct {
 
 // Pending is an action the policy asked a person about: what the agent
 // wants to do, and exactly what the person is shown (the content a write
-// would produce, the edit, the command).
+// would produce, the edit, the command). For the provider's own endpoint
+// (an ask rule on its host), Tool is empty, Act is "net" and Target the
+// endpoint: the run's provider calls wait for it, and Step is the last step
+// committed before them.
 type Pending struct {
 	Run       string          `json:"run"`
 	Step      int             `json:"step"`
@@ -48,13 +51,21 @@ type Decision struct {
 }
 
 // ApprovalID names the approval of one call of one step of a run. It is
-// predictable, so a decision can be sent before the pause is seen.
+// predictable, so a decision can be sent before the pause is seen (for a
+// step the run has reached).
 func ApprovalID(run string, step, call int) string {
 	return run + "." + strconv.Itoa(step) + "." + strconv.Itoa(call)
 }
 
-// ParseApprovalID splits an approval id into its run, step and call.
-// Errors: CodeInvalidField for anything ApprovalID did not make.
+// ProviderApprovalID names the approval of the n-th (from 0) provider
+// endpoint a run's policy asked a person about. Its step is 0, which no
+// tool call has: it comes before the provider call of whichever step
+// found the ask.
+func ProviderApprovalID(run string, n int) string { return ApprovalID(run, 0, n) }
+
+// ParseApprovalID splits an approval id into its run, step and call; step
+// 0 is a provider endpoint's (ProviderApprovalID). Errors:
+// CodeInvalidField for anything ApprovalID did not make.
 func ParseApprovalID(id string) (run string, step, call int, err error) {
 	bad := FieldError(CodeInvalidField, "id", "use the id the paused run printed, such as RUN.3.0", "%q is not an approval id", id)
 	i := strings.LastIndexByte(id, '.')
@@ -68,7 +79,7 @@ func ParseApprovalID(id string) (run string, step, call int, err error) {
 	run = id[:j]
 	step, err1 := strconv.Atoi(id[j+1 : i])
 	call, err2 := strconv.Atoi(id[i+1:])
-	if err1 != nil || err2 != nil || step < 1 || call < 0 || !ValidToken(run) {
+	if err1 != nil || err2 != nil || step < 0 || call < 0 || !ValidToken(run) {
 		return "", 0, 0, bad
 	}
 	return run, step, call, nil

@@ -216,9 +216,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) IsZero() bool { return d == 0 }
 
 // DecodeContract strictly decodes and validates a contract, then fills the
-// defaults. Every failure is an *Error: ErrTooLarge, ErrMalformed,
-// ErrUnknownField, ErrSchemaVersion, ErrMissingField, ErrInvalidField or
-// ErrUnsupported, naming the field and saying what to do.
+// defaults. Every failure is an *Error: ErrTooLarge, ErrMalformed (also for
+// a key that appears twice in one object, at any depth, naming its path
+// such as "policy.defaults.write"), ErrUnknownField, ErrSchemaVersion,
+// ErrMissingField, ErrInvalidField or ErrUnsupported, naming the field and
+// saying what to do.
 func DecodeContract(data []byte) (*Contract, error) {
 	if len(data) > MaxContractBytes {
 		return nil, FieldError(CodeTooLarge, "", "keep the contract under 256 KiB; reference large inputs from the workspace",

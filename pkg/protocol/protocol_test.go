@@ -46,6 +46,12 @@ func TestDecodeContractErrors(t *testing.T) {
 		{"document check unsupported", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"document_contains":{"path":"a.docx","needle":"x"}}`, 1), ErrUnsupported, "verification.document_contains"},
 		{"file check without needle", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"file_contains":{"path":"a"}}`, 1), ErrMissingField, "verification.file_contains.needle"},
 		{"too large", `{"task":"` + strings.Repeat("a", MaxContractBytes) + `"}`, ErrTooLarge, ""},
+		{"duplicate at the top", strings.Replace(good, `"task":"t"`, `"task":"t","task":"u"`, 1), ErrMalformed, "task"},
+		{"duplicate default", strings.Replace(good, `"task"`, `"policy":{"defaults":{"write":"deny","read":"allow","write":"allow"}},"task"`, 1), ErrMalformed, "policy.defaults.write"},
+		{"duplicate in a list", strings.Replace(good, `"task"`, `"policy":{"layers":[{"name":"a","rules":[]},{"name":"b","rules":[{"act":"read","effect":"deny","effect":"allow","pattern":"x"}]}]},"task"`, 1), ErrMalformed, "policy.layers[1].rules[0].effect"},
+		{"duplicate object", strings.Replace(good, `"task"`, `"policy":{"defaults":{"net":"deny"}},"policy":{"defaults":{"net":"allow"}},"task"`, 1), ErrMalformed, "policy"},
+		{"duplicate deep in an argv's object", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"command":{"argv":["go","test"],"argv":["true"]}}`, 1), ErrMalformed, "verification.command.argv"},
+		{"duplicate unknown field is still a duplicate", strings.Replace(good, `"task"`, `"x":1,"x":2,"task"`, 1), ErrMalformed, "x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +64,36 @@ func TestDecodeContractErrors(t *testing.T) {
 				t.Errorf("field = %q, want %q", pe.Field, tt.field)
 			}
 		})
+	}
+}
+
+// TestDecodeContractDuplicateKeys checks that a key given twice in one
+// object is refused wherever it is, by name, and that the same key in
+// different objects, or keys differing in case, are not duplicates.
+func TestDecodeContractDuplicateKeys(t *testing.T) {
+	const dup = `{"schema":"harness.contract/v1","task":"t","workspace":{"root":"/w"},"verification":{"none":{}},` +
+		`"policy":{"defaults":{"write":"deny","write":"allow"}}}`
+	_, err := DecodeContract([]byte(dup))
+	pe := AsError(err)
+	if !errors.Is(err, ErrMalformed) || pe.Field != "policy.defaults.write" || !strings.Contains(pe.Message, `"write" appears twice in policy.defaults`) {
+		t.Fatalf("DecodeContract(duplicate write) = %v, want malformed naming policy.defaults.write", err)
+	}
+	// The same key in sibling objects is not a duplicate.
+	const siblings = `{"schema":"harness.contract/v1","task":"t","workspace":{"root":"/w"},"verification":{"none":{}},` +
+		`"policy":{"layers":[{"name":"a","rules":[{"act":"read","effect":"deny","pattern":"x"},{"act":"write","effect":"deny","pattern":"x"}]},{"name":"b","rules":[]}],` +
+		`"defaults":{"read":"allow","write":"ask"}}}`
+	c, err := DecodeContract([]byte(siblings))
+	if err != nil {
+		t.Fatalf("DecodeContract(siblings) = %v, want it accepted", err)
+	}
+	if c.Policy == nil || len(c.Policy.Layers) != 2 || c.Policy.Defaults.Write != "ask" {
+		t.Errorf("DecodeContract(siblings) policy = %+v", c.Policy)
+	}
+	// Keys that differ in case are not duplicates; the unknown one is
+	// refused as unknown.
+	const cased = `{"schema":"harness.contract/v1","task":"t","Task":"u","workspace":{"root":"/w"},"verification":{"none":{}}}`
+	if _, err := DecodeContract([]byte(cased)); !errors.Is(err, ErrUnknownField) {
+		t.Errorf("DecodeContract(task and Task) = %v, want unknown_field", err)
 	}
 }
 
@@ -168,6 +204,8 @@ func FuzzDecodeContract(f *testing.F) {
 	f.Add([]byte(`{"schema":"harness.contract/v1","task":"t","workspace":{"root":"/w"},"verification":{"none":{}}}`))
 	f.Add([]byte(`{"schema":"harness.contract/v1","budget":{"max_wall":"1m"},"policy":{"layers":[{"name":"a","rules":[]}]}}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"schema":"harness.contract/v1","task":"t","task":"u","workspace":{"root":"/w"},"verification":{"none":{}}}`))
+	f.Add([]byte(`{"policy":{"layers":[{"name":"a","rules":[{"act":"read","act":"write"}]}],"defaults":{"net":"deny","net":"allow"}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeContract(data)
 		if err != nil {

@@ -102,6 +102,10 @@ type ExecReport struct {
 	CapHit     string   `json:"cap_hit,omitempty"`
 	DurationMS int64    `json:"duration_ms"`
 	Unenforced []string `json:"unenforced,omitempty"`
+	// Unsandboxed is set when the command ran with no isolation at all
+	// (the floor backend, which only the sandboxer's operator can allow):
+	// as the sandboxer's own user, seeing what it sees.
+	Unsandboxed bool `json:"unsandboxed,omitempty"`
 }
 
 // CheckResult is the outcome of the verification gate. A command that did

@@ -63,6 +63,10 @@ type Record struct {
 	Changed      bool          `json:"changed,omitempty"`
 	// Draws are the step's settled charges on the budget ledger.
 	Draws []Draw `json:"draws,omitempty"`
+	// Decided are the approver's answers given at once during the step
+	// (a terminal's, an embedder's Approver), each with who decided; a
+	// person's decision on a paused run is a decision record instead.
+	Decided []Decided `json:"decided,omitempty"`
 
 	// finished, paused
 	Outcome Outcome `json:"outcome,omitempty"`
@@ -76,6 +80,22 @@ type Record struct {
 	// decision: the rules remembered for the rest of the run.
 	Remember []Rule `json:"remember,omitempty"`
 
-	// policy: the run's policy from this record on.
+	// policy: the run's policy from this record on. started: a
+	// sub-agent's effective policy, its parent's contained with its own
+	// contract's (allows intersect, denies union, asks kept), which is
+	// what it runs under and what every sandbox op carries; absent for a
+	// root, which runs under its contract's. A resumed or taken-over run
+	// reads it back from here, never from its parent again.
 	Policy *Policy `json:"policy,omitempty"`
+	// started: a sub-agent's parent's effective policy when the sub-agent
+	// started. A policy the sub-agent is resumed under is contained in it
+	// too, so no resume widens a sub-agent past its parent.
+	ParentPolicy *Policy `json:"parent_policy,omitempty"`
+}
+
+// Decided is an approver's answer given at once, during a step: the
+// approval id it answers and the decision, whose By names who decided.
+type Decided struct {
+	Approval string    `json:"approval"`
+	Decision *Decision `json:"decision"`
 }

@@ -103,7 +103,8 @@ type StepTask struct {
 	// for an expired task: nobody holds a reservation for it any more.
 	Expires time.Time `json:"expires,omitzero"`
 	// Policy is the run's policy: a worker checks net on its provider's
-	// endpoints against it before calling (an explicit deny refuses).
+	// endpoints against it before calling (an explicit deny refuses; an
+	// ask is answered by TurnResult.Refused, with no call made).
 	Policy *Policy `json:"policy,omitempty"`
 }
 
@@ -129,4 +130,15 @@ type TurnResult struct {
 	// when more than once: each earlier delivery may have made a provider
 	// call whose answer was lost with its worker.
 	Deliveries int `json:"deliveries,omitempty"`
+	// Usage is what a call cost whose turn could not be delivered (Error
+	// too_large: over the bus's message limit): the provider was paid, so
+	// the coordinator charges it though there is no turn. Model is the
+	// model that answered it, for its price.
+	Usage *Usage `json:"usage,omitempty"`
+	Model string `json:"model,omitempty"`
+	// Refused is the run policy's verdict on the provider's endpoint when
+	// it stopped the call before it was made (Error refused): a deny, or
+	// an ask, which the coordinator puts to the run's approver; once a
+	// person approves, the endpoint is remembered as allowed for the run.
+	Refused *Refusal `json:"refused,omitempty"`
 }
