@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/snapshot"
+	"github.com/ioharness/harness/pkg/tools"
 )
 
 // wsFlags carry a workspace with the contract, as a snapshot (run,
@@ -92,9 +94,13 @@ func withSnapshot(raw []byte, ref, commit string) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// describeSnapshot says what was packed.
+// describeSnapshot says what was packed, and what was left out.
 func describeSnapshot(dir string, s *harness.Snapshot) string {
-	return fmt.Sprintf("snapshot of %s (%d entries, %d bytes packed to %d)\n            %s", dir, s.Info.Files, s.Info.Bytes, s.Size, s.Ref)
+	d := fmt.Sprintf("snapshot of %s (%d entries, %d bytes packed to %d)\n            %s", dir, s.Info.Files, s.Info.Bytes, s.Size, s.Ref)
+	for _, l := range s.Info.LeftOut {
+		d += fmt.Sprintf("\n            left out %s: %s", l.Path, l.Reason)
+	}
+	return d
 }
 
 func cmdFetch(ctx context.Context, env *environ, args []string) int {
@@ -186,4 +192,69 @@ func summarise(w io.Writer, p *protocol.Patch) {
 	if p.Commit != "" {
 		fmt.Fprintf(w, "committed as %s in the workspace on sandboxer %s\n", p.Commit, p.Node)
 	}
+}
+
+// copyTree copies src to dst, which must not exist yet, for harness run
+// --copy: its directories, regular files (with their permissions) and
+// symbolic links, copied as links, so that the file tools judge a link in
+// the copy by its target as they would in place. It leaves out, and says
+// so on w, what the file tools refuse in place: a file with more than one
+// hard link (another name of it may be a file outside the workspace or one
+// the policy denies, and copied it would become a plain file, readable
+// under the name that is allowed), a symbolic link whose target is
+// absolute or leads out of src, and FIFOs, sockets and devices.
+func copyTree(w io.Writer, src, dst string) error {
+	if _, err := os.Lstat(dst); err == nil {
+		return fmt.Errorf("%s exists already; pick another --id", dst)
+	}
+	ws, err := tools.OpenWorkspace(src)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	var left []string
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			if _, err := ws.ResolveLinks(filepath.ToSlash(rel)); errors.Is(err, protocol.ErrPathEscape) {
+				left = append(left, fmt.Sprintf("%s: %s", rel, protocol.AsError(err).Message))
+				return nil
+			}
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, to)
+		}
+		// Read as read_file would: a file with several hard links, or one
+		// that is not a regular file, is refused.
+		data, err := ws.ReadFile(filepath.ToSlash(rel))
+		if err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) && (pe.Code == protocol.CodePathEscape || pe.Code == protocol.CodeBadArguments) {
+				left = append(left, fmt.Sprintf("%s: %s", rel, pe.Message))
+				return nil
+			}
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, info.Mode().Perm())
+	})
+	for _, l := range left {
+		fmt.Fprintf(w, "  --copy left out %s\n", l)
+	}
+	return err
 }

@@ -2,11 +2,19 @@
 // perform and takes the verdict: the coordinator before it dispatches a
 // call, and the sandboxer again before it performs one, so an operation
 // without a verdict covering it is refused where its effect would happen.
+//
+// Verdict and Allowed judge a call by the path it names. Only the
+// sandboxer can see where that path really leads (symbolic links inside
+// the workspace), so it also asks Path, for a tool call, and Reads, for a
+// verification, about every path the resolution passes through: a link is
+// judged by its target as well as by its name, and the strictest verdict
+// wins.
 package gate
 
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/ioharness/harness/pkg/policy"
@@ -63,6 +71,26 @@ func Verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string)
 	return p.CheckPath(ta.act, path), ""
 }
 
+// Named returns the workspace path a built-in file tool's call names, the
+// one Verdict judged (and a person was asked about, for an ask), or "" for
+// a call that names none (grep, find, exec, a tool of an embedder's) or
+// whose arguments do not say.
+func Named(call *protocol.ToolCall) string {
+	ta, ok := toolActs[call.Name]
+	if !ok || ta.arg == "" || (ta.act != policy.Read && ta.act != policy.Write) {
+		return ""
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(call.Arguments, &args) != nil {
+		return ""
+	}
+	var p string
+	if json.Unmarshal(args[ta.arg], &p) != nil {
+		return ""
+	}
+	return p
+}
+
 // Allowed checks that the verification may run: a command only under an
 // explicit allow to exec it, a file_contains check only under an explicit
 // allow to read its file, since a gate cannot stop to ask anyone. It
@@ -71,12 +99,10 @@ func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
 	if c := v.FileContains; c != nil {
 		// The check reads the file: a file the agent may not read must not
 		// answer questions about its content either.
-		vd := p.CheckPath(policy.Read, c.Path)
-		if vd.Effect == policy.Allow {
-			return true, ""
+		if why := Reads(p, c.Path); why != "" {
+			return false, why
 		}
-		return false, fmt.Sprintf("the verification reads %s, which the policy does not allow to read (%s); a verification reads only under an explicit allow",
-			c.Path, vd.Refusal())
+		return true, ""
 	}
 	if v.Command == nil {
 		return true, ""
@@ -85,10 +111,46 @@ func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
 	if vd.Effect == policy.Allow {
 		return true, ""
 	}
-	how := "the default for exec is " + vd.Effect.String()
-	if vd.Rule != "" {
-		how = fmt.Sprintf("rule %q in layer %q says %s", vd.Rule, vd.Layer, vd.Effect)
-	}
+	how := fmt.Sprintf("%s says %s", vd.DecidedBy(), vd.Effect)
 	return false, fmt.Sprintf("the verification command `%s` is not allowed by the policy (%s); a verification runs only under an explicit allow: add exec allow rules covering %q and the whole command",
 		strings.Join(v.Command.Argv, " "), how, v.Command.Argv[0])
+}
+
+// Reads decides whether a verification may read rel: the path its
+// file_contains names, or one that path leads to through a symbolic link.
+// Only an explicit allow lets it, as in Allowed. It returns "" when it
+// may, else the reason.
+func Reads(p *policy.Policy, rel string) string {
+	vd := p.CheckPath(policy.Read, rel)
+	if vd.Effect == policy.Allow {
+		return ""
+	}
+	return fmt.Sprintf("the verification reads %s, which the policy does not allow to read (%s); a verification reads only under an explicit allow",
+		rel, vd.Refusal())
+}
+
+// Path decides act (Read or Write) on rel, one path a file tool's call
+// really reaches: named, the path the call names, or a path its
+// resolution passes through (a symbolic link's target). named is "" for a
+// call that names no path (grep, find). approved says a person approved
+// the call: the coordinator asked them about named, so an ask is let
+// through for named alone, never for a path a link leads to, and what a
+// person approves is what changes. A deny is never let through. It returns
+// the verdict and, when the act may not go on, the refusal the model
+// reads: for an ask on a link's target, it says to name the real path, so
+// that the approval is asked for what really changes.
+func Path(p *policy.Policy, act policy.Act, rel, named string, approved bool) (policy.Verdict, string) {
+	v := p.CheckPath(act, rel)
+	target := named == "" || path.Clean(named) != rel
+	switch {
+	case v.Effect == policy.Allow:
+		return v, ""
+	case v.Effect == policy.Ask && approved && !target:
+		return v, ""
+	case v.Effect == policy.Ask && target && named != "":
+		how := v.DecidedBy()
+		return v, fmt.Sprintf("[%s refused] %q: %s asks a person first, and a person's approval is asked for the path a call names, never for where a symbolic link leads. Name the real path %q in the call, so that the person approving sees what really changes.",
+			act, rel, how, rel)
+	}
+	return v, v.Refusal()
 }

@@ -53,3 +53,58 @@ func TestVerdicts(t *testing.T) {
 		t.Errorf("gate make check = %v %q, want refused with a reason", ok, why)
 	}
 }
+
+// TestPathOfALinkTarget checks the verdict the sandboxer takes on each
+// path a call's resolution passes through: an approval covers the path
+// the call names and no other, a deny is never covered, and an ask on a
+// link's target tells the model to name the real path.
+func TestPathOfALinkTarget(t *testing.T) {
+	pol, err := policy.FromProtocol(&protocol.Policy{Layers: []protocol.Layer{{Name: "app", Rules: []protocol.Rule{
+		{Act: "write", Effect: "ask", Pattern: "*_test.go"},
+		{Act: "read", Effect: "deny", Pattern: "private/*"},
+	}}}, Defaults: &protocol.Defaults{Read: "allow", Write: "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name           string
+		act            policy.Act
+		rel, named     string
+		approved, want bool
+		says           string
+	}{
+		{"allowed target", policy.Write, "calc.go", "alias.go", false, true, ""},
+		{"approved named path", policy.Write, "calc_test.go", "calc_test.go", true, true, ""},
+		{"approved named path, spelled another way", policy.Write, "calc_test.go", "./calc_test.go", true, true, ""},
+		{"approval does not cover a link's target", policy.Write, "calc_test.go", "alias.go", true, false, `Name the real path "calc_test.go"`},
+		{"ask on a target without approval", policy.Write, "calc_test.go", "alias.go", false, false, `rule "*_test.go" in layer "app" asks a person first`},
+		{"ask on the named path without approval", policy.Write, "calc_test.go", "calc_test.go", false, false, "requires a person's approval"},
+		{"grep and find name nothing", policy.Write, "calc_test.go", "", true, false, "requires a person's approval"},
+		{"deny on a target", policy.Read, "private/k", "notes.txt", true, false, `denied by rule "private/*"`},
+		{"deny on the approved named path", policy.Read, "private/k", "private/k", true, false, "denied"},
+	}
+	for _, tt := range tests {
+		_, why := Path(pol, tt.act, tt.rel, tt.named, tt.approved)
+		if (why == "") != tt.want || !strings.Contains(why, tt.says) {
+			t.Errorf("%s: Path(%s %q, named %q, approved %v) = %q, want allowed %v saying %q", tt.name, tt.act, tt.rel, tt.named, tt.approved, why, tt.want, tt.says)
+		}
+	}
+	if why := Reads(pol, "private/k"); !strings.Contains(why, "explicit allow") {
+		t.Errorf("Reads(private/k) = %q, want refused", why)
+	}
+	askRead, _ := policy.FromProtocol(&protocol.Policy{Defaults: &protocol.Defaults{Read: "ask"}})
+	if why := Reads(askRead, "a.txt"); why == "" {
+		t.Error("Reads under an ask default = allowed, want refused: a verification cannot ask")
+	}
+	for call, want := range map[*protocol.ToolCall]string{
+		{Name: "write_file", Arguments: json.RawMessage(`{"path":"a/b.go","content":""}`)}: "a/b.go",
+		{Name: "view_image", Arguments: json.RawMessage(`{"path":"p.png"}`)}:               "p.png",
+		{Name: "grep", Arguments: json.RawMessage(`{"pattern":"x"}`)}:                      "",
+		{Name: "exec", Arguments: json.RawMessage(`{"argv":["ls"]}`)}:                      "",
+		{Name: "read_file", Arguments: json.RawMessage(`{"path":7}`)}:                      "",
+	} {
+		if got := Named(call); got != want {
+			t.Errorf("Named(%s %s) = %q, want %q", call.Name, call.Arguments, got, want)
+		}
+	}
+}

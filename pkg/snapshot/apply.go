@@ -40,10 +40,12 @@ type hline struct {
 // file renamed into place. It returns the paths it changed.
 //
 // Errors, each a *protocol.Error with field "patch": CodePathEscape for a
-// path that is absolute, climbs out of dir, lies under .git or leads
-// through a symbolic link; CodeMalformed for a diff that does not parse;
-// CodeUnsupported for renames, copies and binary patches; CodeInvalidField
-// when a change does not apply to what dir holds. Nothing is written then.
+// path that is absolute, climbs out of dir, lies under .git, leads
+// through a symbolic link (even one that stays inside dir) or changes
+// one; CodeMalformed for a diff that does not parse; CodeUnsupported for
+// renames, copies and binary patches; CodeInvalidField when a change does
+// not apply to what dir holds (a file to add exists already, a link
+// included). Nothing is written then.
 // An I/O failure while writing can leave part of the changes applied; it
 // is returned wrapped.
 func Apply(patch []byte, dir string) ([]protocol.FileChange, error) {
@@ -72,6 +74,9 @@ func Apply(patch []byte, dir string) ([]protocol.FileChange, error) {
 	var changes []protocol.FileChange
 	for i := range fps {
 		fp := &fps[i]
+		if err := throughLink(root, fp.path); err != nil {
+			return nil, err
+		}
 		var cur []string
 		perm := os.FileMode(0o644)
 		fi, err := root.Lstat(fp.path)
@@ -169,6 +174,28 @@ func Apply(patch []byte, dir string) ([]protocol.FileChange, error) {
 		}
 	}
 	return changes, nil
+}
+
+// throughLink refuses a path one of whose directories is a symbolic
+// link: os.Root would follow a link that stays inside the directory, and
+// the change would land on the file the link leads to, under another name
+// than the patch shows.
+func throughLink(root *os.Root, p string) error {
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		fi, err := root.Lstat(p[:i])
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // created by the patch, as a directory
+		case err != nil:
+			return pathError(p, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return applyError(protocol.CodePathEscape, "%s leads through the symbolic link %s; the patch changes only files reached without a link", p, p[:i])
+		}
+	}
+	return nil
 }
 
 // emptiedBy reports whether every file under the directory dir is among

@@ -8,9 +8,12 @@
 // absolute paths, paths that climb out with "..", entries beneath a
 // symbolic link, symbolic links whose target leaves the directory or
 // passes through another link, hard links, devices, FIFOs and sockets, and
-// archives over the Limits; Pack refuses to write what Unpack would
-// refuse, so a snapshot that uploads also materialises. Apply refuses
-// paths outside its directory and anything under .git, and writes nothing
+// archives over the Limits; Pack leaves out (and lists in Info.LeftOut)
+// the links Unpack would refuse and every file with more than one hard
+// link, and refuses the rest of what Unpack would, so a snapshot that
+// uploads also materialises and carries nothing a link could reach from
+// outside. Apply refuses paths outside its directory, paths that lead
+// through a symbolic link, and anything under .git, and writes nothing
 // unless every change applies. Each refusal is a *protocol.Error
 // (protocol.ErrPathEscape, ErrTooLarge, ErrUnsupported, ErrMalformed) that
 // names the entry.

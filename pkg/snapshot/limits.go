@@ -40,10 +40,21 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Info describes a snapshot: its entries and the bytes of its files.
+// Info describes a snapshot: its entries and the bytes of its files, and
+// what Pack left out.
 type Info struct {
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
+	// LeftOut lists the entries of the directory Pack did not carry, in
+	// name order, each with the reason; nil when it carried everything
+	// not excluded.
+	LeftOut []LeftOut `json:"left_out,omitempty"`
+}
+
+// LeftOut is one entry Pack did not carry, and why.
+type LeftOut struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // Ref returns the content address of data: "sha256-" and its hex SHA-256.

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ioharness/harness/pkg/protocol"
@@ -43,14 +45,22 @@ type entry struct {
 // executable bit) and symbolic links, in name order, with no owners and a
 // fixed time, so the same content always packs to the same bytes.
 //
-// Errors, each a *protocol.Error naming the entry: CodePathEscape for a
-// symbolic link that is absolute, leads out of dir or passes through
-// another link; CodeUnsupported for a FIFO, socket or device;
-// CodeMalformed for a name holding a newline; CodeTooLarge when the
-// archive, the files' total size or their number exceeds the limits;
-// CodeNotFound when dir is not a directory. Nothing is excluded unless
-// asked: exclude ".git" to leave a repository's history behind. I/O
-// failures are returned wrapped.
+// Pack leaves out, and lists in Info.LeftOut with the reason, what would
+// let the materialised workspace reach what the directory's own rules
+// keep apart: a symbolic link that is absolute, leads out of dir, passes
+// through another link or has a target no path can be (Unpack would refuse
+// it), and a regular file with more than one hard link (its other name
+// may be a file outside, or one the policy denies; carried as a plain
+// file it would become readable under the name that is allowed). The
+// sandboxer's file tools refuse both in a workspace served in place. The
+// caller reports what was left out.
+//
+// Errors, each a *protocol.Error naming the entry: CodeUnsupported for a
+// FIFO, socket or device; CodeMalformed for a name holding a newline;
+// CodeTooLarge when the archive, the files' total size or their number
+// exceeds the limits; CodeNotFound when dir is not a directory. Nothing is
+// excluded unless asked: exclude ".git" to leave a repository's history
+// behind. I/O failures are returned wrapped.
 func Pack(w io.Writer, dir string, opts PackOptions) (*Info, error) {
 	lim := opts.Limits.WithDefaults()
 	fi, err := os.Stat(dir)
@@ -129,10 +139,6 @@ func list(dir string, exclude []string, lim Limits) ([]entry, *Info, error) {
 			}
 			return nil
 		}
-		info.Files++
-		if info.Files > lim.MaxFiles {
-			return refuse(protocol.CodeTooLarge, "exclude what the run does not need (--exclude)", "the workspace has more than %d entries", lim.MaxFiles)
-		}
 		e := entry{name: name}
 		switch t := d.Type(); {
 		case t.IsDir():
@@ -141,6 +147,11 @@ func list(dir string, exclude []string, lim Limits) ([]entry, *Info, error) {
 			fi, err := d.Info()
 			if err != nil {
 				return fmt.Errorf("read workspace: %w", err)
+			}
+			if n := linkCount(fi); n > 1 {
+				info.LeftOut = append(info.LeftOut, LeftOut{Path: name,
+					Reason: fmt.Sprintf("it has %d hard links, and another name of it may be a file outside the workspace or one the policy denies", n)})
+				return nil
 			}
 			e.kind, e.size, e.exec = tar.TypeReg, fi.Size(), fi.Mode().Perm()&0o111 != 0
 			info.Bytes += e.size
@@ -158,20 +169,32 @@ func list(dir string, exclude []string, lim Limits) ([]entry, *Info, error) {
 			return refuse(protocol.CodeUnsupported, "remove it or exclude it; a snapshot holds files, directories and symbolic links",
 				"%s is a %s", name, kindName(t))
 		}
+		info.Files++
+		if info.Files > lim.MaxFiles {
+			return refuse(protocol.CodeTooLarge, "exclude what the run does not need (--exclude)", "the workspace has more than %d entries", lim.MaxFiles)
+		}
 		entries = append(entries, e)
 		return nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	// A link whose target Unpack would refuse is left out. One pass is
+	// enough: leaving a link out can only spare another from passing
+	// through it, and such a link is left out already.
+	kept := entries[:0]
 	for _, e := range entries {
 		if e.kind == tar.TypeSymlink {
 			if err := checkLink(e.name, e.target, links); err != nil {
-				return nil, nil, err
+				info.Files--
+				info.LeftOut = append(info.LeftOut, LeftOut{Path: e.name, Reason: protocol.AsError(err).Message})
+				continue
 			}
 		}
+		kept = append(kept, e)
 	}
-	return entries, info, nil
+	slices.SortFunc(info.LeftOut, func(a, b LeftOut) int { return strings.Compare(a.Path, b.Path) })
+	return kept, info, nil
 }
 
 func excluded(name string, patterns []string) bool {

@@ -130,17 +130,12 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 }
 
 func TestPackRefuses(t *testing.T) {
-	outside := t.TempDir()
 	tests := []struct {
 		name  string
 		files map[string]string
 		opts  snapshot.PackOptions
 		want  *protocol.Error
 	}{
-		{"absolute link", map[string]string{"l": "-> /etc/passwd"}, snapshot.PackOptions{}, protocol.ErrPathEscape},
-		{"link climbing out", map[string]string{"a/l": "-> ../../x"}, snapshot.PackOptions{}, protocol.ErrPathEscape},
-		{"link to another dir", map[string]string{"l": "-> " + outside}, snapshot.PackOptions{}, protocol.ErrPathEscape},
-		{"link through a link", map[string]string{"d": "-> .", "e": "-> d/../.."}, snapshot.PackOptions{}, protocol.ErrPathEscape},
 		{"too many files", map[string]string{"a": "1", "b": "2", "c": "3"}, snapshot.PackOptions{Limits: snapshot.Limits{MaxFiles: 2}}, protocol.ErrTooLarge},
 		{"too many bytes", map[string]string{"a": strings.Repeat("x", 100)}, snapshot.PackOptions{Limits: snapshot.Limits{MaxBytes: 99}}, protocol.ErrTooLarge},
 		{"archive too large", map[string]string{"a": randomText(200000)}, snapshot.PackOptions{Limits: snapshot.Limits{MaxArchiveBytes: 1000}}, protocol.ErrTooLarge},
@@ -171,6 +166,56 @@ func TestPackRefuses(t *testing.T) {
 			t.Errorf("Pack(missing) = %v, want not_found", err)
 		}
 	})
+}
+
+// TestPackLeavesOut packs a directory holding links whose targets leave
+// it and files with several hard links: Pack carries the rest, lists what
+// it left out with the reason, and the snapshot materialises without them.
+func TestPackLeavesOut(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("SENTINEL-OUTSIDE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := tree(t, map[string]string{
+		"keep.txt":   "kept",
+		"abs":        "-> /etc/passwd",
+		"a/climb":    "-> ../../x",
+		"out":        "-> " + outside,
+		"d":          "-> .",
+		"e":          "-> d/../..",
+		"inside":     "-> keep.txt",
+		".env":       "SENTINEL-ENV",
+		"dangle":     "-> nowhere/.env",
+		"sub/toroot": "-> ..",
+	})
+	for from, to := range map[string]string{filepath.Join(outside, "secret"): "hard-out", filepath.Join(src, ".env"): "pub.txt"} {
+		if err := os.Link(from, filepath.Join(src, to)); err != nil {
+			t.Skipf("cannot make a hard link here: %v", err)
+		}
+	}
+	var buf bytes.Buffer
+	info, err := snapshot.Pack(&buf, src, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, l := range info.LeftOut {
+		if l.Reason == "" {
+			t.Errorf("%s was left out with no reason", l.Path)
+		}
+		left = append(left, l.Path)
+	}
+	if diff := cmp.Diff([]string{".env", "a/climb", "abs", "e", "hard-out", "out", "pub.txt"}, left); diff != "" {
+		t.Errorf("Pack left out (-want +got):\n%s", diff)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	if _, err := snapshot.Unpack(&buf, dst, snapshot.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"keep.txt": "kept", "a": "/dir", "d": "-> .", "inside": "-> keep.txt", "dangle": "-> nowhere/.env", "sub/toroot": "-> .."}
+	if diff := cmp.Diff(want, read(t, dst)); diff != "" {
+		t.Errorf("unpacked tree differs (-want +got):\n%s", diff)
+	}
 }
 
 // randomText is incompressible printable text.
@@ -462,6 +507,9 @@ func TestApplyHostile(t *testing.T) {
 		{"git hook", add(".git/hooks/pre-commit"), protocol.ErrPathEscape},
 		{"git hook, any case", add("sub/.GIT/hooks/post-checkout"), protocol.ErrPathEscape},
 		{"through a link", add("out/evil"), protocol.ErrPathEscape},
+		{"through a link that stays inside", add("in/evil"), protocol.ErrPathEscape},
+		{"change through a link that stays inside", "diff --git a/in/a b/in/a\n--- a/in/a\n+++ b/in/a\n@@ -1,1 +1,1 @@\n-a\n+pwned\n", protocol.ErrPathEscape},
+		{"add over a link", add("inlnk"), protocol.ErrInvalidField},
 		{"into a link", "diff --git a/lnk b/lnk\n--- a/lnk\n+++ b/lnk\n@@ -1,1 +1,1 @@\n-x\n+y\n", protocol.ErrPathEscape},
 		{"rename", "diff --git a/a b/b\nsimilarity index 90%\nrename from a\nrename to b\n", protocol.ErrUnsupported},
 		{"binary", "diff --git a/a b/a\nBinary files a/a and b/a differ\n", protocol.ErrUnsupported},
@@ -472,7 +520,8 @@ func TestApplyHostile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := tree(t, map[string]string{"out": "-> " + outside, "lnk": "-> " + filepath.Join(outside, "target"), "a": "a\n"})
+			dir := tree(t, map[string]string{"out": "-> " + outside, "lnk": "-> " + filepath.Join(outside, "target"), "a": "a\n",
+				"in": "-> .", "inlnk": "-> a"})
 			if err := os.WriteFile(filepath.Join(outside, "target"), []byte("x\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}

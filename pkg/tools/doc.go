@@ -8,8 +8,10 @@
 //     run detaches).
 //  2. Build an [Env]: the workspace, the sandbox backend exec runs through,
 //     the command caps, the command environment (sandbox.MinimalEnv), the
-//     observation size cap and, optionally, an Allow hook that grep and
-//     find consult so that files the policy denies are silently left out.
+//     observation size cap and, optionally, a Judge hook that every file
+//     tool asks about each path it would touch (link targets included)
+//     and that grep and find consult to leave out, silently, what the
+//     policy hides.
 //  3. Offer [Builtins] (or a [Set] from [NewSet]) to the model with
 //     [Set.Specs]; for each call, look the tool up with [Set.Get] and
 //     [Tool.Invoke] it with the model's JSON arguments.
@@ -22,13 +24,22 @@
 //
 // Every path goes through [Workspace.Resolve], a lexical check (no empty,
 // absolute, over-long or NUL/newline-bearing paths, no ".." above the
-// root), and then through an os.Root, which refuses at each kernel call a
-// path that leaves the directory through ".." or a symbolic link (and any
-// symbolic link with an absolute target). The file tools further refuse
+// root), and is then walked one name at a time inside the root by
+// [Workspace.ResolveLinks], as the kernel would walk it: every symbolic
+// link on the way (a file link, a directory link in the middle of the
+// path, a chain) is read and replaced by its target, a target that is
+// absolute or climbs above the root is refused, and more than [MaxLinks]
+// links is taken for a loop. Each path the walk passes through is put to
+// Env.Judge before a byte is touched, so a link is judged by where it
+// leads as well as by its name, strictest wins; the file is then opened by
+// its resolved path with no link followed at any step (on Linux, openat
+// with O_NOFOLLOW from the root's own descriptor, so a link put in place
+// after the judging makes the open fail). The file tools further refuse
 // directories, FIFOs, devices and sockets (opened with O_NONBLOCK, then
 // checked with fstat) and regular files with more than one hard link,
-// which may be links to files outside. grep and find never follow
-// symbolic links.
+// which may be links to files outside or to files the policy denies. grep
+// and find never follow symbolic links; find lists a link only when every
+// path of its resolution may be read.
 //
 // exec is not confined this way: its command runs with whatever the
 // sandbox backend allows, in the workspace directory. File rules do not
@@ -45,7 +56,8 @@
 // CodeInternal for any other I/O failure.
 //
 // Policy decisions (may this path be read or written, may this program
-// run) belong to the coordinator and are made before a call reaches a
-// tool; the Allow hook exists only so that grep and find do not name or
-// show files the policy hides.
+// run) belong to the coordinator and are made, on the names a call gives,
+// before it reaches a tool. Only the tools see where a name really leads,
+// so the sandboxer passes the same policy as the Judge hook; this package
+// knows nothing of policies itself.
 package tools

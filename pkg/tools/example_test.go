@@ -49,6 +49,7 @@ func ExampleBuiltins() {
 	// identical: hello.txt already holds these 6 bytes; the workspace did not change (changed false)
 	// [stdout]
 	// hello
-	// [exit 0] (changed true)
+	// [exit 0]
+	// [unsandboxed: the sandboxer's operator runs commands on the floor backend, with no isolation] (changed true)
 	// error: the path "../etc/passwd" climbs out of the workspace with ".."; use a path relative to the workspace root that stays inside it
 }

@@ -129,6 +129,9 @@ func execContent(res *sandbox.Result, limit int, lim protocol.Limits) string {
 		b.WriteString("[no output]\n")
 	}
 	b.WriteString(status(res.Report, lim))
+	if res.Report.Unsandboxed {
+		b.WriteString("\n[unsandboxed: the sandboxer's operator runs commands on the floor backend, with no isolation]")
+	}
 	return b.String()
 }
 

@@ -56,7 +56,12 @@ func TestExec(t *testing.T) {
 			if err != nil {
 				text = protocol.AsError(err).Message
 			} else {
-				text = out.Content
+				// Every report of the floor says it ran unsandboxed.
+				const note = "\n[unsandboxed: the sandboxer's operator runs commands on the floor backend, with no isolation]"
+				if !strings.HasSuffix(out.Content, note) || out.Exec == nil || !out.Exec.Unsandboxed {
+					t.Errorf("exec(%s) on the floor does not say it ran unsandboxed: %q", tt.args, out.Content)
+				}
+				text = strings.TrimSuffix(out.Content, note)
 				if !out.Changed || out.Exec == nil || out.Exec.Exited != tt.wantExited || out.Exec.Backend != "floor" {
 					t.Errorf("exec(%s) = Changed %v, Exec %+v; want Changed, an Exec report from the floor with Exited %v", tt.args, out.Changed, out.Exec, tt.wantExited)
 				}

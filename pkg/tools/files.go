@@ -43,9 +43,11 @@ func (ReadFile) Spec() protocol.ToolSpec {
 	}
 }
 
-// Invoke reads the file. Errors: bad arguments; those of Workspace.Resolve
-// and Workspace.ReadFile except not-found; CodeBadArguments for a file that
-// is not UTF-8 text.
+// Invoke reads the file. Every path its resolution passes through (the
+// path as named, and each symbolic link's target) is put to Env.Judge as a
+// read first. Errors: bad arguments; Judge's refusal; those of
+// Workspace.ResolveLinks and Workspace.ReadFile except not-found;
+// CodeBadArguments for a file that is not UTF-8 text.
 func (ReadFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output, error) {
 	a, err := readFileParams.decode("read_file", raw)
 	if err != nil {
@@ -59,7 +61,14 @@ func (ReadFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Out
 	if err != nil {
 		return nil, err
 	}
-	f, fi, err := w.openRegular(rel, os.O_RDONLY, 0)
+	r, err := env.judged(w, ActRead, rel)
+	if errors.Is(err, protocol.ErrNotFound) {
+		return &Output{Content: fmt.Sprintf("%s does not exist yet; it reads as empty. write_file creates it.", rel)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, fi, err := w.openRegular(rel, r.Final, os.O_RDONLY, 0)
 	if errors.Is(err, protocol.ErrNotFound) {
 		return &Output{Content: fmt.Sprintf("%s does not exist yet; it reads as empty. write_file creates it.", rel)}, nil
 	}
@@ -134,11 +143,15 @@ func (WriteFile) Spec() protocol.ToolSpec {
 	}
 }
 
-// Invoke writes the file. Output.Changed is false, and the content says
-// the workspace did not change, when the file already held exactly content.
-// Errors: bad arguments; those of Workspace.Resolve; CodePathEscape when
-// the path leads outside through a symbolic link or names a file with
-// several hard links; CodeBadArguments for a directory or special file.
+// Invoke writes the file. Every path its resolution passes through (the
+// path as named, and each symbolic link's target, a dangling link's
+// included: that is the file a write creates) is put to Env.Judge as a
+// write first. Output.Changed is false, and the content says the
+// workspace did not change, when the file already held exactly content.
+// Errors: bad arguments; Judge's refusal; those of
+// Workspace.ResolveLinks; CodePathEscape when the path leads outside
+// through a symbolic link or names a file with several hard links;
+// CodeBadArguments for a directory or special file.
 func (WriteFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output, error) {
 	a, err := writeFileParams.decode("write_file", raw)
 	if err != nil {
@@ -152,19 +165,33 @@ func (WriteFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Ou
 	if err != nil {
 		return nil, err
 	}
-	content := a.str("content")
-	res, err := w.writeFile(rel, []byte(content))
+	r, err := env.judged(w, ActWrite, rel)
 	if err != nil {
 		return nil, err
 	}
+	content := a.str("content")
+	res, err := w.writeFile(rel, r.Final, []byte(content))
+	if err != nil {
+		return nil, err
+	}
+	name := named(rel, r)
 	switch {
 	case res.created:
-		return &Output{Content: fmt.Sprintf("created %s (%s)", rel, bytesN(len(content))), Changed: true}, nil
+		return &Output{Content: fmt.Sprintf("created %s (%s)", name, bytesN(len(content))), Changed: true}, nil
 	case !res.changed:
-		return &Output{Content: fmt.Sprintf("identical: %s already holds these %s; the workspace did not change", rel, bytesN(len(content)))}, nil
+		return &Output{Content: fmt.Sprintf("identical: %s already holds these %s; the workspace did not change", name, bytesN(len(content)))}, nil
 	default:
-		return &Output{Content: fmt.Sprintf("changed %s (%s, was %d)", rel, bytesN(len(content)), res.oldSize), Changed: true}, nil
+		return &Output{Content: fmt.Sprintf("changed %s (%s, was %d)", name, bytesN(len(content)), res.oldSize), Changed: true}, nil
 	}
+}
+
+// named is how an observation names the file a call reached: the path
+// as the call named it, and where it really is when a link led elsewhere.
+func named(rel string, r *Resolution) string {
+	if r.Final == rel {
+		return rel
+	}
+	return fmt.Sprintf("%s (through the symbolic link %s)", r.Final, rel)
 }
 
 // EditFile is the edit_file tool: replace the one occurrence of a text in
@@ -187,11 +214,12 @@ func (EditFile) Spec() protocol.ToolSpec {
 	}
 }
 
-// Invoke edits the file. Errors: bad arguments (including an empty
-// search); those of Workspace.Resolve; CodeNotFound when the file does not
-// exist; CodeBadArguments when search occurs zero or several times (the
-// message gives the count; nothing changes) or the file is larger than 16
-// MiB; the write errors of write_file.
+// Invoke edits the file. Every path its resolution passes through is put
+// to Env.Judge as a write first. Errors: bad arguments (including an empty
+// search); Judge's refusal; those of Workspace.ResolveLinks; CodeNotFound
+// when the file does not exist; CodeBadArguments when search occurs zero
+// or several times (the message gives the count; nothing changes) or the
+// file is larger than 16 MiB; the write errors of write_file.
 func (EditFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output, error) {
 	a, err := editFileParams.decode("edit_file", raw)
 	if err != nil {
@@ -209,7 +237,14 @@ func (EditFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Out
 	if err != nil {
 		return nil, err
 	}
-	f, fi, err := w.openRegular(rel, os.O_RDWR, 0)
+	r, err := env.judged(w, ActWrite, rel)
+	if errors.Is(err, protocol.ErrNotFound) {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "%s does not exist, and edit_file cannot create files; use write_file to create it", rel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, fi, err := w.openRegular(rel, r.Final, os.O_RDWR, 0)
 	if errors.Is(err, protocol.ErrNotFound) {
 		return nil, protocol.Errorf(protocol.CodeNotFound, "%s does not exist, and edit_file cannot create files; use write_file to create it", rel)
 	}
@@ -239,7 +274,7 @@ func (EditFile) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Out
 	if err := rewrite(f, []byte(updated)); err != nil {
 		return nil, w.fsError("write", rel, err)
 	}
-	return &Output{Content: fmt.Sprintf("edited %s: replaced 1 occurrence (%s, was %d)", rel, bytesN(len(updated)), len(old)), Changed: true}, nil
+	return &Output{Content: fmt.Sprintf("edited %s: replaced 1 occurrence (%s, was %d)", named(rel, r), bytesN(len(updated)), len(old)), Changed: true}, nil
 }
 
 // bytesN is "1 byte" or "n bytes".

@@ -70,3 +70,16 @@ func argsJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// judgeBy makes an Env.Judge of a yes-or-no rule; nil for nil.
+func judgeBy(allow func(act, rel string) bool) func(act, rel string) error {
+	if allow == nil {
+		return nil
+	}
+	return func(act, rel string) error {
+		if allow(act, rel) {
+			return nil
+		}
+		return protocol.Errorf(protocol.CodeRefused, "[%s refused] %q: denied by the test's rule", act, rel)
+	}
+}

@@ -37,9 +37,9 @@ func (ViewImage) Spec() protocol.ToolSpec {
 	}
 }
 
-// Invoke reads the image. Errors: bad arguments; those of
-// Workspace.ReadFile; CodeBadArguments for a file that is not a PNG, JPEG,
-// GIF or WebP image, or is larger than MaxImageBytes.
+// Invoke reads the image, judged as read_file is (Env.ReadFile). Errors:
+// bad arguments; those of Env.ReadFile; CodeBadArguments for a file that
+// is not a PNG, JPEG, GIF or WebP image, or is larger than MaxImageBytes.
 func (ViewImage) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output, error) {
 	a, err := viewImageParams.decode("view_image", raw)
 	if err != nil {
@@ -50,7 +50,7 @@ func (ViewImage) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Ou
 		return nil, err
 	}
 	path := a.str("path")
-	data, err := w.ReadFile(path)
+	data, err := env.readFile(w, path)
 	if err != nil {
 		return nil, err
 	}

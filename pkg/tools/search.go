@@ -114,7 +114,9 @@ func (Grep) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output,
 		if pglob != "" && !glob.MatchPath(pglob, rel) {
 			return nil
 		}
-		if !env.allowed(rel) {
+		// The walk follows no link, so the file is where it was found:
+		// its name is the whole of its resolution.
+		if env.hidden(ActRead, &Resolution{Paths: []string{rel}, Final: rel}) {
 			return nil
 		}
 		b, ok := grepRead(w, rel)
@@ -154,7 +156,7 @@ func (Grep) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output,
 // with one link, at most grepMaxFileSize bytes, valid UTF-8 without NUL
 // bytes.
 func grepRead(w *Workspace, rel string) ([]byte, bool) {
-	f, fi, err := w.openRegular(rel, os.O_RDONLY, 0)
+	f, fi, err := w.openRegular(rel, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, false
 	}
@@ -209,7 +211,18 @@ func (Find) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Output,
 	}
 	var found []string
 	err = w.walk(ctx, pattern, func(rel string, d fs.DirEntry) error {
-		if !glob.MatchPath(pattern, rel) || !env.allowed(rel) {
+		if !glob.MatchPath(pattern, rel) {
+			return nil
+		}
+		r := &Resolution{Paths: []string{rel}, Final: rel}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// A link is listed only if where it leads may be read: its
+			// name must not tell that a hidden file exists. One that
+			// leads nowhere it may go (outside, a loop) is judged on the
+			// paths it passed before.
+			r, _ = w.resolve(rel)
+		}
+		if env.hidden(ActRead, r) {
 			return nil
 		}
 		if d.IsDir() {

@@ -70,7 +70,7 @@ func TestGrep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env.Allow = tt.allow
+			env.Judge = judgeBy(tt.allow)
 			out, err := invoke(t, env, "grep", tt.args)
 			if codeOf(err) != tt.wantCode {
 				t.Fatalf("grep(%s) = %v, %v; want code %v", tt.args, out, err, tt.wantCode)
@@ -143,7 +143,7 @@ func TestFind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env.Allow = tt.allow
+			env.Judge = judgeBy(tt.allow)
 			out, err := invoke(t, env, "find", tt.args)
 			if codeOf(err) != tt.wantCode {
 				t.Fatalf("find(%s) = %v, %v; want code %v", tt.args, out, err, tt.wantCode)

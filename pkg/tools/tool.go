@@ -37,12 +37,20 @@ type Env struct {
 	// EntryCap is the most characters (Unicode code points) one
 	// observation may hold; default DefaultEntryCap, at least 512.
 	EntryCap int
-	// Allow, when set, is asked by grep and find whether a path may be
-	// read (act "read", path relative to the workspace); a path it refuses
-	// is silently left out of their output. Nil allows everything. The
-	// other tools do not consult it: their calls are decided by the
-	// coordinator's policy before they reach a tool.
-	Allow func(act, path string) bool
+	// Judge, when set, is asked by every file tool, before it touches a
+	// byte, whether act (ActRead or ActWrite) may be done to rel, a clean
+	// workspace-relative path: for the path as the call named it and for
+	// every path its resolution passes through (each symbolic link's
+	// target, see Workspace.ResolveLinks), so that a link is judged by
+	// where it leads as well as by its name; the strictest answer wins.
+	// It returns nil to allow, or the refusal the model reads (a
+	// *protocol.Error whose message names rel and the rule that refused
+	// it); a refusal of a link's target is returned with a note naming
+	// the link. grep and find ask it as a read for each entry they would
+	// show, and leave out, without a word, an entry whose resolution it
+	// refuses anywhere, so that a hidden file's bytes and existence are
+	// not revealed. Nil allows everything.
+	Judge func(act, rel string) error
 }
 
 // entryCap returns EntryCap with its default and floor applied.
@@ -54,11 +62,6 @@ func (e *Env) entryCap() int {
 		return minEntryCap
 	}
 	return e.EntryCap
-}
-
-// allowed reports whether Allow lets path be read.
-func (e *Env) allowed(path string) bool {
-	return e.Allow == nil || e.Allow("read", path)
 }
 
 // workspace returns the workspace or the error a tool returns without one.

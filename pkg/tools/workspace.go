@@ -18,17 +18,25 @@ import (
 const MaxPathLen = 4096
 
 // Workspace is a directory the tools may read and write, and nothing
-// outside it. Every path goes through Resolve (a lexical check) and then
-// through an os.Root, which refuses, at each kernel call, a path that
-// leaves the directory through ".." or a symbolic link. A Workspace is
-// safe for concurrent use.
+// outside it. Every path goes through Resolve (a lexical check), then is
+// walked one name at a time inside the directory (ResolveLinks), so that
+// every symbolic link on it is seen, judged and replaced by its target,
+// and is finally opened by its resolved path with no link followed at
+// any step. A Workspace is safe for concurrent use.
 type Workspace struct {
 	dir  string
 	root *os.Root
+	// dirf is the root directory itself, opened once: the descriptor
+	// every open beneath it starts from.
+	dirf *os.File
 	// escape is the error os.Root wraps when a path leaves the root. The
 	// os package does not export it, so OpenWorkspace captures it once.
 	escape error
 }
+
+// errChanged is returned by openBeneath when a symbolic link appeared on
+// a path after it was resolved and judged.
+var errChanged = errors.New("a symbolic link appeared on the path after it was checked")
 
 // OpenWorkspace opens dir (made absolute) as a workspace. It fails, with an
 // error wrapping the os error, when dir does not exist (errors.Is
@@ -42,7 +50,12 @@ func OpenWorkspace(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", abs, err)
 	}
-	w := &Workspace{dir: abs, root: root}
+	dirf, err := root.Open(".")
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("open workspace %s: %w", abs, err)
+	}
+	w := &Workspace{dir: abs, root: root, dirf: dirf}
 	_, probe := root.Lstat("..")
 	var pe *fs.PathError
 	if errors.As(probe, &pe) {
@@ -56,15 +69,17 @@ func OpenWorkspace(dir string) (*Workspace, error) {
 // Dir returns the workspace's absolute directory, where commands run.
 func (w *Workspace) Dir() string { return w.dir }
 
-// Close releases the workspace's directory handle. Using the workspace
+// Close releases the workspace's directory handles. Using the workspace
 // afterwards fails.
-func (w *Workspace) Close() error { return w.root.Close() }
+func (w *Workspace) Close() error {
+	return errors.Join(w.dirf.Close(), w.root.Close())
+}
 
 // Resolve checks p lexically and returns it cleaned, slash-separated and
 // relative to the workspace root ("." for the root itself). It is the first
 // check every tool path goes through; it touches nothing on disk, so a
-// path it accepts may still be refused by the file operation (a symlink
-// leading out, for one).
+// path it accepts may still be refused once walked (ResolveLinks: a
+// symlink leading out, for one).
 //
 // Errors, each a *protocol.Error with a message for the model:
 // CodeBadArguments for an empty path, a path longer than MaxPathLen bytes,
@@ -90,17 +105,41 @@ func (w *Workspace) Resolve(p string) (string, error) {
 }
 
 // ReadFile returns the contents of the regular file at p (a workspace
-// path, checked by Resolve). Errors are *protocol.Error: those of Resolve;
-// CodePathEscape when the path leads outside through a symbolic link or the
-// file has more than one hard link (it may be a link to a file outside);
-// CodeNotFound when it does not exist; CodeBadArguments for a directory, a
-// FIFO, a device or a socket; CodeInternal for other I/O failures.
+// path, checked by Resolve and walked by ResolveLinks), judging nothing:
+// Env.ReadFile is the same read with the policy's hook asked first.
+// Errors are *protocol.Error: those of ResolveLinks; CodePathEscape when
+// the path leads outside through a symbolic link or the file has more
+// than one hard link (it may be a link to a file outside); CodeNotFound
+// when it does not exist; CodeBadArguments for a directory, a FIFO, a
+// device or a socket; CodeInternal for other I/O failures.
 func (w *Workspace) ReadFile(p string) ([]byte, error) {
+	return (*Env)(nil).readFile(w, p)
+}
+
+// ReadFile returns the contents of the regular file at p as read_file
+// finds it: every path of its resolution is put to Judge as a read before
+// a byte is read (a verification's file_contains reads this way). Errors:
+// CodeUnsupported when e has no workspace; Judge's refusal; those of
+// Workspace.ReadFile.
+func (e *Env) ReadFile(p string) ([]byte, error) {
+	w, err := e.workspace("reading a file")
+	if err != nil {
+		return nil, err
+	}
+	return e.readFile(w, p)
+}
+
+// readFile is ReadFile on w, judged by e's Judge (none for a nil e).
+func (e *Env) readFile(w *Workspace, p string) ([]byte, error) {
 	rel, err := w.Resolve(p)
 	if err != nil {
 		return nil, err
 	}
-	f, _, err := w.openRegular(rel, os.O_RDONLY, 0)
+	r, err := e.judged(w, ActRead, rel)
+	if err != nil {
+		return nil, err
+	}
+	f, _, err := w.openRegular(rel, r.Final, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -112,20 +151,21 @@ func (w *Workspace) ReadFile(p string) ([]byte, error) {
 	return b, nil
 }
 
-// openRegular opens rel (already resolved) through the root with O_NONBLOCK
-// added, so that opening a FIFO does not block, and refuses anything but a
-// regular file with a single link. The caller closes the file.
-func (w *Workspace) openRegular(rel string, flag int, perm os.FileMode) (*os.File, fs.FileInfo, error) {
-	f, err := w.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm)
+// openRegular opens rel, a resolved path (Resolution.Final), with no link
+// followed (openBeneath), and refuses anything but a regular file with a
+// single link. name is the path as the call named it, for messages. The
+// caller closes the file.
+func (w *Workspace) openRegular(name, rel string, flag int, perm os.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := w.openBeneath(rel, flag, perm, false)
 	if err != nil {
-		return nil, nil, w.fsError("open", rel, err)
+		return nil, nil, w.fsError("open", name, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, nil, w.fsError("stat", rel, err)
+		return nil, nil, w.fsError("stat", name, err)
 	}
-	if err := checkRegular(rel, fi); err != nil {
+	if err := checkRegular(name, fi); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
@@ -172,6 +212,8 @@ func (w *Workspace) fsError(op, rel string, err error) *protocol.Error {
 	var errno syscall.Errno
 	errors.As(err, &errno)
 	switch {
+	case errors.Is(err, errChanged):
+		return protocol.Errorf(protocol.CodePathEscape, "%s changed while it was being opened: a symbolic link appeared on its path after the path was checked; look at it again (find) and name the file by its real path", rel)
 	case w.escape != nil && errors.Is(err, w.escape):
 		return protocol.Errorf(protocol.CodePathEscape, "%s leads outside the workspace through a symbolic link (or through a link with an absolute target); only files inside the workspace can be used, so name the file by its real path inside the workspace", rel)
 	case errors.Is(err, fs.ErrNotExist):
@@ -206,48 +248,40 @@ type writeResult struct {
 	oldSize int64 // its size before, when it existed
 }
 
-// writeFile makes the file rel (already resolved) hold data, creating it
-// (mode 0644 before the umask) and its missing parent directories (0755)
-// inside the root. An existing file must be a regular file with one link;
-// it keeps its inode and mode. When it already holds data, nothing is
-// written and its mtime does not move. Errors are those of openRegular,
-// plus CodeBadArguments for the workspace root itself.
-func (w *Workspace) writeFile(rel string, data []byte) (writeResult, error) {
+// writeFile makes the file rel (a resolved path, Resolution.Final) hold
+// data, creating it (mode 0644 before the umask) and its missing parent
+// directories (0755) inside the root, with no link followed at any step
+// (openBeneath). name is the path as the call named it, for messages. An
+// existing file must be a regular file with one link; it keeps its inode
+// and mode. When it already holds data, nothing is written and its mtime
+// does not move. Errors are those of openRegular, plus CodeBadArguments
+// for the workspace root itself.
+func (w *Workspace) writeFile(name, rel string, data []byte) (writeResult, error) {
 	if rel == "." {
-		return writeResult{}, protocol.Errorf(protocol.CodeBadArguments, "the path names the workspace root, a directory; name a file")
+		return writeResult{}, protocol.Errorf(protocol.CodeBadArguments, "%s names the workspace root, a directory; name a file", name)
 	}
-	if dir := path.Dir(rel); dir != "." {
-		if err := w.root.MkdirAll(dir, 0o755); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return writeResult{}, protocol.Errorf(protocol.CodeBadArguments, "a parent of %s is a file, not a directory; check the path with find", rel)
-			}
-			return writeResult{}, w.fsError("create the directories of", rel, err)
-		}
-	}
-	const flag = os.O_RDWR | syscall.O_NONBLOCK
-	f, err := w.root.OpenFile(rel, flag|os.O_CREATE|os.O_EXCL, 0o644)
+	const flag = os.O_RDWR
+	f, err := w.openBeneath(rel, flag|os.O_CREATE|os.O_EXCL, 0o644, true)
 	created := err == nil
 	if errors.Is(err, fs.ErrExist) {
-		// It exists (or is a symlink): open what it is, following links
-		// inside the root, creating the target of a dangling one.
-		f, err = w.root.OpenFile(rel, flag|os.O_CREATE, 0o644)
+		f, err = w.openBeneath(rel, flag, 0, false)
 	}
 	if err != nil {
-		return writeResult{}, w.fsError("open", rel, err)
+		return writeResult{}, w.fsError("open", name, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return writeResult{}, w.fsError("stat", rel, err)
+		return writeResult{}, w.fsError("stat", name, err)
 	}
-	if err := checkRegular(rel, fi); err != nil {
+	if err := checkRegular(name, fi); err != nil {
 		return writeResult{}, err
 	}
 	res := writeResult{created: created, changed: true, oldSize: fi.Size()}
 	if !created && fi.Size() == int64(len(data)) {
 		old, err := io.ReadAll(io.LimitReader(f, fi.Size()+1))
 		if err != nil {
-			return writeResult{}, w.fsError("read", rel, err)
+			return writeResult{}, w.fsError("read", name, err)
 		}
 		if string(old) == string(data) {
 			res.changed = false
@@ -255,7 +289,7 @@ func (w *Workspace) writeFile(rel string, data []byte) (writeResult, error) {
 		}
 	}
 	if err := rewrite(f, data); err != nil {
-		return writeResult{}, w.fsError("write", rel, err)
+		return writeResult{}, w.fsError("write", name, err)
 	}
 	return res, nil
 }

@@ -1,0 +1,54 @@
+package sandboxer
+
+import (
+	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/tools"
+)
+
+// toolJudge returns the hook the file tools ask about every path a call's
+// resolution passes through (tools.Env.Judge): the path as named and each
+// symbolic link's target inside the workspace, each under the op's
+// policy, the strictest verdict winning. An approval the op carries covers
+// the path the coordinator asked a person about, the one the call names,
+// and never a different path a link leads to (gate.Path). A policy that is
+// missing or does not compile refuses everything. The verdict of the last
+// refusal is left in *refused, for the observation's record.
+func toolJudge(op *protocol.SandboxOp, refused *policy.Verdict) func(act, rel string) error {
+	pol, err := policy.FromProtocol(orEmpty(op.Policy))
+	if op.Policy == nil || err != nil {
+		return func(act, rel string) error {
+			return protocol.Errorf(protocol.CodeRefused, "[%s refused] %q: no policy verdict covers this operation", act, rel)
+		}
+	}
+	named := ""
+	if op.Call != nil {
+		named = gate.Named(op.Call)
+	}
+	approved := op.Approval != ""
+	return func(act, rel string) error {
+		a := policy.Read
+		if act == tools.ActWrite {
+			a = policy.Write
+		}
+		v, why := gate.Path(pol, a, rel, named, approved)
+		if why == "" {
+			return nil
+		}
+		*refused = v
+		return protocol.Errorf(protocol.CodeRefused, "%s", why)
+	}
+}
+
+// verifyJudge is the hook a verification's file_contains reads through:
+// every path of the resolution must be explicitly allowed to be read
+// (gate.Reads), since nobody can be asked during a check.
+func verifyJudge(pol *policy.Policy) func(act, rel string) error {
+	return func(act, rel string) error {
+		if why := gate.Reads(pol, rel); why != "" {
+			return protocol.Errorf(protocol.CodeRefused, "%s", why)
+		}
+		return nil
+	}
+}
