@@ -11,13 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
-	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/snapshot"
 )
 
@@ -179,12 +177,15 @@ func (s *Sandboxer) materialise(ctx context.Context, op *protocol.SandboxOp, dir
 	}
 	if op.Commit != nil && !exists(filepath.Join(dir, snapWork, ".git")) {
 		// The run's changes are to be committed: the snapshot becomes a
-		// repository whose first commit is the snapshot itself.
-		work := filepath.Join(dir, snapWork)
-		for _, argv := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "--allow-empty", "-m", "harness: snapshot " + op.Snapshot}} {
-			if _, err := s.git(ctx, op, work, argv...); err != nil {
-				return nil, err
-			}
+		// repository whose first commit is the snapshot itself. Made as
+		// every later commit is (see git.go), with no configuration of the
+		// workspace's.
+		g := s.gitRepo(op)
+		if err := g.initWork(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := g.commit(ctx, "harness: snapshot "+op.Snapshot, true); err != nil {
+			return nil, err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, snapReady), []byte(op.Snapshot+"\n"), 0o600); err != nil {
@@ -270,7 +271,7 @@ func (s *Sandboxer) collect(ctx context.Context, op *protocol.SandboxOp) (*proto
 		p.Ref = ref
 	}
 	if op.Commit != nil {
-		id, err := s.commit(ctx, op, work)
+		id, err := s.commit(ctx, op)
 		if err != nil {
 			p.Error = protocol.AsError(err)
 		}
@@ -284,61 +285,14 @@ func (s *Sandboxer) collect(ctx context.Context, op *protocol.SandboxOp) (*proto
 }
 
 // commit commits everything in the workspace and returns the commit id,
-// or "" when there was nothing to commit.
-func (s *Sandboxer) commit(ctx context.Context, op *protocol.SandboxOp, work string) (string, error) {
-	if _, err := s.git(ctx, op, work, "add", "-A"); err != nil {
-		return "", err
-	}
-	if r, err := s.gitRun(ctx, op, work, "diff", "--cached", "--quiet"); err == nil && r.Report.Exited && r.Report.ExitCode == 0 {
-		return "", nil // nothing to commit
-	}
+// or "" when there was nothing to commit. git never reads the workspace
+// repository's configuration, hooks or attributes drivers: see git.go.
+func (s *Sandboxer) commit(ctx context.Context, op *protocol.SandboxOp) (string, error) {
 	msg := op.Commit.Message
 	if strings.TrimSpace(msg) == "" {
 		msg = "harness: the changes of run " + op.Run
 	}
-	if _, err := s.git(ctx, op, work, "commit", "-q", "-m", msg); err != nil {
-		return "", err
-	}
-	out, err := s.git(ctx, op, work, "rev-parse", "HEAD")
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(out), nil
-}
-
-// git runs git in the workspace, inside the run's sandbox like any command
-// of the run (the repository is as untrusted as the rest of the workspace):
-// hooks off, no system or user configuration, no network. It returns the
-// standard output. Errors: CodeSandbox when git could not run or failed.
-func (s *Sandboxer) git(ctx context.Context, op *protocol.SandboxOp, dir string, args ...string) (string, error) {
-	r, err := s.gitRun(ctx, op, dir, args...)
-	if err != nil {
-		return "", protocol.Errorf(protocol.CodeSandbox, "git %s could not run: %s", args[0], protocol.AsError(err).Message)
-	}
-	if !r.Report.Exited || r.Report.ExitCode != 0 {
-		return "", protocol.Errorf(protocol.CodeSandbox, "git %s failed (exit %d): %s", args[0], r.Report.ExitCode, boundBoth(strings.TrimSpace(r.Stderr+r.Stdout), 500))
-	}
-	return r.Stdout, nil
-}
-
-func (s *Sandboxer) gitRun(ctx context.Context, op *protocol.SandboxOp, dir string, args ...string) (*sandbox.Result, error) {
-	var spec protocol.SandboxSpec
-	if op.Sandbox != nil {
-		spec = *op.Sandbox
-	}
-	b, err := s.backend(spec.Backend)
-	if err != nil {
-		return nil, err
-	}
-	argv := append([]string{"git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "-c", "core.fsmonitor=false",
-		"-c", "safe.directory=*"}, args...)
-	env := append(append([]string(nil), s.cfg.CmdEnv...), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME="+s.cfg.CommitAuthor, "GIT_AUTHOR_EMAIL="+s.cfg.CommitEmail,
-		"GIT_COMMITTER_NAME="+s.cfg.CommitAuthor, "GIT_COMMITTER_EMAIL="+s.cfg.CommitEmail)
-	lim := spec.Limits.WithDefaults()
-	rctx, cancel := context.WithTimeout(ctx, time.Duration(lim.WallSecs)*time.Second+5*time.Second)
-	defer cancel()
-	return s.metered(b).Run(sandbox.WithRun(rctx, op.Run, op.OpID+".git"), sandbox.Spec{Argv: argv, Dir: dir, Env: env, Limits: lim})
+	return s.gitRepo(op).commit(ctx, msg, false)
 }
 
 // closeSnapshot removes a run's materialised workspace once its changes

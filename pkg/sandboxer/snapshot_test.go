@@ -125,7 +125,7 @@ var allowAll = &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Writ
 func TestSnapshotWorkspace(t *testing.T) {
 	c := startJS(t)
 	snapDir := t.TempDir()
-	c.sandboxer("sb1", sandboxer.Config{SnapshotDir: snapDir})
+	c.sandboxer("sb1", sandboxer.Config{AllowFloor: true, SnapshotDir: snapDir})
 	src := t.TempDir()
 	for name, body := range map[string]string{"hello.txt": "Hello, world\n", "keep.txt": "same\n", "old.txt": "remove me\n"} {
 		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
@@ -225,8 +225,8 @@ func fmtList(s []string) string {
 func TestSnapshotHeldByOneNode(t *testing.T) {
 	c := startJS(t)
 	dirs := map[string]string{"sb1": t.TempDir(), "sb2": t.TempDir()}
-	c.sandboxer("sb1", sandboxer.Config{SnapshotDir: dirs["sb1"]})
-	c.sandboxer("sb2", sandboxer.Config{SnapshotDir: dirs["sb2"]})
+	c.sandboxer("sb1", sandboxer.Config{AllowFloor: true, SnapshotDir: dirs["sb1"]})
+	c.sandboxer("sb2", sandboxer.Config{AllowFloor: true, SnapshotDir: dirs["sb2"]})
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("a\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestSnapshotHeldByOneNode(t *testing.T) {
 
 func TestSnapshotRefused(t *testing.T) {
 	c := startJS(t)
-	c.sandboxer("sb1", sandboxer.Config{SnapshotLimits: snapshot.Limits{MaxBytes: 1 << 20}})
+	c.sandboxer("sb1", sandboxer.Config{AllowFloor: true, SnapshotLimits: snapshot.Limits{MaxBytes: 1 << 20}})
 	evil := func() []byte {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
@@ -306,7 +306,7 @@ func TestRootReachingSnapshotsRefused(t *testing.T) {
 	c := startJS(t)
 	root := t.TempDir()
 	snaps := filepath.Join(root, "snaps")
-	c.sandboxer("sb1", sandboxer.Config{Roots: []string{root}, SnapshotDir: snaps})
+	c.sandboxer("sb1", sandboxer.Config{AllowFloor: true, Roots: []string{root}, SnapshotDir: snaps})
 	for _, ws := range []string{root, snaps, filepath.Join(snaps, "x")} {
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			t.Fatal(err)
