@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,21 @@ func askingAgentWith(first protocol.ToolCall, twice bool) *provider.Scripted {
 	}
 	turns = append(turns, &protocol.Turn{Text: "Done."})
 	return provider.NewScripted(turns...)
+}
+
+// heldAgent is a provider whose calls wait until release is closed.
+type heldAgent struct {
+	provider.Provider
+	release chan struct{}
+}
+
+func (h *heldAgent) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Provider.Complete(ctx, req)
 }
 
 // waitSettled polls until the run is completed or failed.
@@ -128,11 +144,19 @@ func TestDurableApproval(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := copyDir(t, "examples/fix-a-test/workspace")
-			agent := askingAgent(tt.twice)
+			var agent provider.Provider = askingAgent(tt.twice)
 			if tt.first != nil {
 				agent = askingAgentWith(*tt.first, tt.twice)
 			}
-			cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: agent})
+			release := make(chan struct{})
+			if tt.early {
+				// The model answers only once the early decision is in, so
+				// it is made while the run is in its first step, unpaused.
+				agent = &heldAgent{Provider: agent, release: release}
+			} else {
+				close(release)
+			}
+			cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: agent})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,13 +164,20 @@ func TestDurableApproval(t *testing.T) {
 			const run = "ask"
 			id := protocol.ApprovalID(run, 1, 0)
 			d := tt.decision
-			if tt.early {
-				if _, err := cl.Decide(t.Context(), id, &d); err != nil {
-					t.Fatal(err)
-				}
+			if _, err := cl.Decide(t.Context(), id, &d); !errors.Is(err, protocol.ErrUnknownRun) {
+				t.Fatalf("a decision before the run exists = %v, want unknown_run", err)
 			}
 			if _, err := cl.Submit(t.Context(), askContract(t, ws), run); err != nil {
 				t.Fatal(err)
+			}
+			if tt.early {
+				if _, err := cl.Decide(t.Context(), protocol.ApprovalID(run, 2, 0), &d); !errors.Is(err, protocol.ErrUnknownRun) {
+					t.Fatalf("an early decision for a step the run has not reached = %v, want unknown_run", err)
+				}
+				if _, err := cl.Decide(t.Context(), id, &d); err != nil {
+					t.Fatal(err)
+				}
+				close(release)
 			}
 			if !tt.early {
 				st := waitPaused(t, cl.Client, run)
@@ -211,7 +242,7 @@ func TestDurableApproval(t *testing.T) {
 // and the new policy is in the trace.
 func TestResumeUnderAnotherPolicy(t *testing.T) {
 	ws := copyDir(t, "examples/fix-a-test/workspace")
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false), NoTakeover: true})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false), NoTakeover: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +284,7 @@ func TestResumeUnderAnotherPolicy(t *testing.T) {
 // harness.decide.<id>, as `nats req` would.
 func TestDecideOverPlainNATS(t *testing.T) {
 	ws := copyDir(t, "examples/fix-a-test/workspace")
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false)})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +340,7 @@ func (b *bucketLoser) Complete(ctx context.Context, req *protocol.CompletionRequ
 func TestPauseOutlastsTheApprovalsBucket(t *testing.T) {
 	ws := copyDir(t, "examples/fix-a-test/workspace")
 	loser := &bucketLoser{Provider: askingAgent(false), back: make(chan error, 1)}
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: loser})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: loser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,5 +369,115 @@ func TestPauseOutlastsTheApprovalsBucket(t *testing.T) {
 	code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
 	if err != nil || strings.Count(string(code), "return a + b") != 1 {
 		t.Errorf("calc.go = %q, want the approved fix applied once", code)
+	}
+}
+
+// TestDecisionsOnlyForWhatExists sends decisions over plain NATS for ids
+// that name nothing the run waits for or has reached, each refused with a
+// coded error, and one for the pending action, recorded with who decided.
+func TestDecisionsOnlyForWhatExists(t *testing.T) {
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(t.Context(), askContract(t, ws), "asker"); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused(t, cl.Client, "asker")
+	decide := func(id, body string) (*protocol.Approval, *protocol.Error) {
+		t.Helper()
+		m, err := cl.Conn().Request("harness.decide."+id, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatalf("decide %s: %v", id, err)
+		}
+		var a struct {
+			Approval *protocol.Approval `json:"approval"`
+			Error    *protocol.Error    `json:"error"`
+		}
+		if err := json.Unmarshal(m.Data, &a); err != nil {
+			t.Fatalf("decide %s answered %s: %v", id, m.Data, err)
+		}
+		return a.Approval, a.Error
+	}
+	for _, tt := range []struct {
+		id   string
+		want protocol.Code
+	}{
+		{"ghost.1.0", protocol.CodeUnknownRun}, // no such run
+		{"asker.2.0", protocol.CodeUnknownRun}, // a step the paused run has not reached
+		{"asker.1.1", protocol.CodeUnknownRun}, // a call of step 1 that asked nobody
+		{"asker.0.0", protocol.CodeUnknownRun}, // a provider endpoint nobody asked about
+	} {
+		if _, perr := decide(tt.id, `{"approve":true}`); perr == nil || perr.Code != tt.want {
+			t.Errorf("decide %s = %v, want %s", tt.id, perr, tt.want)
+		}
+	}
+	if ap, perr := decide("asker.1.0", `{"approve":true,"by":"alice"}`); perr != nil || ap.Decision == nil || ap.Decision.By != "alice" {
+		t.Fatalf("decide the pending action = %+v, %v; want it decided by alice", ap, perr)
+	}
+	if _, perr := decide("asker.1.0", `{"approve":false}`); perr == nil || perr.Code != protocol.CodeRunFinished {
+		t.Errorf("a second decision = %v, want run_finished", perr)
+	}
+	if st := waitSettled(t, cl.Client, "asker"); st.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
+	}
+	recs, err := cl.Trace(t.Context(), "asker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Kind == protocol.RecordDecision && (r.Decision == nil || r.Decision.By != "alice") {
+			t.Errorf("decision record = %+v, want it by alice", r.Decision)
+		}
+	}
+	aps, err := cl.Approvals(t.Context())
+	if err != nil || len(aps) != 1 {
+		t.Errorf("approvals = %+v, %v; want the one decided, nothing for the refused ids", aps, err)
+	}
+}
+
+// TestRememberAnswersAnAskRule approves, with remember, a write that an
+// ask rule (not the default) asks about: the same write asks no more for
+// the rest of the run.
+func TestRememberAnswersAnAskRule(t *testing.T) {
+	ws := copyDir(t, "examples/fix-a-test/workspace")
+	var c map[string]any
+	if err := json.Unmarshal(askContract(t, ws), &c); err != nil {
+		t.Fatal(err)
+	}
+	c["policy"] = map[string]any{
+		"layers":   []map[string]any{{"name": "careful", "rules": []map[string]string{{"act": "write", "effect": "ask", "pattern": "calc.go"}}}},
+		"defaults": map[string]string{"read": "allow", "write": "allow", "exec": "deny", "net": "deny"},
+	}
+	raw, _ := json.Marshal(c)
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Submit(t.Context(), raw, "remembers"); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused(t, cl.Client, "remembers")
+	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("remembers", 1, 0), &protocol.Decision{Approve: true, Remember: true}); err != nil {
+		t.Fatal(err)
+	}
+	var st *protocol.RunState
+	waitFor(t, 30*time.Second, func() error {
+		var err error
+		st, err = cl.Status(t.Context(), "remembers")
+		if err != nil || st.Status == protocol.StatusRunning || st.Status == protocol.StatusPaused && st.Step < 2 {
+			return errorf("state %+v, %v", st, err)
+		}
+		return nil
+	})
+	if st.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("run = %s at step %d (%s), want finished: the remembered write asks no more", st.Outcome, st.Step, st.Reason)
+	}
+	code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
+	if err != nil || !strings.Contains(string(code), "Add returns, fixed,") {
+		t.Errorf("calc.go = %q, want both edits", code)
 	}
 }

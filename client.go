@@ -60,8 +60,9 @@ func NewClient(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, assets: assets, trace: trace.New(js, assets.Trace),
-		index: trace.NewIndex(assets.Runs, js), blobs: trace.NewBlobs(assets.Blobs), approvals: trace.NewApprovals(assets.Approvals)}, nil
+	traces := trace.New(js, assets.Trace)
+	return &Client{nc: nc, js: js, assets: assets, trace: traces,
+		index: trace.NewIndex(assets.Runs, js), blobs: trace.NewBlobs(assets.Blobs), approvals: trace.NewApprovals(assets.Approvals, traces)}, nil
 }
 
 // Close closes the connection if the client opened it.
@@ -191,16 +192,26 @@ func (c *Client) Runs(ctx context.Context) ([]protocol.RunState, error) {
 }
 
 // Decide records a person's decision on an approval (the id a paused run
-// printed, run.step.call). The cluster's coordinators carry the run on from
-// there; a decision made before the run paused waits for it and counts.
-// Errors: protocol.ErrInvalidField for a malformed id; protocol.ErrRunFinished
-// when the approval was already decided.
+// printed, run.step.call), with who decided in d.By, which the trace keeps.
+// The cluster's coordinators carry the run on from there. It is accepted
+// only for an action that is pending, or, made before the run paused, for
+// a call of the step the run is taking: that decision waits for the pause
+// and counts.
+//
+// Errors: protocol.ErrInvalidField for a malformed id or rewrite;
+// protocol.ErrUnknownRun for a run that does not exist or an action it has
+// not reached (a later step, a provider endpoint not asked about yet, a
+// call of a past step that asked nobody); protocol.ErrRunFinished when the
+// approval was already decided or its run has finished.
 func (c *Client) Decide(ctx context.Context, id string, d *protocol.Decision) (*protocol.Approval, error) {
 	if _, _, _, err := protocol.ParseApprovalID(id); err != nil {
 		return nil, err
 	}
 	if d.Rewrite != nil && !json.Valid(d.Rewrite) {
 		return nil, protocol.FieldError(protocol.CodeInvalidField, "rewrite", `give the call's new arguments as a JSON object, such as {"path":"a.go","content":"..."}`, "the rewrite is not JSON")
+	}
+	if d.By == "" {
+		d.By = "client" // the trace names who decided; a caller that does not say is a Go client
 	}
 	return c.approvals.Decide(ctx, id, d)
 }

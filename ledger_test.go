@@ -134,7 +134,7 @@ func TestLedgerLostMidRun(t *testing.T) {
 	c, raw := readingContract(t, "read and read", nil)
 	reached, release := make(chan struct{}), make(chan struct{})
 	agent, calls := gatedAgent(3, reached, release)
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestLedgerDownWaits(t *testing.T) {
 	c, raw := readingContract(t, "read while the ledger is away", nil)
 	reached, release := make(chan struct{}), make(chan struct{})
 	agent, calls := gatedAgent(2, reached, release)
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestTreeCeiling(t *testing.T) {
 		}
 		return readTurn(int(rootCalls.Load())), nil
 	})
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent, Ledger: l})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent, Ledger: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestSpawnAgent(t *testing.T) {
 				}
 				return readTurn(int(rootCalls.Load())), nil
 			})
-			cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent})
+			cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -513,8 +513,9 @@ func TestSpawnAgent(t *testing.T) {
 				t.Fatalf("sub-agent status = %+v, %v", child, err)
 			}
 			childRecs, _ := cl.Trace(t.Context(), "boss-s1c0")
-			if childRecs[0].Depth != 1 || childRecs[0].Contract.Policy == nil {
-				t.Errorf("sub-agent at depth %d with policy %v, want depth 1 under the root's policy", childRecs[0].Depth, childRecs[0].Contract.Policy)
+			if childRecs[0].Depth != 1 || childRecs[0].Contract.Policy == nil || childRecs[0].Policy == nil || childRecs[0].ParentPolicy == nil {
+				t.Errorf("sub-agent at depth %d with policy %v (effective %v, parent's %v), want depth 1 contained in the root's policy",
+					childRecs[0].Depth, childRecs[0].Contract.Policy, childRecs[0].Policy, childRecs[0].ParentPolicy)
 			}
 		})
 	}

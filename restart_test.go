@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -33,7 +34,7 @@ func up(t *testing.T, bin, data, cassette, root string) (string, *exec.Cmd) {
 				for sc.Scan() {
 				}
 			}()
-			return u, cmd
+			return withServerCredentials(t, u, data), cmd
 		}
 	}
 	t.Fatal("harness up printed no NATS URL")
@@ -46,7 +47,7 @@ func recordApproval(t *testing.T, d protocol.Decision, twice bool) string {
 	t.Helper()
 	ws := copyDir(t, "examples/fix-a-test/workspace")
 	rec := provider.NewRecord(askingAgent(twice))
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +109,20 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := protocol.ApprovalID("paused-run", 1, 0)
-			if tt.early != nil {
-				if _, err := c.Decide(t.Context(), id, tt.early); err != nil {
-					t.Fatal(err)
-				}
-			}
 			if _, err := c.Submit(t.Context(), askContract(t, ws), "paused-run"); err != nil {
 				t.Fatal(err)
 			}
-			if tt.early == nil {
+			if tt.early != nil {
+				// A decision is taken only for a run that exists: made as soon
+				// as the run does, whether or not its pause is recorded yet.
+				waitFor(t, 30*time.Second, func() error {
+					_, err := c.Status(t.Context(), "paused-run")
+					return err
+				})
+				if _, err := c.Decide(t.Context(), id, tt.early); err != nil {
+					t.Fatal(err)
+				}
+			} else {
 				waitPaused(t, c, "paused-run")
 			}
 			c.Close()

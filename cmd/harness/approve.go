@@ -34,6 +34,18 @@ func terminalApprover(env *environ) coordinator.Approver {
 	})
 }
 
+// decidedBy names the person deciding at this command line: as stated
+// with --by, else the login name, for the trace.
+func decidedBy(env *environ, stated string) string {
+	if s := strings.TrimSpace(stated); s != "" {
+		return s
+	}
+	if u := env.getenv("USER"); u != "" {
+		return "cli:" + u
+	}
+	return "cli"
+}
+
 func cmdApprove(ctx context.Context, env *environ, args []string) int {
 	return decide(ctx, env, args, true)
 }
@@ -61,6 +73,7 @@ for harness resume. A decision may be made before the run pauses.`)
 	data := fs.String("data", "", "data directory")
 	replay := fs.String("replay", "", "carry the run on answering turns from this cassette")
 	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
+	by := fs.String("by", "", "who decides, as the trace records it (default cli:$USER)")
 	var rewrite, reason *string
 	var remember *bool
 	if approve {
@@ -83,7 +96,7 @@ for harness resume. A decision may be made before the run pauses.`)
 		fail(env.stderr, "%v", err)
 		return exitUsage
 	}
-	d := &protocol.Decision{Approve: approve, By: "cli", Time: time.Now().UTC()}
+	d := &protocol.Decision{Approve: approve, By: decidedBy(env, *by), Time: time.Now().UTC()}
 	if approve {
 		d.Remember = *remember
 		if *rewrite != "" {

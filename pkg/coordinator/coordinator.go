@@ -21,6 +21,7 @@ import (
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
+	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/trace"
@@ -180,16 +181,17 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Conf
 		return nil, err
 	}
 	cfg.setDefaults()
+	traces := trace.New(js, assets.Trace)
 	return &Coordinator{
 		cfg:       cfg,
 		nc:        nc,
 		js:        js,
 		assets:    assets,
-		trace:     trace.New(js, assets.Trace),
+		trace:     traces,
 		index:     trace.NewIndex(assets.Runs, js),
 		blobs:     trace.NewBlobs(assets.Blobs),
 		leases:    &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: time.Now},
-		approvals: trace.NewApprovals(assets.Approvals),
+		approvals: trace.NewApprovals(assets.Approvals, traces),
 		ledger:    cfg.Ledger,
 		metrics:   metrics.NewCoordinator(cfg.Metrics),
 		log:       cfg.Logger.With("coordinator", cfg.ID),
@@ -288,17 +290,39 @@ func (c *Coordinator) handleDecide(ctx context.Context, r micro.Request) {
 			"the decision is not valid JSON: %s", err.Error())})
 		return
 	}
-	if d.By == "" {
-		d.By = "nats"
-	}
+	d.By = decider(r.Headers(), d.By)
 	ap, err := c.approvals.Decide(ctx, id, &d)
 	if err != nil {
 		_ = r.RespondJSON(answer{Error: protocol.AsError(err)})
 		return
 	}
-	c.log.Info("decision recorded", "approval", id, "approve", d.Approve)
+	c.log.Info("decision recorded", "approval", id, "approve", d.Approve, "by", d.By)
 	_ = r.RespondJSON(answer{Approval: ap})
 }
+
+// decider names who sent a decision over NATS: the user of the connection
+// when the server says it (the request info header a server adds to a
+// request crossing an account's service import, which the sender cannot
+// set: the server replaces it), else what the decider stated, else "nats".
+// Within one account the header is the sender's own; the name is then
+// only as good as the decider's word, like a stated one.
+func decider(h micro.Headers, stated string) string {
+	var info struct {
+		Account string `json:"acc"`
+		User    string `json:"user"`
+	}
+	if raw := h.Get(requestInfoHeader); raw != "" && json.Unmarshal([]byte(raw), &info) == nil && info.User != "" {
+		if info.Account != "" {
+			return "nats:" + info.User + "@" + info.Account
+		}
+		return "nats:" + info.User
+	}
+	return cmp.Or(strings.TrimSpace(stated), "nats")
+}
+
+// requestInfoHeader is the header a NATS server adds to a request that
+// crosses a service import, with the requester's connection.
+const requestInfoHeader = "Nats-Request-Info"
 
 func (c *Coordinator) handleStatus(req micro.Request) {
 	c.mu.Lock()
@@ -323,6 +347,9 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		reply = ""
 	}
 	contract, err := protocol.DecodeContract(msg.Data())
+	if err == nil {
+		err = reservedLayers(contract.Policy)
+	}
 	if err != nil {
 		pe := protocol.AsError(err)
 		c.log.Info("contract refused", "err", pe)
@@ -374,8 +401,27 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			<-c.slots
 			return
 		}
+		eff, parentEff, err := c.containIn(ctx, contract)
+		if err != nil {
+			pe := protocol.AsError(err)
+			if pe.Code == protocol.CodeUnavailable {
+				// The parent's trace did not answer: the contract goes
+				// back to the stream, to be taken again.
+				c.log.Warn("read the parent's policy", "run", run, "err", err)
+				c.leases.release(ctx, ls)
+				_ = msg.NakWithDelay(time.Second)
+				<-c.slots
+				return
+			}
+			c.log.Info("contract refused", "run", run, "err", pe)
+			c.respond(reply, &protocol.SubmitReply{Error: pe})
+			c.leases.release(ctx, ls)
+			_ = msg.Term()
+			<-c.slots
+			return
+		}
 		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC(),
-			Tree: tree, Depth: depth}
+			Tree: tree, Depth: depth, Policy: eff, ParentPolicy: parentEff}
 		w := c.trace.Writer(run, 0)
 		if err := w.Append(ctx, started); err != nil {
 			c.log.Error("start run", "run", run, "err", err)
@@ -425,6 +471,85 @@ func (c *Coordinator) treeOf(ctx context.Context, run string, contract *protocol
 		depth = st.Budgets.Depth + 1
 	}
 	return cmp.Or(st.Tree, st.Run), depth, nil
+}
+
+// reservedLayers refuses a contract's layer named as the one that holds
+// what a person approved during the run: its allows answer asks (see
+// policy.Policy.Remember), which no contract may grant itself.
+func reservedLayers(p *protocol.Policy) error {
+	if p == nil {
+		return nil
+	}
+	for i, l := range p.Layers {
+		if l.Name == policy.RememberedLayer {
+			return protocol.FieldError(protocol.CodeInvalidField, fmt.Sprintf("policy.layers[%d].name", i),
+				"give the layer another name", "the layer name %q is reserved for what a person approves during a run", l.Name)
+		}
+	}
+	return nil
+}
+
+// containIn returns a sub-agent's effective policy, its parent's contained
+// with its own contract's (allows intersect, denies union, asks kept:
+// policy.Contain), and the parent's effective policy it was contained in,
+// read from the parent's trace as it stands now: the parent's own
+// effective policy, or the last it was resumed under. A person's
+// remembered approvals are the parent run's alone and are not passed on.
+// A root has neither (nil, nil). Errors: CodeUnknownRun when the parent has
+// no trace; CodeUnavailable when it could not be read.
+func (c *Coordinator) containIn(ctx context.Context, contract *protocol.Contract) (eff, parentEff *protocol.Policy, err error) {
+	if contract.Parent == "" {
+		return nil, nil, nil
+	}
+	parentEff, err = c.policyOf(ctx, contract.Parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	parent, err := policy.FromProtocol(parentEff)
+	if err != nil {
+		return nil, nil, protocol.Errorf(protocol.CodeInternal, "the parent run's policy does not compile: %s", err.Error())
+	}
+	own, err := policy.FromProtocol(contract.Policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	return policy.Contain(parent, own).Protocol(), parentEff, nil
+}
+
+// policyOf reads a run's effective policy from its trace. Errors: as
+// containIn's.
+func (c *Coordinator) policyOf(ctx context.Context, run string) (*protocol.Policy, error) {
+	var pol *protocol.Policy
+	started := false
+	rctx, cancel := jsCall(ctx)
+	defer cancel()
+	_, err := c.trace.Each(rctx, run, func(r *protocol.Record) error {
+		switch r.Kind {
+		case protocol.RecordStarted:
+			if r.Contract == nil {
+				return protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: its started record has no contract", run)
+			}
+			started, pol = true, cmp.Or(r.Policy, r.Contract.Policy)
+		case protocol.RecordPolicy:
+			pol = r.Policy
+		}
+		return nil
+	})
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return nil, pe
+		}
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "read the trace of run %s: %s", run, err.Error())
+	}
+	if !started {
+		return nil, protocol.FieldError(protocol.CodeUnknownRun, "parent", "name a run that is running, or leave parent out to start a tree of its own",
+			"no run %s to be a sub-agent of", run)
+	}
+	if pol == nil {
+		return policy.Default().Protocol(), nil
+	}
+	return pol, nil
 }
 
 // start drives a run this coordinator holds the lease of, on its own
@@ -629,11 +754,14 @@ func (c *Coordinator) Resume(ctx context.Context, run string) error {
 }
 
 // ResumeWith is Resume under another policy, which is recorded in the trace
-// as the run's policy from then on; nil keeps the stored one. Errors: as
-// Resume, and a *protocol.Error for a policy that does not validate.
+// as the run's policy from then on; nil keeps the stored one. A sub-agent's
+// new policy is contained in its parent's as it was when the sub-agent
+// started, like the one it started with. Errors: as Resume, and a
+// *protocol.Error for a policy that does not validate or names a layer
+// "remembered".
 func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.Policy) error {
 	if pol != nil {
-		if err := pol.Validate(); err != nil {
+		if err := cmp.Or(pol.Validate(), reservedLayers(pol)); err != nil {
 			return err
 		}
 	}
@@ -663,6 +791,17 @@ func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.
 		c.leases.release(ctx, ls)
 		<-c.slots
 		return protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
+	}
+	if pol != nil && recs[0].ParentPolicy != nil {
+		// A sub-agent stays within its parent, whoever resumes it.
+		parent, perr := policy.FromProtocol(recs[0].ParentPolicy)
+		own, oerr := policy.FromProtocol(pol)
+		if err := cmp.Or(perr, oerr); err != nil {
+			c.leases.release(ctx, ls)
+			<-c.slots
+			return err
+		}
+		pol = policy.Contain(parent, own).Protocol()
 	}
 	if pol != nil && recs[len(recs)-1].Kind != protocol.RecordFinished {
 		w := c.trace.Writer(run, last)

@@ -11,6 +11,11 @@
 // reading its trace, a run picked up again after a crash continues from the
 // step after its last committed one with the same code path.
 //
+// A run submitted with a parent (a spawn_agent sub-agent or any contract
+// naming one) runs under its parent's effective policy contained with its
+// own, fixed in its started record and carried by every sandbox op, so no
+// sub-agent at any depth may do what its root may not.
+//
 // To embed: connect to NATS, call streams.Ensure, then New and Run. Run
 // returns when its context ends; Shutdown waits for the runs in hand.
 package coordinator

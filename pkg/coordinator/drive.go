@@ -33,6 +33,7 @@ type driver struct {
 	node  string
 	tools []protocol.ToolSpec
 	pol   *policy.Policy // the run's policy with remembered rules on top
+	base  *policy.Policy // the run's policy alone, which sub-agents are contained in
 	// draws are the settled charges of the step in hand, not yet
 	// committed; unsettled maps the attempts of that step whose
 	// reservations are held without an answer yet to their keys.
@@ -40,6 +41,13 @@ type driver struct {
 	unsettled map[int]string
 	// spawning is set when the run was offered spawn_agent.
 	spawning bool
+	// hostRemember holds the provider endpoints an approver allowed during
+	// the step in hand, for its record; hostAsked those asked about since
+	// this driver began, so an endpoint that asks again after its approval
+	// fails the run instead of asking for ever.
+	hostRemember []protocol.Rule
+	hostDecided  []protocol.Decided
+	hostAsked    map[string]bool
 	// recovering is set until the driver's first step: a previous driver
 	// may have left turns of it.
 	recovering bool
@@ -161,6 +169,14 @@ func (d *driver) loop(ctx context.Context) {
 			d.finish(ctx, outcome, why)
 			return
 		}
+		if rec == nil {
+			// The provider's endpoint waits for a person: the run pauses
+			// before the step, which has nothing to commit yet.
+			if !d.pause(ctx, pending) {
+				return
+			}
+			continue
+		}
 		stalled, stallWhy := s.stalled(rec)
 		fault.Hit(fault.BeforeCommit)
 		if err := d.append(ctx, d.c.slim(ctx, rec)); err != nil {
@@ -221,6 +237,18 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
 		}
+		var wait *hostPending
+		if errors.As(err, &wait) {
+			// The provider's endpoint waits for a person: no step to commit,
+			// the run pauses before it. Its next driver looks for the turns
+			// of this step's attempts so far, so none is asked for twice.
+			d.recovering = true
+			return nil, wait.p, "", ""
+		}
+		var denied *hostDenied
+		if errors.As(err, &denied) {
+			return nil, nil, protocol.OutcomeDenied, denied.why
+		}
 		var refusal *ledger.Refusal
 		if errors.As(err, &refusal) {
 			o, why, _ := d.refusedBy(err)
@@ -237,7 +265,8 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 	}
 	d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
 	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn),
-		Draws: d.draws}
+		Draws: d.draws, Remember: d.hostRemember, Decided: d.hostDecided}
+	d.hostRemember, d.hostDecided = nil, nil
 	for i := range turn.ToolCalls {
 		call := &turn.ToolCalls[i]
 		if call.ID == "" {
@@ -252,7 +281,7 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		}
 		d.c.emit(s.run, step, protocol.EventToolCall, &protocol.Event{Tool: call.Name, Target: target(call)})
 		var obs *protocol.Observation
-		obs, pending = d.act(ctx, step, i, call, &rec.Remember)
+		obs, pending = d.act(ctx, step, i, call, rec)
 		if obs.Changed {
 			rec.Changed = true
 		}
@@ -327,13 +356,25 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			return nil, err
 		}
 		d.unsettled[attempt] = key
-		pctx, cancel := jsCall(ctx)
-		_, err = d.c.js.PublishMsg(pctx, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data},
-			jetstream.WithMsgID(task.Key()))
-		cancel()
+		if limit := d.c.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit-taskHeadroom {
+			err = nats.ErrMaxPayload // known before it is sent
+		} else {
+			pctx, cancel := jsCall(ctx)
+			_, err = d.c.js.PublishMsg(pctx, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data},
+				jetstream.WithMsgID(task.Key()))
+			cancel()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if isTooLarge(err) {
+				// It would not fit the next time either: no worker can be
+				// asked for this step.
+				delete(d.unsettled, attempt)
+				d.release(ctx, key)
+				return nil, protocol.FieldError(protocol.CodeTooLarge, "request", "keep tool output and files the model reads smaller, or raise the NATS server's max_payload",
+					"the conversation is %d bytes as a step task, over the %d-byte message limit of the bus", len(data), d.c.nc.MaxPayload())
 			}
 			d.log.Warn("publish step task", "step", step, "err", err)
 			if err := sleep(ctx, time.Second); err != nil {
@@ -357,7 +398,21 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			d.draws = append(d.draws, draw)
 			return tr.Turn, nil
 		}
-		d.release(ctx, key)
+		if paid := spentOf(tr); paid != nil {
+			// A call made and paid for whose answer could not come back
+			// (too_large): charged as it was, though there is no turn.
+			draw, _ := d.settle(ctx, step, key, paid, d.cost(paid))
+			d.draws = append(d.draws, draw)
+		} else {
+			d.release(ctx, key)
+		}
+		if tr.Refused != nil && tr.Refused.Effect == policy.Ask.String() {
+			if err := d.askHost(ctx, step, tr.Refused); err != nil {
+				return nil, err
+			}
+			attempt++ // approved now: asked again, with the endpoint remembered
+			continue
+		}
 		perr := tr.Error
 		if perr == nil {
 			perr = protocol.Errorf(protocol.CodeProviderMalformed, "the worker returned neither a turn nor an error")
@@ -421,13 +476,38 @@ func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, k
 			// it, so it is charged under its own key, once (a turn heard
 			// twice, or charged by an earlier driver, is a replay).
 			key := protocol.StepKey(d.s.run, tr.Step, tr.Attempt)
-			if tr.Turn == nil {
+			if paid := spentOf(&tr); paid == nil {
 				d.release(ctx, key)
-			} else if draw, replayed := d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn)); !replayed {
+			} else if draw, replayed := d.settle(ctx, step, key, paid, d.cost(paid)); !replayed {
 				d.draws = append(d.draws, draw)
 			}
 		}
 	}
+}
+
+// taskHeadroom is what a step task's publish needs beyond its JSON: the
+// subject, the message id and the other headers.
+const taskHeadroom = 4 << 10
+
+// isTooLarge reports whether a publish failed for the message's size: the
+// client's check of the server's limit, or a stream's own.
+func isTooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, nats.ErrMaxPayload) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
+}
+
+// spentOf is what a turn result says the provider was paid for: its turn,
+// or for a call whose answer could not be delivered (too_large) a turn
+// holding only its usage; nil when no call was made.
+func spentOf(tr *protocol.TurnResult) *protocol.Turn {
+	switch {
+	case tr.Turn != nil:
+		return tr.Turn
+	case tr.Usage != nil:
+		return &protocol.Turn{Usage: *tr.Usage, Model: tr.Model}
+	}
+	return nil
 }
 
 // appendWindow bounds how long a record's append is retried while the
@@ -556,14 +636,15 @@ func (d *driver) recover(ctx context.Context, step int) (*protocol.TurnResult, i
 	}
 	for _, tr := range found {
 		key := protocol.StepKey(s.run, step, tr.Attempt)
-		if tr.Turn == nil {
+		paid := spentOf(tr)
+		if paid == nil {
 			d.release(ctx, key)
 			continue
 		}
 		// Settled already if the driver that got it lived that long: a
 		// replay then charges nothing more, and the draw is recorded
 		// with this step, which that driver never committed.
-		draw, _ := d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn))
+		draw, _ := d.settle(ctx, step, key, paid, d.cost(paid))
 		d.draws = append(d.draws, draw)
 		d.chargeLost(ctx, step, key, tr.Deliveries, usageOf(draw.Spend))
 	}
@@ -627,7 +708,7 @@ func (d *driver) close() {
 // asks a person and no approver answered at once: then nothing ran, and the
 // step ends waiting. Nothing here fails the run: every failure is an
 // observation the model can act on.
-func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, remember *[]protocol.Rule) (*protocol.Observation, *protocol.Pending) {
+func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, rec *protocol.Record) (*protocol.Observation, *protocol.Pending) {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	if !d.offers(call.Name) {
 		obs.IsError = true
@@ -659,6 +740,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 			return obs, p
 		}
 		d.c.emit(d.s.run, step, protocol.EventDecided, &protocol.Event{Tool: call.Name, Target: v.Target, Approval: id, Text: decisionWord(dec)})
+		rec.Decided = append(rec.Decided, protocol.Decided{Approval: id, Decision: dec})
 		if !dec.Approve {
 			obs.IsError = true
 			obs.Content = fmt.Sprintf("[%s denied] %q: %s", v.Act, v.Target, orWord(dec.Reason, "a person said no"))
@@ -675,7 +757,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 			return d.refuse(step, call, v, obs), nil
 		}
 		if dec.Remember {
-			*remember = append(*remember, rememberRules(v, call)...)
+			rec.Remember = append(rec.Remember, rememberRules(v, call)...)
 		}
 		return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, id), nil
 	}
@@ -807,6 +889,17 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 	var outcome protocol.Outcome
 	var why string
 	switch {
+	case p.Tool == "" && !dec.Approve:
+		outcome, why = protocol.OutcomeDenied, fmt.Sprintf("a person denied calling the model provider at %s: %s", p.Target, orWord(dec.Reason, "no reason given"))
+	case p.Tool == "":
+		// The provider's endpoint: nothing to perform, an allow to
+		// remember, unless a deny rule covers it now (the net default does
+		// not: a worker allows its own endpoints over it).
+		if v := d.pol.Check(policy.Net, p.Target); v.Effect == policy.Deny && !v.ByDefault() {
+			outcome, why = protocol.OutcomeDenied, fmt.Sprintf("the approved provider endpoint %s is denied by the policy (%s)", p.Target, v.DecidedBy())
+		} else {
+			rec.Remember = []protocol.Rule{hostRule(p.Target)}
+		}
 	case !dec.Approve:
 		rec.Note = fmt.Sprintf("[%s denied by a person] %q: %s", p.Act, p.Target, orWord(dec.Reason, "no reason given"))
 		outcome, why = protocol.OutcomeDenied, fmt.Sprintf("a person denied %s %q: %s", p.Act, p.Target, orWord(dec.Reason, "no reason given"))
@@ -823,7 +916,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 			// An approval cannot move an action across a deny, whether the
 			// deny came with a rewrite or while the run was paused.
 			rec.Note = v.Refusal()
-			outcome, why = protocol.OutcomeDenied, fmt.Sprintf("the approved action %s %q is denied by the policy (rule %q in layer %q)", v.Act, v.Target, v.Rule, v.Layer)
+			outcome, why = protocol.OutcomeDenied, fmt.Sprintf("the approved action %s %q is denied by the policy (%s)", v.Act, v.Target, v.DecidedBy())
 		default:
 			obs := d.dispatch(ctx, ap.ID+".approved", call, ap.ID)
 			rec.Observations = []protocol.Observation{*obs}
@@ -852,13 +945,15 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 	return true
 }
 
-// compilePolicy sets the driver's policy: the run's, with the rules people
-// asked to remember on top.
+// compilePolicy sets the driver's policy: the run's effective one (a
+// sub-agent's contained in its parent's, as its trace records it), with
+// the rules people asked to remember on top.
 func (d *driver) compilePolicy() error {
-	base, err := policy.FromProtocol(d.s.contract.Policy)
+	base, err := policy.FromProtocol(d.s.policy)
 	if err != nil {
 		return fmt.Errorf("compile the run's policy: %w", err)
 	}
+	d.base = base
 	var rules []policy.Rule
 	for _, r := range d.s.remembered {
 		pr, err := policy.ParseRule(r)
@@ -943,7 +1038,7 @@ func (d *driver) toolNames() string {
 // on at once.
 func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 	s := d.s
-	id := protocol.ApprovalID(s.run, p.Step, p.Call)
+	id := pendingID(s.run, p)
 	// Recording it again is harmless: the same pending action, and any
 	// decision already there is kept.
 	var ap *protocol.Approval

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/ledger"
+	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -27,20 +29,55 @@ const SpawnTool = "spawn_agent"
 
 var spawnSpec = protocol.ToolSpec{
 	Name: SpawnTool,
-	Description: "Start a sub-agent on a part of the task and wait for its outcome. It works in the same workspace under the same " +
-		"permissions and draws from the same budget. Its work is done when verify_file contains verify_contains.",
+	Description: "Start a sub-agent on a part of the task and wait for its outcome. It works in the same workspace under your " +
+		"permissions (never more; deny_write and deny_net take some away) and draws from the same budget. Its work is done " +
+		"when verify_file contains verify_contains.",
 	Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["goal","verify_file","verify_contains"],` +
 		`"properties":{"goal":{"type":"string","description":"what the sub-agent should do"},` +
 		`"verify_file":{"type":"string","description":"the file, relative to the workspace, that shows the sub-agent is done"},` +
 		`"verify_contains":{"type":"string","description":"the text verify_file must contain"},` +
-		`"max_steps":{"type":"integer","minimum":1,"description":"at most this many steps (default and cap: this run's own)"}}}`),
+		`"max_steps":{"type":"integer","minimum":1,"description":"at most this many steps (default and cap: this run's own)"},` +
+		`"deny_write":{"type":"array","items":{"type":"string"},"description":"glob patterns of paths the sub-agent may not write, on top of what you may not"},` +
+		`"deny_net":{"type":"array","items":{"type":"string"},"description":"glob patterns of hosts the sub-agent may not connect to, on top of what you may not"}}}`),
 }
 
 type spawnArgs struct {
-	Goal           string `json:"goal"`
-	VerifyFile     string `json:"verify_file"`
-	VerifyContains string `json:"verify_contains"`
-	MaxSteps       int    `json:"max_steps"`
+	Goal           string   `json:"goal"`
+	VerifyFile     string   `json:"verify_file"`
+	VerifyContains string   `json:"verify_contains"`
+	MaxSteps       int      `json:"max_steps"`
+	DenyWrite      []string `json:"deny_write"`
+	DenyNet        []string `json:"deny_net"`
+}
+
+// SpawnLayer names the layer of a sub-agent's policy that holds the deny
+// rules its parent gave it (spawn_agent's deny_write and deny_net).
+const SpawnLayer = "spawn"
+
+// maxSpawnDenies bounds the patterns of one spawn_agent call.
+const maxSpawnDenies = 64
+
+// narrowing returns the deny rules a spawn_agent call asks for, or what is
+// wrong with them. There is nothing to widen with: the arguments only take
+// away.
+func (a *spawnArgs) narrowing() ([]policy.Rule, string) {
+	if n := len(a.DenyWrite) + len(a.DenyNet); n > maxSpawnDenies {
+		return nil, fmt.Sprintf("give at most %d deny_write and deny_net patterns in all, not %d", maxSpawnDenies, n)
+	}
+	var rules []policy.Rule
+	for _, g := range []struct {
+		name     string
+		act      policy.Act
+		patterns []string
+	}{{"deny_write", policy.Write, a.DenyWrite}, {"deny_net", policy.Net, a.DenyNet}} {
+		for _, p := range g.patterns {
+			if strings.TrimSpace(p) == "" || len(p) > 1024 {
+				return nil, fmt.Sprintf("every %s pattern is a non-empty glob of at most 1024 bytes, such as \"docs/*\"", g.name)
+			}
+			rules = append(rules, policy.Rule{Act: g.act, Effect: policy.Deny, Pattern: p})
+		}
+	}
+	return rules, ""
 }
 
 // rootOf returns the started record of s's tree's root.
@@ -99,32 +136,49 @@ func (d *driver) offerSpawn(ctx context.Context) {
 func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall) *protocol.Observation {
 	s := d.s
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name, IsError: true}
+	// Every refusal below comes before the sub-agent is submitted, so a
+	// refused spawn takes no agent slot of the tree.
 	var a spawnArgs
 	dec := json.NewDecoder(bytes.NewReader(call.Arguments))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil || strings.TrimSpace(a.Goal) == "" || a.VerifyFile == "" || a.VerifyContains == "" {
-		obs.Content = "[spawn error] give goal, verify_file and verify_contains (and optionally max_steps)"
+	if err := dec.Decode(&a); err != nil || strings.TrimSpace(a.Goal) == "" || strings.TrimSpace(a.VerifyFile) == "" || strings.TrimSpace(a.VerifyContains) == "" {
+		obs.Content = "[spawn refused] give a goal, a verify_file and the verify_contains text it must hold, none of them empty (and optionally max_steps, deny_write, deny_net)"
 		if err != nil {
 			obs.Content += ": " + err.Error()
 		}
+		return obs
+	}
+	denies, bad := a.narrowing()
+	if bad != "" {
+		obs.Content = "[spawn refused] " + bad
 		return obs
 	}
 	child := *s.contract
 	child.Task = a.Goal
 	child.Parent = s.run
 	child.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: a.VerifyFile, Needle: a.VerifyContains}}
-	if ok, why := gate.Allowed(d.pol, child.Verification); !ok {
-		// The check would tell the model about a file it may not read.
-		obs.Content = "[spawn refused] " + why
+	// The check reads the file for the sub-agent: it is judged as a read by
+	// this run's own policy (the one the sub-agent is contained in), under
+	// an explicit allow, before anything is started.
+	if ok, why := gate.Allowed(d.base, child.Verification); !ok {
+		obs.Content = "[spawn refused] " + why + " Name a verify_file you may read."
 		return obs
 	}
+	// The sub-agent's contract carries this run's effective policy with
+	// the denies on top; the coordinator that takes it contains it in this
+	// run's policy again, as for any contract naming a parent.
+	pol := d.base
+	if len(denies) > 0 {
+		pol = pol.WithLayer(SpawnLayer, denies...)
+	}
+	child.Policy = pol.Protocol()
 	child.Budget = d.childBudget(a.MaxSteps)
 	data, err := json.Marshal(&child)
 	if err == nil {
 		_, err = protocol.DecodeContract(data) // refused here, not after a submission a replay would take for a start
 	}
 	if err != nil {
-		obs.Content = "[spawn error] " + err.Error()
+		obs.Content = "[spawn refused] " + err.Error()
 		return obs
 	}
 	// The sub-agent's id, and its submission's message id, is the whole
@@ -134,6 +188,10 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	tenant := streams.TenantOf(s.run)
 	if tenant != "" && !strings.HasPrefix(run, streams.TenantRun(tenant, "")) {
 		run = streams.TenantRun(tenant, run) // a long id hashed: keep it the tenant's
+	}
+	if r := d.roomForChild(ctx, run, &child); r != nil {
+		obs.Content = "[spawn refused] " + r.Error()
+		return obs
 	}
 	if err := d.submitChild(ctx, tenant, run, data); err != nil {
 		obs.Content = "[spawn error] the sub-agent could not be started: " + err.Error()
@@ -173,22 +231,89 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 // childBudget is a sub-agent's own budget: no more steps than asked or
 // than its parent's, what is left of its parent's own token and cost caps
 // (the tree's ceiling holds for both anyway), and its parent's deadline.
+// What is left counts the step in hand's draws, not committed yet: the
+// turn that asks for the sub-agent was paid for.
 func (d *driver) childBudget(steps int) protocol.Budget {
 	p := d.s.contract.Budget
 	b := protocol.Budget{MaxSteps: p.MaxSteps}
 	if steps > 0 && steps < b.MaxSteps {
 		b.MaxSteps = steps
 	}
+	spent := d.s.spent
+	for _, dr := range d.draws {
+		spent = spent.Add(dr.Spend)
+	}
 	if p.MaxTokens > 0 {
-		b.MaxTokens = max(p.MaxTokens-d.s.spent.Tokens(), 1)
+		b.MaxTokens = max(p.MaxTokens-spent.Tokens(), 1)
 	}
 	if p.MaxCostMicros > 0 {
-		b.MaxCostMicros = max(p.MaxCostMicros-d.s.spent.CostMicros, 1)
+		b.MaxCostMicros = max(p.MaxCostMicros-spent.CostMicros, 1)
 	}
 	if dl := d.s.deadline(); !dl.IsZero() {
 		b.MaxWall = protocol.Duration(max(time.Until(dl), time.Millisecond))
 	}
 	return b
+}
+
+// roomForChild returns the refusal a sub-agent's registration or first
+// provider call would meet, judged before it is submitted: a sub-agent
+// refused after it registers would hold one of the tree's agent slots for
+// nothing. The tree is read from the ledger; a ledger that does not answer
+// refuses nothing here (the sub-agent's own admission still decides). The
+// first call's estimate is that of a request holding the task alone. A
+// sub-agent already there (a step replayed after a crash) is found again,
+// never refused.
+func (d *driver) roomForChild(ctx context.Context, run string, child *protocol.Contract) *ledger.Refusal {
+	s := d.s
+	if _, err := d.c.index.Get(ctx, run); err == nil {
+		return nil
+	}
+	req := protocol.CompletionRequest{Model: child.Provider.Model, System: systemPrompt, Tools: d.tools, MaxOutputTokens: child.Provider.MaxOutputTokens,
+		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: taskMessage(child)}}}
+	data, _ := json.Marshal(&req)
+	est := d.estimate(len(data))
+	own := ledger.Limits{Tokens: child.Budget.MaxTokens, CostMicros: child.Budget.MaxCostMicros}
+	if r := exceeds(own, ledger.Usage{}, est); r != nil {
+		r.Tree, r.Agent, r.Scope = s.tree, s.run, ledger.ScopeRun
+		return r
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t, err := d.c.ledger.Totals(tctx, s.tree)
+	if _, ok := t.Agents[run]; err != nil || ok {
+		return nil
+	}
+	if c := t.Ceiling; c.Agents > 0 && len(t.Agents) >= c.Agents {
+		return &ledger.Refusal{Tree: s.tree, Agent: s.run, Scope: ledger.ScopeTree, Dimension: ledger.DimAgents, Asked: 1, Limit: int64(c.Agents)}
+	}
+	if dl, ok := t.Ceiling.Deadline(); ok && !time.Now().Before(dl) {
+		return &ledger.Refusal{Tree: s.tree, Agent: s.run, Scope: ledger.ScopeTree, Dimension: ledger.DimWall, Limit: t.Ceiling.Wall.Microseconds(), Deadline: dl}
+	}
+	if r := exceeds(t.Ceiling.Limits, t.Spent.Add(t.Reserved), est); r != nil {
+		r.Tree, r.Agent, r.Scope = s.tree, s.run, ledger.ScopeTree
+		return r
+	}
+	return nil
+}
+
+// exceeds returns the refusal of drawing est where used is drawn of the
+// caps c (zero for none), as the ledger words it, or nil when it fits.
+func exceeds(c ledger.Limits, used, est ledger.Usage) *ledger.Refusal {
+	for _, x := range []struct {
+		dim        ledger.Dimension
+		cap, u, at int64
+	}{
+		{ledger.DimInputTokens, c.InputTokens, used.InputTokens, est.InputTokens},
+		{ledger.DimOutputTokens, c.OutputTokens, used.OutputTokens, est.OutputTokens},
+		{ledger.DimTokens, c.Tokens, used.Tokens(), est.Tokens()},
+		{ledger.DimCost, c.CostMicros, used.CostMicros, est.CostMicros},
+		{ledger.DimSteps, c.Steps, used.Steps, est.Steps},
+	} {
+		if x.cap > 0 && x.u+x.at > x.cap {
+			return &ledger.Refusal{Dimension: x.dim, Asked: x.at, Remaining: max(0, x.cap-x.u), Limit: x.cap}
+		}
+	}
+	return nil
 }
 
 // submitChild submits a sub-agent's contract under id, on its tenant's

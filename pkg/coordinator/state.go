@@ -36,7 +36,17 @@ type runState struct {
 	unpaused string
 	// remembered are the rules people approved for the rest of the run.
 	remembered []protocol.Rule
-	stall      stallState
+	// policy is the run's effective policy, before remembered rules: a
+	// sub-agent's as its started record contains it, else the contract's,
+	// replaced by every policy record. parentPolicy is a sub-agent's
+	// parent's, which every later policy is contained in.
+	policy       *protocol.Policy
+	parentPolicy *protocol.Policy
+	// hostAsks counts the decisions on the provider's endpoints, a
+	// person's or an approver's at once, which number their approvals
+	// (protocol.ProviderApprovalID).
+	hostAsks int
+	stall    stallState
 }
 
 // newRunState rebuilds a run from its records. Records must have their
@@ -46,7 +56,11 @@ func newRunState(run string, recs []protocol.Record) (*runState, error) {
 	if len(recs) == 0 || recs[0].Kind != protocol.RecordStarted || recs[0].Contract == nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: it does not begin with a started record", run)
 	}
-	s := &runState{run: run, contract: recs[0].Contract, started: recs[0].Time, tree: recs[0].Tree, depth: recs[0].Depth}
+	s := &runState{run: run, contract: recs[0].Contract, started: recs[0].Time, tree: recs[0].Tree, depth: recs[0].Depth,
+		policy: recs[0].Policy, parentPolicy: recs[0].ParentPolicy}
+	if s.policy == nil {
+		s.policy = s.contract.Policy // a root runs under its own
+	}
 	if s.tree == "" {
 		s.tree = run // a root, or a trace from before agent trees
 	}
@@ -95,6 +109,11 @@ func (s *runState) apply(rec *protocol.Record) error {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
 		}
 		s.remembered = append(s.remembered, rec.Remember...)
+		for _, dd := range rec.Decided {
+			if isHostApproval(dd.Approval) {
+				s.hostAsks++
+			}
+		}
 		for _, o := range rec.Observations {
 			if o.Approval != "" {
 				s.unpaused = o.Approval
@@ -108,6 +127,9 @@ func (s *runState) apply(rec *protocol.Record) error {
 			return protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: a decision on %s with no pause for it", s.run, rec.Approval)
 		}
 		s.paused = nil
+		if isHostApproval(rec.Approval) {
+			s.hostAsks++
+		}
 		if rec.Note != "" {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
 		}
@@ -116,11 +138,18 @@ func (s *runState) apply(rec *protocol.Record) error {
 		c := *s.contract
 		c.Policy = rec.Policy
 		s.contract = &c
+		s.policy = rec.Policy
 	case protocol.RecordFinished:
 		s.finished = rec
 		s.spent = s.spent.Add(drawn(rec))
 	}
 	return nil
+}
+
+// isHostApproval reports whether id is a provider endpoint's approval.
+func isHostApproval(id string) bool {
+	_, step, _, err := protocol.ParseApprovalID(id)
+	return err == nil && step == 0
 }
 
 // drawn is what a record says was drawn on the ledger: a step's draws, or

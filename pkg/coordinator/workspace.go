@@ -15,8 +15,11 @@ import (
 // sandboxer already holding the run, if another does, to ask instead).
 func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	c := d.s.contract
+	// The policy and the verification go with it, so a sandboxer that
+	// will not run the contract (a blanket allow, a verification command
+	// with nowhere safe to run) says so before the first step.
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
-		Workspace: c.Workspace.Root, Sandbox: &c.Sandbox}
+		Workspace: c.Workspace.Root, Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification}
 	if c.Workspace.Snapshot == "" {
 		return op, streams.SandboxOpenSubject
 	}

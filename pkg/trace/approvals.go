@@ -15,13 +15,19 @@ import (
 // Approvals holds the actions waiting for a person and the decisions made
 // about them, one key per approval id. The pending action and the decision
 // are written separately, each by compare-and-set, so either may come
-// first and neither overwrites the other.
+// first and neither overwrites the other. A decision is taken only for an
+// approval that exists: pending, or one the run has reached (see Decide),
+// which the runs' traces tell.
 type Approvals struct {
-	kv jetstream.KeyValue
+	kv     jetstream.KeyValue
+	traces *Trace
 }
 
-// NewApprovals returns Approvals over the bucket.
-func NewApprovals(kv jetstream.KeyValue) *Approvals { return &Approvals{kv: kv} }
+// NewApprovals returns Approvals over the bucket, judging decisions by the
+// runs' traces.
+func NewApprovals(kv jetstream.KeyValue, traces *Trace) *Approvals {
+	return &Approvals{kv: kv, traces: traces}
+}
 
 // Get returns an approval. Errors: protocol.ErrUnknownRun (code
 // unknown_run) when there is no such approval.
@@ -87,20 +93,113 @@ func (a *Approvals) Defer(ctx context.Context, id string, p *protocol.Pending) (
 	})
 }
 
-// Decide records a decision. A decision may arrive before the action is
-// deferred; it then waits for it. Errors: CodeRunFinished when the
-// approval was already decided.
+// Decide records a person's decision on approval id, with who decided in
+// d.By. It is accepted for an action that is pending and not decided yet,
+// or, made early, for a tool call of a step the run has reached: the step
+// it is taking (the decision then waits for the pause and counts), or a
+// committed step whose call deferred to a person before the pause was
+// recorded. A provider endpoint's approval (step 0) is decided only once it
+// is pending: nobody can know the endpoint before the run asks.
+//
+// Errors: CodeInvalidField for a malformed id; CodeUnknownRun when the run
+// has no trace, or the id names no action the run deferred or has reached
+// (a step it has not reached, a call of a past step that asked nobody);
+// CodeRunFinished when the approval was already decided, or its run has
+// finished; the trace's and the bucket's read and write errors.
 func (a *Approvals) Decide(ctx context.Context, id string, d *protocol.Decision) (*protocol.Approval, error) {
+	run, step, _, err := protocol.ParseApprovalID(id)
+	if err != nil {
+		return nil, err
+	}
 	if d.Time.IsZero() {
 		d.Time = time.Now().UTC()
+	}
+	r, err := a.reach(ctx, run)
+	if err != nil {
+		return nil, err
 	}
 	return a.update(ctx, id, func(ap *protocol.Approval) error {
 		if ap.Decision != nil {
 			return protocol.Errorf(protocol.CodeRunFinished, "approval %s was already decided", id)
 		}
+		if r.finished {
+			return protocol.Errorf(protocol.CodeRunFinished, "run %s has finished; approval %s has nothing left to decide", run, id)
+		}
+		if ap.Pending == nil {
+			if err := r.early(id, step); err != nil {
+				return err
+			}
+		}
 		ap.Decision = d
 		return nil
 	})
+}
+
+// reached is what a run's trace says about the approvals it may have.
+type reached struct {
+	last     int             // the last committed step
+	paused   bool            // the run waits for a person, so takes no step
+	finished bool            // the run has its outcome
+	deferred map[string]bool // the approval ids committed steps deferred calls to
+}
+
+// reach reads run's trace for Decide. Errors: CodeUnknownRun when the run
+// has no trace; the trace's read errors.
+func (a *Approvals) reach(ctx context.Context, run string) (*reached, error) {
+	r := &reached{deferred: map[string]bool{}}
+	started := false
+	_, err := a.traces.Each(ctx, run, func(rec *protocol.Record) error {
+		switch rec.Kind {
+		case protocol.RecordStarted:
+			started = true
+		case protocol.RecordPaused:
+			r.paused = true
+		case protocol.RecordDecision:
+			r.paused = false
+		case protocol.RecordStep:
+			r.last = max(r.last, rec.Step)
+			for _, o := range rec.Observations {
+				if o.Approval != "" {
+					r.deferred[o.Approval] = true
+				}
+			}
+		case protocol.RecordFinished:
+			r.finished = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !started {
+		return nil, protocol.FieldError(protocol.CodeUnknownRun, "id", "use the id a paused run printed, such as RUN.3.0",
+			"no run %s, so no approval of it to decide", run)
+	}
+	return r, nil
+}
+
+// early says why a decision made before its action is pending is refused,
+// or nil when the run has reached it.
+func (r *reached) early(id string, step int) error {
+	const hint = "decide an action the run waits for (harness status shows it), or one of the step it is taking"
+	at := fmt.Sprintf("it has committed %d", r.last)
+	if r.paused {
+		at += " and waits for a person"
+	}
+	switch {
+	case step == 0:
+		return protocol.FieldError(protocol.CodeUnknownRun, "id", "decide it once the run asks, when its endpoint is known",
+			"no provider endpoint waits for approval %s", id)
+	case step == r.last+1 && !r.paused:
+		return nil // the step in hand: decided before its pause is seen
+	case step > r.last:
+		return protocol.FieldError(protocol.CodeUnknownRun, "id", hint,
+			"no approval %s: the run has not reached step %d (%s)", id, step, at)
+	case !r.deferred[id]:
+		return protocol.FieldError(protocol.CodeUnknownRun, "id", hint,
+			"no approval %s: step %d of the run asked nobody about that call", id, step)
+	}
+	return nil
 }
 
 // List returns every approval in the bucket.

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -346,8 +347,18 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	if _, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turn(task.Run, task.Step, task.Attempt), Data: data},
-		jetstream.WithMsgID(task.Key())); err != nil {
+	subject := streams.Turn(task.Run, task.Step, task.Attempt)
+	if limit := w.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit-turnHeadroom {
+		// Known too large before it is sent: published, it would fail the
+		// same way on every redelivery, each one paying the provider again.
+		res, data = tooLarge(res, len(data), limit)
+	}
+	_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(task.Key()))
+	if isTooLarge(err) && res.Turn != nil {
+		res, data = tooLarge(res, len(data), w.nc.MaxPayload())
+		_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(task.Key()))
+	}
+	if err != nil {
 		log.Warn("publish turn; the task will be redelivered", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
@@ -363,6 +374,36 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	} else {
 		w.served.Add(1)
 	}
+}
+
+// turnHeadroom is what a turn's publish needs beyond its JSON: the
+// subject, the message id and the other headers.
+const turnHeadroom = 4 << 10
+
+// tooLarge replaces a turn that cannot cross the bus (its encoding is size
+// bytes, over the server's limit) with a small typed failure that
+// keeps the call's usage: the provider was paid, and the coordinator
+// charges what it reports. Publishing the turn again would fail again,
+// and a redelivered task would call the provider again, uncharged.
+func tooLarge(res *protocol.TurnResult, size int, limit int64) (*protocol.TurnResult, []byte) {
+	small := &protocol.TurnResult{Run: res.Run, Step: res.Step, Attempt: res.Attempt, Worker: res.Worker,
+		LatencyMS: res.LatencyMS, Deliveries: res.Deliveries,
+		Error: protocol.FieldError(protocol.CodeTooLarge, "turn", "ask the model for less at a time (smaller files, shorter answers), or raise the NATS server's max_payload",
+			"the provider's answer is %d bytes encoded, over the %d-byte message limit of the bus, so it cannot be delivered; the call was made and is charged", size, limit)}
+	if res.Turn != nil {
+		u := res.Turn.Usage
+		small.Usage, small.Model = &u, res.Turn.Model
+	}
+	data, _ := json.Marshal(small) // a few hundred bytes of plain fields
+	return small, data
+}
+
+// isTooLarge reports whether a publish failed for the message's size: the
+// client's check of the server's limit, or a stream's own.
+func isTooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, nats.ErrMaxPayload) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
 }
 
 // answered reports whether the turn of task's attempt is already in the
@@ -387,7 +428,7 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 		cctx, c2 = context.WithDeadline(cctx, task.Deadline)
 		defer c2()
 	}
-	if err := w.egress(task); err != nil {
+	if err := w.egress(task, res); err != nil {
 		res.Error = err
 		return res
 	}
@@ -473,9 +514,13 @@ func (w *Worker) event(task *protocol.StepTask, kind string, ev *protocol.Event)
 
 // egress checks net on each of the provider's endpoints against the run's
 // policy, as io-harness does: the provider's own hosts are allowed by a
-// layer of their own, so only an explicit deny in the policy refuses them
-// (deny beats any allow).
-func (w *Worker) egress(task *protocol.StepTask) *protocol.Error {
+// layer of their own, so the net default does not refuse them, but an
+// explicit deny in the policy does (deny beats any allow), and an ask rule
+// asks (ask is tried before allow). An ask is not this worker's to answer:
+// it makes no call and reports the verdict in res.Refused, and the
+// coordinator puts it to the run's approver; a person's approval comes
+// back as a remembered allow of the endpoint, which answers the ask.
+func (w *Worker) egress(task *protocol.StepTask, res *protocol.TurnResult) *protocol.Error {
 	ep, ok := w.p.(Endpointer)
 	if !ok || task.Policy == nil {
 		return nil
@@ -490,15 +535,33 @@ func (w *Worker) egress(task *protocol.StepTask) *protocol.Error {
 	}
 	pol = pol.WithLayer("provider", allow...)
 	for _, e := range ep.Endpoints() {
-		host, port, found := strings.Cut(e, ":")
-		if !found {
-			port = "443"
-		}
-		if v := pol.CheckNet(host, port); v.Effect == policy.Deny {
-			return protocol.Errorf(protocol.CodeRefused, "the policy refuses the provider's endpoint %s (rule %q in layer %q)", e, v.Rule, v.Layer)
+		host, port := splitEndpoint(e)
+		v := pol.CheckNet(host, port)
+		switch v.Effect {
+		case policy.Allow:
+			continue
+		case policy.Ask:
+			res.Refused = refusalOf(v, e)
+			return protocol.Errorf(protocol.CodeRefused, "the policy asks a person before the provider's endpoint %s is called (%s)", e, v.DecidedBy())
+		default:
+			res.Refused = refusalOf(v, e)
+			return protocol.Errorf(protocol.CodeRefused, "the policy refuses the provider's endpoint %s (%s)", e, v.DecidedBy())
 		}
 	}
 	return nil
+}
+
+// splitEndpoint splits host:port, [v6]:port, a bare host or a bare IPv6
+// address; a missing port is 443, as the providers dial.
+func splitEndpoint(e string) (host, port string) {
+	if h, p, err := net.SplitHostPort(e); err == nil {
+		return h, p
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(e, "["), "]"), "443"
+}
+
+func refusalOf(v policy.Verdict, endpoint string) *protocol.Refusal {
+	return &protocol.Refusal{Act: v.Act.String(), Target: endpoint, Effect: v.Effect.String(), Rule: v.Rule, Layer: v.Layer}
 }
 
 func randomHex(n int) string {

@@ -1,8 +1,17 @@
 package worker
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/pkg/protocol"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -23,5 +32,64 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(nil, nil, nil, nil, Config{}); err == nil {
 		t.Error("New without a provider succeeded")
+	}
+}
+
+// endpointProvider is a provider that dials one endpoint and is never
+// called here.
+type endpointProvider struct{ endpoint string }
+
+func (endpointProvider) Name() string { return "endpoint" }
+func (endpointProvider) Complete(context.Context, *protocol.CompletionRequest) (*protocol.Turn, error) {
+	return nil, errors.New("not called")
+}
+func (p endpointProvider) Endpoints() []string { return []string{p.endpoint} }
+
+// TestEgress checks the provider's endpoint against the run's policy: the
+// net default does not refuse it, a deny rule does, and an ask rule is
+// reported for the coordinator to put to a person, unless a person's
+// remembered allow answers it.
+func TestEgress(t *testing.T) {
+	base := policy.Default()
+	askRule := policy.Rule{Act: policy.Net, Effect: policy.Ask, Pattern: "*.example.com"}
+	for _, tt := range []struct {
+		name     string
+		endpoint string
+		pol      *policy.Policy
+		want     string // the refusal's effect, "" for none
+	}{
+		{"the default does not refuse the provider", "api.example.com:443", base, ""},
+		{"a deny rule refuses", "api.example.com:443", base.WithLayer("egress", policy.Rule{Act: policy.Net, Effect: policy.Deny, Pattern: "*.example.com"}), "deny"},
+		{"an ask rule asks", "api.example.com:443", base.WithLayer("egress", askRule), "ask"},
+		{"an ask rule on a host without a port asks", "api.example.com", base.WithLayer("egress", askRule), "ask"},
+		{"a remembered approval answers the ask", "api.example.com:443",
+			base.WithLayer("egress", askRule).Remember(policy.Rule{Act: policy.Net, Effect: policy.Allow, Pattern: "api.example.com:443"}), ""},
+	} {
+		w := &Worker{p: endpointProvider{tt.endpoint}}
+		res := &protocol.TurnResult{}
+		err := w.egress(&protocol.StepTask{Policy: tt.pol.Protocol()}, res)
+		switch {
+		case tt.want == "" && (err != nil || res.Refused != nil):
+			t.Errorf("%s: egress = %v, %+v; want the call let through", tt.name, err, res.Refused)
+		case tt.want != "" && (!errors.Is(err, protocol.ErrRefused) || res.Refused == nil || res.Refused.Effect != tt.want || res.Refused.Target != tt.endpoint):
+			t.Errorf("%s: egress = %v, %+v; want refused with effect %s on %s", tt.name, err, res.Refused, tt.want, tt.endpoint)
+		}
+	}
+}
+
+// TestTooLarge replaces a turn the bus cannot carry with a small typed
+// failure that keeps what the call cost.
+func TestTooLarge(t *testing.T) {
+	res := &protocol.TurnResult{Run: "r", Step: 2, Attempt: 1, Worker: "w", Deliveries: 3,
+		Turn: &protocol.Turn{Text: strings.Repeat("x", 1<<20), Model: "m", Usage: protocol.Usage{InputTokens: 7, OutputTokens: 9}}}
+	small, data := tooLarge(res, 9<<20, 8<<20)
+	if len(data) > 2048 || small.Turn != nil || !errors.Is(small.Error, protocol.ErrTooLarge) {
+		t.Fatalf("tooLarge = %d bytes, turn %v, error %v; want a small too_large failure", len(data), small.Turn != nil, small.Error)
+	}
+	if small.Usage == nil || small.Usage.Total() != 16 || small.Model != "m" || small.Deliveries != 3 || small.Step != 2 {
+		t.Errorf("tooLarge = %+v, want the call's usage, model and deliveries kept", small)
+	}
+	if !isTooLarge(nats.ErrMaxPayload) || !isTooLarge(fmt.Errorf("publish: %w", &jetstream.APIError{ErrorCode: jetstream.JSErrCodeStreamMessageExceedsMaximum})) || isTooLarge(errors.New("other")) {
+		t.Error("isTooLarge does not tell a message over the limit from other failures")
 	}
 }
