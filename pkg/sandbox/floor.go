@@ -51,8 +51,17 @@ const escapedNote = "\n…[the sandbox stopped reading here: a process that left
 // Memory, process count and network are not enforced: Report.Unenforced
 // always lists "memory" and "pids", lists "network" unless Spec.Network
 // allows it, and lists "cpu" or "open_files" when prlimit failed or is not
-// available (non-Linux systems). Floor has no state; one value may run any
-// number of commands at once.
+// available (non-Linux systems). Every report has Unsandboxed set.
+//
+// The command runs as the sandboxer's user and sees what it sees: every
+// file that user can read (the data directory and what lies beside it),
+// every address the host reaches, and, when the user is root, the
+// sandboxer's own /proc (its environment, its memory). The harness
+// binaries mark themselves non-dumpable (internal/procguard), which keeps
+// an unprivileged command out of their /proc/PID/environ and ptrace, but
+// not a command running as root. That is why a sandboxer runs commands on
+// the floor only when its operator allows it (sandboxer.Config.AllowFloor).
+// Floor has no state; one value may run any number of commands at once.
 type Floor struct{}
 
 var (
@@ -180,10 +189,11 @@ func (f *Floor) Run(ctx context.Context, spec Spec) (*Result, error) {
 	readers.Wait()
 
 	rep := protocol.ExecReport{
-		Backend:    f.Name(),
-		Argv:       argv,
-		DurationMS: dur.Milliseconds(),
-		Unenforced: unenforced,
+		Backend:     f.Name(),
+		Argv:        argv,
+		DurationMS:  dur.Milliseconds(),
+		Unenforced:  unenforced,
+		Unsandboxed: true,
 	}
 	var ws syscall.WaitStatus
 	if cmd.ProcessState != nil { // nil only if the reap itself failed

@@ -44,6 +44,22 @@ type NativeConfig struct {
 	// process still dies with the sandbox's PID namespace. Default false:
 	// NewNative returns ErrNativeUnavailable naming what is missing.
 	AllowMissingCgroups bool
+	// GoCache is a host directory holding a Go build cache (a GOCACHE)
+	// that every sandbox reads through an overlay of its own at
+	// SandboxGoCache, where its GOCACHE then points: a command's builds
+	// reuse what the cache holds, and what they write goes to the
+	// sandbox's private /tmp only, never to the host's cache or another
+	// sandbox. The cache's contents (compiled packages, cached test
+	// output) become readable to commands, so share only a cache of
+	// builds they may see. Default "": each command starts with an empty
+	// cache, and a Go build compiles the standard library again.
+	GoCache string
+	// NetworkHelper is the path of slirp4netns, which gives a command that
+	// may use the network (Spec.Network) a route out of its own network
+	// namespace, with the host's loopback out of reach. Default: found on
+	// PATH. Without one, such a command is refused (CodeUnsupported), never
+	// run in the host's network namespace.
+	NetworkHelper string
 	// Warm is how many sandboxes for network-denied commands are kept
 	// started and waiting, each used by one command only, so that a
 	// command does not wait for the sandbox's init to start (the
@@ -68,6 +84,9 @@ func (c NativeConfig) Validate() error {
 		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
 			return fmt.Errorf("native sandbox: hidden path %q must be absolute and not /", p)
 		}
+	}
+	if c.GoCache != "" && !filepath.IsAbs(c.GoCache) {
+		return fmt.Errorf("native sandbox: Go cache %q must be an absolute path", c.GoCache)
 	}
 	if c.CPUs < 0 {
 		return fmt.Errorf("native sandbox: CPUs is %v; use a positive number of cores, or 0 for no bandwidth cap", c.CPUs)

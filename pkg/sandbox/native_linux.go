@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,9 +51,11 @@ const probeTimeout = 10 * time.Second
 //     capabilities (the bounding set is empty, no_new_privs is set), and a
 //     seccomp filter refuses mount, namespace, keyring, module, BPF and
 //     similar system calls.
-//   - Network: a network namespace with only a loopback interface, so not
-//     even the host's loopback services are reachable; none when
-//     Spec.Network allows the host's network.
+//   - Network: a network namespace of its own, with a loopback interface
+//     of its own, so not even the host's loopback services are reachable.
+//     When Spec.Network allows the network, slirp4netns gives it a route
+//     out (NativeConfig.NetworkHelper), still with no way to the host's
+//     loopback; without slirp4netns such a command is refused.
 //   - Caps: memory and pids through cgroups (v2, or v1 on hybrid hosts),
 //     killing the whole command on an OOM kill or a refused fork; CPU
 //     seconds per process through RLIMIT_CPU (SIGXCPU, then SIGKILL a
@@ -72,7 +75,8 @@ type Native struct {
 	owner      string        // "<pid>-<number>", naming this Native's cgroups
 	cg         *cgroupLayout // nil without any usable cgroup hierarchy
 	userns     bool
-	landlock   int // Landlock ABI, 0 without
+	netHelper  string // slirp4netns, "" without: no command may use the network
+	landlock   int    // Landlock ABI, 0 without
 	seccomp    bool
 	readOnly   []string
 	hide       []string
@@ -137,6 +141,8 @@ func NewNative(cfg NativeConfig) (*Native, error) {
 		sweepCgroups(layout)
 	}
 
+	// A helper that is not there means no command may use the network.
+	n.netHelper, _ = exec.LookPath(cmp.Or(cfg.NetworkHelper, NetworkHelperName))
 	n.readOnly = append(slices.Clone(systemDirs), cfg.ReadOnly...)
 	for _, g := range secretPaths {
 		m, _ := filepath.Glob(g)
@@ -271,6 +277,9 @@ func (n *Native) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if env == nil {
 		env = []string{}
 	}
+	if n.cfg.GoCache != "" {
+		env = withVar(env, "GOCACHE", SandboxGoCache)
+	}
 	argv := slices.Clone(spec.Argv)
 	cfg := &shimConfig{
 		Argv: argv, Dir: dir, Env: env,
@@ -373,10 +382,11 @@ func (sp *shimProc) closeAll() {
 	}
 }
 
-// startShim starts a shim in new namespaces (a network namespace unless
-// network), in cg's v2 cgroup when cg is given. The shim waits for its
-// configuration before it does anything.
-func (n *Native) startShim(network bool, cg *cgroup) (*shimProc, error) {
+// startShim starts a shim in new namespaces (a network namespace always;
+// sandbox attaches the route out of a command that may use the network),
+// in cg's v2 cgroup when cg is given. The shim waits for its configuration
+// before it does anything.
+func (n *Native) startShim(cg *cgroup) (*shimProc, error) {
 	var files []*os.File
 	pipe := func() (r, w *os.File) {
 		r, w, err := os.Pipe()
@@ -397,10 +407,10 @@ func (n *Native) startShim(network bool, cg *cgroup) (*shimProc, error) {
 		return nil, fmt.Errorf("create the sandbox's pipes: too many open files")
 	}
 
-	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC)
-	if !network {
-		flags |= syscall.CLONE_NEWNET
-	}
+	// Every sandbox has a network namespace of its own; one whose command
+	// may use the network gets a route out of it (attachNetwork), never
+	// the host's namespace with its loopback services.
+	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET)
 	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
 	if n.userns {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
@@ -443,10 +453,21 @@ func (n *Native) startShim(network bool, cg *cgroup) (*shimProc, error) {
 	}
 	sp.mntNS, _ = os.Open(fmt.Sprintf("/proc/%d/ns/mnt", sp.cmd.Process.Pid)) // nil: torn down at exit instead
 	// The shim assembles the root while it waits for the command.
-	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, Network: network, TmpBytes: defaultTmpBytes}
+	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache}
 	b, _ := json.Marshal(rc)
 	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
 	return sp, nil
+}
+
+// withVar returns env with key set to value, replacing any setting of it.
+func withVar(env []string, key, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != key {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
 }
 
 // shimEnviron is the shim's whole environment: the marker, one OS thread
@@ -481,14 +502,27 @@ func (n *Native) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Limi
 	}
 	if sp == nil {
 		var err error
-		if sp, err = n.newShim(network, func(cg *cgroup) error { return cg.setLimits(lim.MemoryBytes, lim.Pids) }); err != nil {
+		if sp, err = n.newShim(func(cg *cgroup) error { return cg.setLimits(lim.MemoryBytes, lim.Pids) }); err != nil {
 			return nil, protocol.Errorf(protocol.CodeSandbox, "could not start the sandbox for %s: %v", argv0(cfg.Argv), err)
 		}
 	}
 	// The shim waits for its configuration, so it has run nothing before
-	// it is in all its cgroups with their caps set.
+	// it is in all its cgroups with their caps set, and, when it may use
+	// the network, before its route out is up.
 	cg := sp.cg
 	pid := sp.cmd.Process.Pid
+	if network {
+		stop, err := n.attachNetwork(pid)
+		if err != nil {
+			n.discard(sp)
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				return nil, pe
+			}
+			return nil, protocol.Errorf(protocol.CodeSandbox, "could not give the sandbox of %s its network: %v", argv0(cfg.Argv), err)
+		}
+		defer stop()
+	}
 	kill := func() {
 		_ = syscall.Kill(pid, syscall.SIGKILL) // the PID namespace dies with its init
 		if cg != nil {
@@ -576,7 +610,7 @@ wait:
 
 // newShim creates a command's cgroups, calls prepare on them (to set its
 // caps), and starts a shim in them.
-func (n *Native) newShim(network bool, prepare func(*cgroup) error) (*shimProc, error) {
+func (n *Native) newShim(prepare func(*cgroup) error) (*shimProc, error) {
 	var cg *cgroup
 	if n.cg != nil {
 		c, err := newCgroup(n.cg, n.owner, n.cfg.CPUs)
@@ -591,7 +625,7 @@ func (n *Native) newShim(network bool, prepare func(*cgroup) error) (*shimProc, 
 			}
 		}
 	}
-	sp, err := n.startShim(network, cg)
+	sp, err := n.startShim(cg)
 	if err != nil {
 		if cg != nil {
 			n.removeCgroup(cg)
@@ -632,7 +666,7 @@ func (n *Native) removeCgroup(cg *cgroup) {
 func (n *Native) fill(ctx context.Context) {
 	def := limitsOf(protocol.Limits{})
 	for {
-		sp, err := n.newShim(false, func(cg *cgroup) error { return cg.setLimits(def.MemoryBytes, def.Pids) })
+		sp, err := n.newShim(func(cg *cgroup) error { return cg.setLimits(def.MemoryBytes, def.Pids) })
 		if err != nil {
 			select {
 			case <-ctx.Done():

@@ -78,8 +78,8 @@ func RunShimIfRequested() {
 type rootConfig struct {
 	ReadOnly []string `json:"read_only"` // host paths shown read-only at the same path
 	Hide     []string `json:"hide"`      // paths inside ReadOnly masked with an empty file or directory
-	Network  bool     `json:"network"`   // the host's network is shared: no loopback to bring up
 	TmpBytes int64    `json:"tmp_bytes"` // size of the private /tmp and /dev/shm
+	GoCache  string   `json:"go_cache"`  // host Go build cache shown through an overlay at SandboxGoCache; "" for none
 }
 
 // shimConfig is the second JSON value on shimConfigFD, written once the
@@ -374,6 +374,16 @@ func prepareRoot(rc *rootConfig) error {
 		srcs = append(srcs, s)
 	}
 	nRO := len(srcs)
+	goCache := -1 // the index in srcs of the Go cache, if any
+	if rc.GoCache != "" {
+		if s, err := openSource(rc.GoCache); err == nil && s.dir {
+			goCache = len(srcs)
+			srcs = append(srcs, s)
+		} else if err == nil {
+			syscall.Close(s.fd)
+		}
+	}
+	nBefore := len(srcs)
 	devNodes := []string{"null", "zero", "full", "random", "urandom"}
 	for _, n := range devNodes {
 		s, err := openSource("/dev/" + n)
@@ -416,8 +426,11 @@ func prepareRoot(rc *rootConfig) error {
 	if err := syscall.Mount("tmpfs", dev, "tmpfs", syscall.MS_NOSUID|syscall.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return mountErr("mount tmpfs on", "/dev", err)
 	}
+	if goCache >= 0 {
+		overlayGoCache(in, srcs[goCache].fd)
+	}
 	for i, n := range devNodes {
-		if err := srcs[nRO+i].bind(filepath.Join(dev, n), 0); err != nil {
+		if err := srcs[nBefore+i].bind(filepath.Join(dev, n), 0); err != nil {
 			return err
 		}
 	}
@@ -478,10 +491,8 @@ func prepareRoot(rc *rootConfig) error {
 	if err := syscall.Sethostname([]byte("sandbox")); err != nil {
 		return fmt.Errorf("set the hostname: %w", err)
 	}
-	if !rc.Network {
-		if err := loopbackUp(); err != nil {
-			return fmt.Errorf("bring up the loopback interface: %w", err)
-		}
+	if err := loopbackUp(); err != nil {
+		return fmt.Errorf("bring up the loopback interface: %w", err)
 	}
 	return nil
 }
@@ -522,6 +533,29 @@ func finishRoot(rc *rootConfig, cfg *shimConfig) error {
 		return mountErr("make read-only", "/", err)
 	}
 	return nil
+}
+
+// SandboxGoCache is where a native sandbox's GOCACHE is when the sandboxer
+// shares a Go build cache with it (NativeConfig.GoCache).
+const SandboxGoCache = "/tmp/harness-gocache"
+
+// overlayGoCache mounts, at SandboxGoCache in the new root (in maps a
+// sandbox path to where it is now), an overlay whose lower layer is the
+// host's Go build cache, open as lower, and whose upper layer is in the
+// sandbox's private /tmp: a command's builds reuse what the cache holds
+// and write only to its own tmpfs, so nothing it writes reaches the host's
+// cache or another sandbox. It is only a speed-up: where the kernel will
+// not mount the overlay (an old kernel, a user namespace that may not),
+// the command gets an empty cache instead.
+func overlayGoCache(in func(string) string, lower int) {
+	upper, work, merged := in("/tmp/.harness-gocache/upper"), in("/tmp/.harness-gocache/work"), in(SandboxGoCache)
+	for _, d := range []string{upper, work, merged} {
+		if os.MkdirAll(d, 0o755) != nil {
+			return
+		}
+	}
+	opts := "lowerdir=/proc/self/fd/" + strconv.Itoa(lower) + ",upperdir=" + upper + ",workdir=" + work
+	_ = syscall.Mount("overlay", merged, "overlay", syscall.MS_NOSUID|syscall.MS_NODEV, opts)
 }
 
 // mountSource is a host path opened (O_PATH) before the new root hides it,
