@@ -33,16 +33,35 @@ type Config struct {
 	// blobs). Default DefaultDataDir().
 	DataDir string
 	// Listen is the host:port NATS listens on for other processes; "" for
-	// none (in-process connections only). Port 0 picks a free port.
+	// none (in-process connections only). Port 0 picks a free port. Every
+	// connection must authenticate: as OperatorUser, with the password
+	// Cluster.Credentials returns, made afresh at every start.
 	Listen string
+	// Socket is the path of a unix socket NATS is served on for other
+	// processes of this user, authenticated as on Listen, with no TCP port
+	// at all; "" for none. harness run serves its data directory this way,
+	// so nothing a sandboxed command can dial reaches the cluster.
+	Socket string
 	// Provider answers the worker's step tasks. Required.
 	Provider worker.Provider
 	// Roots are the directories whose workspaces the sandboxer serves;
 	// default the working directory.
 	Roots []string
 	// Backends run the sandboxer's commands, best first; default the
-	// floor alone.
+	// floor alone, which runs nothing without AllowFloor.
 	Backends []sandbox.Backend
+	// AllowFloor lets the sandboxer run commands on the floor backend:
+	// unsandboxed, as this process's user. Without it a contract naming
+	// "floor", or one whose "auto" finds nothing better among Backends, is
+	// refused before its first step. Default false.
+	AllowFloor bool
+	// AllowPermissive lets a contract's policy allow every command or
+	// connection by default; without it such a contract is refused before
+	// its first step. Default false.
+	AllowPermissive bool
+	// MissingBackends says, by name, why a backend the caller wanted is
+	// not among Backends, for the refusals that name what is missing.
+	MissingBackends map[string]string
 	// Tools are what the sandboxer offers the model; default
 	// tools.Builtins() (tools.BuiltinsWithImages() adds view_image).
 	Tools *tools.Set
@@ -91,6 +110,8 @@ func DefaultDataDir() string {
 type Cluster struct {
 	*Client
 	srv    *server.Server
+	creds  credentials
+	sock   *socketProxy // nil without Config.Socket
 	co     *coordinator.Coordinator
 	rctx   context.Context
 	cancel context.CancelFunc
@@ -117,13 +138,19 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv, err := StartServer(cfg.DataDir, cfg.Listen, cfg.SyncInterval)
+	creds := newCredentials()
+	opts, err := serverOptions(cfg.DataDir, cfg.Listen, cfg.SyncInterval)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{srv: srv, regs: newRegistries()}
+	opts.Users = creds.users()
+	srv, err := startServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{srv: srv, creds: creds, regs: newRegistries()}
 	connect := func(name string) (*nats.Conn, error) {
-		nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
+		nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name), creds.option(name))
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", name, err)
 		}
@@ -166,7 +193,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	// The sandboxer's id is the same in every process on this data
 	// directory, so a resumed run finds the snapshot workspace it left.
-	sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sandboxer-local", Roots: cfg.Roots, Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops, Tools: cfg.Tools,
+	sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sandboxer-local", Roots: cfg.Roots, Reserved: append(Reserved(cfg.DataDir), cfg.Socket), Backends: cfg.Backends, Logger: cfg.Logger, Ops: c.assets.Ops, Tools: cfg.Tools,
+		AllowFloor: cfg.AllowFloor, AllowPermissive: cfg.AllowPermissive, Missing: cfg.MissingBackends,
 		Workspaces: c.assets.Workspaces, SnapshotDir: filepath.Join(cfg.DataDir, "snapshots"), Metrics: c.regs.sandboxer})
 	if err != nil {
 		return fail(err)
@@ -188,7 +216,21 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return fail(err)
 		}
 	}
+	if cfg.Socket != "" {
+		if c.sock, err = serveSocket(cfg.Socket, srv); err != nil {
+			return fail(err)
+		}
+	}
 	return c, nil
+}
+
+// Reserved are the parts of the data directory dataDir no workspace may
+// be, lie in or contain: the store, the credentials, the socket. Its
+// workspaces/ directory, where harness run --copy puts a private copy, is
+// not among them.
+func Reserved(dataDir string) []string {
+	r := []string{filepath.Join(dataDir, "jetstream"), filepath.Join(dataDir, "server.json"), filepath.Join(dataDir, "nats.env")}
+	return append(r, SocketPath(dataDir))
 }
 
 func mustJS(nc *nats.Conn) jetstream.JetStream {
@@ -203,7 +245,21 @@ func mustJS(nc *nats.Conn) jetstream.JetStream {
 // dir/jetstream. listen is "" for no network listener, or host:port (port 0
 // for a free one). syncInterval 0 syncs every write before acknowledging it.
 // Errors: the directory or the listener cannot be used.
+//
+// The server authenticates no one: it is for tools and tests that open a
+// data directory's store in their own process. Start, which serves the
+// roles, authenticates every connection.
 func StartServer(dir, listen string, syncInterval time.Duration) (*server.Server, error) {
+	opts, err := serverOptions(dir, listen, syncInterval)
+	if err != nil {
+		return nil, err
+	}
+	return startServer(opts)
+}
+
+// serverOptions are the options of an embedded server on the data
+// directory dir; see StartServer.
+func serverOptions(dir, listen string, syncInterval time.Duration) (*server.Options, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", dir, err)
 	}
@@ -236,6 +292,10 @@ func StartServer(dir, listen string, syncInterval time.Duration) (*server.Server
 		}
 		opts.Host, opts.Port = host, p
 	}
+	return opts, nil
+}
+
+func startServer(opts *server.Options) (*server.Server, error) {
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
@@ -302,6 +362,22 @@ func (c *Cluster) URL() string {
 	return c.srv.ClientURL()
 }
 
+// Credentials returns the user and password other processes authenticate
+// with on the cluster's listener and socket. Keep the password from logs
+// and from anything a sandboxed command can read.
+func (c *Cluster) Credentials() (user, password string) {
+	return OperatorUser, c.creds.passwords[OperatorUser]
+}
+
+// Socket returns the path of the unix socket the cluster serves NATS on,
+// or "" without one.
+func (c *Cluster) Socket() string {
+	if c.sock == nil {
+		return ""
+	}
+	return c.sock.path
+}
+
 // Server returns the embedded NATS server.
 func (c *Cluster) Server() *server.Server { return c.srv }
 
@@ -316,6 +392,9 @@ func (c *Cluster) Close() error {
 		c.wg.Wait()
 		if c.metrics != nil {
 			_ = c.metrics.Close()
+		}
+		if c.sock != nil {
+			c.sock.Close()
 		}
 		for _, nc := range c.conns {
 			nc.Close()

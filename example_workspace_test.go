@@ -26,7 +26,7 @@ func ExampleClient_UploadWorkspace() {
 
 	agent := provider.NewScripted(&protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "1", Name: "edit_file",
 		Arguments: json.RawMessage(`{"path":"greeting.txt","search":"world","replace":"friend"}`)}}})
-	cl, err := harness.Start(ctx, harness.Config{DataDir: filepath.Join(dir, "data"), Provider: agent})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: filepath.Join(dir, "data"), Provider: agent})
 	if err != nil {
 		fmt.Println(err)
 		return

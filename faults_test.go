@@ -435,7 +435,7 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 		l.procs = append(l.procs, p)
 	}
 	for _, n := range []string{"a", "b"} {
-		add("sandboxer", "sandboxer-"+n, nil, "--id", "sandboxer-"+n, "--root", root, "--backends", "floor", "--max-concurrent", "16")
+		add("sandboxer", "sandboxer-"+n, nil, "--id", "sandboxer-"+n, "--root", root, "--backends", "floor", "--allow-floor", "--max-concurrent", "16")
 		add("worker", "worker-"+n, []string{"OPENAI_API_KEY=sk-fault", "OPENAI_BASE_URL=" + env.agentURL, "HARNESS_PROVIDERS=openai", "HARNESS_ACK_WAIT=2s"},
 			"--concurrency", "8")
 		add("coordinator", "coordinator-"+n, []string{"HARNESS_PRICES=" + env.prices, "REDIS_URL=" + rs.URL()})

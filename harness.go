@@ -40,10 +40,18 @@ func WithDataDir(dir string) Option { return func(c *Config, _ *runOptions) { c.
 // WithLogger sends the roles' logs to l.
 func WithLogger(l *slog.Logger) Option { return func(c *Config, _ *runOptions) { c.Logger = l } }
 
-// WithBackends sets the sandbox backends, best first; default the floor.
+// WithBackends sets the sandbox backends, best first; default the floor,
+// which runs nothing without WithAllowFloor.
 func WithBackends(b ...sandbox.Backend) Option {
 	return func(c *Config, _ *runOptions) { c.Backends = b }
 }
+
+// WithAllowFloor lets the sandboxer run commands on the floor backend:
+// unsandboxed, as this process's user, seeing what it sees. It is the
+// caller's choice as the operator, never a contract's; without it a
+// contract naming "floor" is refused, and so is a command that would have
+// to fall back to it.
+func WithAllowFloor() Option { return func(c *Config, _ *runOptions) { c.AllowFloor = true } }
 
 // WithApprover sets who answers what the policy asks a person; default
 // durable: the run pauses with outcome awaiting_approval until a decision

@@ -89,7 +89,7 @@ func TestExampleCassette(t *testing.T) {
 	c := exampleContract(t)
 	rec := provider.NewRecord(provider.NewScripted(exampleTurns()...))
 	recData := t.TempDir()
-	res, err := harness.Run(t.Context(), c, harness.WithProvider(rec), harness.WithDataDir(recData), harness.WithRunID("recorded"))
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(rec), harness.WithAllowFloor(), harness.WithDataDir(recData), harness.WithRunID("recorded"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestExampleCassette(t *testing.T) {
 		t.Fatal(err)
 	}
 	playData := t.TempDir()
-	if _, err := harness.Run(t.Context(), exampleContract(t), harness.WithProvider(replay), harness.WithDataDir(playData), harness.WithRunID("replayed")); err != nil {
+	if _, err := harness.Run(t.Context(), exampleContract(t), harness.WithProvider(replay), harness.WithAllowFloor(), harness.WithDataDir(playData), harness.WithRunID("replayed")); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(canonical(readTrace(t, recData, "recorded")), canonical(readTrace(t, playData, "replayed"))); diff != "" {
@@ -143,7 +143,7 @@ func TestExampleRunsToSuccess(t *testing.T) {
 	}
 	var ev recorder
 	data := t.TempDir()
-	res, err := harness.Run(t.Context(), c, harness.WithProvider(replay), harness.WithDataDir(data),
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(replay), harness.WithAllowFloor(), harness.WithDataDir(data),
 		harness.WithObserver(ev.observe), harness.WithRunID("example-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestExampleRunsToSuccess(t *testing.T) {
 
 	// Running it again with the same id reports the same run; nothing
 	// calls the provider.
-	again, err := harness.Run(t.Context(), c, harness.WithProvider(provider.NewScripted()), harness.WithDataDir(data),
+	again, err := harness.Run(t.Context(), c, harness.WithProvider(provider.NewScripted()), harness.WithAllowFloor(), harness.WithDataDir(data),
 		harness.WithRunID("example-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +290,7 @@ func TestStopConditions(t *testing.T) {
 			}
 			data := t.TempDir()
 			res, err := harness.Run(t.Context(), c, harness.WithProvider(provider.NewScriptedFunc(tt.answer)),
-				harness.WithDataDir(data), harness.WithRunID("stop"))
+				harness.WithAllowFloor(), harness.WithDataDir(data), harness.WithRunID("stop"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -321,7 +321,7 @@ func TestTranscriptIsMultiTurn(t *testing.T) {
 		second = req
 		return &protocol.Turn{Text: "done"}, nil
 	})
-	if _, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithDataDir(t.TempDir())); err != nil {
+	if _, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir())); err != nil {
 		t.Fatal(err)
 	}
 	if second == nil {
@@ -428,7 +428,7 @@ func TestProviderEgressIsChecked(t *testing.T) {
 	c := exampleContract(t)
 	c.Policy.Layers = append(c.Policy.Layers, protocol.Layer{Name: "egress", Rules: []protocol.Rule{{Act: "net", Effect: "deny", Pattern: "*.example.com"}}})
 	p := endpointed{provider.NewScripted(exampleTurns()...)}
-	res, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithDataDir(t.TempDir()))
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +439,7 @@ func TestProviderEgressIsChecked(t *testing.T) {
 	// defaults to deny.
 	c2 := exampleContract(t)
 	p2 := endpointed{provider.NewScripted(exampleTurns()...)}
-	if res, err := harness.Run(t.Context(), c2, harness.WithProvider(p2), harness.WithDataDir(t.TempDir())); err != nil || res.Outcome != protocol.OutcomeSuccess {
+	if res, err := harness.Run(t.Context(), c2, harness.WithProvider(p2), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir())); err != nil || res.Outcome != protocol.OutcomeSuccess {
 		t.Errorf("run without the deny = %+v, %v; want success", res, err)
 	}
 }
@@ -458,7 +458,7 @@ func TestCostIsRecordedPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	prices := ledger.Prices{"gpt-4.1": {InputPerMillion: 2_000_000, OutputPerMillion: 8_000_000}} // $2 and $8 a million, in micro-dollars
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: replay, Prices: prices})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: replay, Prices: prices})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func imageRun(t *testing.T, p worker.Provider) (*harness.Cluster, string, *proto
 	if err := os.WriteFile(filepath.Join(ws, "shot.png"), pngBytes, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: p, Tools: tools.BuiltinsWithImages()})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: p, Tools: tools.BuiltinsWithImages()})
 	if err != nil {
 		t.Fatal(err)
 	}

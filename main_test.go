@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 // `go test ./...`, inside the native sandbox: the Go toolchain works there,
 // and the trace says which backend ran it.
 func TestExampleInTheNativeSandbox(t *testing.T) {
-	bs, err := backends.Build(t.Context(), "native", "", slog.New(slog.DiscardHandler))
+	bs, _, err := backends.Build(t.Context(), "native", backends.Options{GoCache: backends.UserGoCache(os.Getenv)}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		if os.Getenv("HARNESS_REQUIRE_NATIVE") == "1" {
 			t.Fatal(err)

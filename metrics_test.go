@@ -66,12 +66,12 @@ func TestMetricsMoveWithARun(t *testing.T) {
 			ToolCalls: []protocol.ToolCall{{ID: "c3", Name: "write_file", Arguments: json.RawMessage(`{"path":"note.txt","content":"hello\n"}`)}}},
 		{Text: "Done.", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}},
 	}
-	cl, err := harness.Start(ctx, harness.Config{DataDir: t.TempDir(), Provider: provider.NewScripted(turns...), MetricsListen: "127.0.0.1:0"})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, AllowPermissive: true, DataDir: t.TempDir(), Provider: provider.NewScripted(turns...), MetricsListen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	other, err := harness.Start(ctx, harness.Config{DataDir: t.TempDir(), Provider: provider.NewScripted(), MetricsListen: "127.0.0.1:0"})
+	other, err := harness.Start(ctx, harness.Config{AllowFloor: true, AllowPermissive: true, DataDir: t.TempDir(), Provider: provider.NewScripted(), MetricsListen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

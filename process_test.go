@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -55,7 +56,9 @@ func serverAndClient(t *testing.T) (string, *harness.Client) {
 func startProcess(t *testing.T, bin string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// A sandboxer's native sandboxes reuse this user's Go build cache,
+	// read-only, as harness run's do.
+	cmd.Env = append(append(os.Environ(), "HARNESS_GO_CACHE="+backends.UserGoCache(os.Getenv)), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -151,7 +154,7 @@ func TestAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	if _, err := harness.Run(t.Context(), exampleContract(t), harness.WithProvider(replay), harness.WithDataDir(data),
+	if _, err := harness.Run(t.Context(), exampleContract(t), harness.WithProvider(replay), harness.WithAllowFloor(), harness.WithDataDir(data),
 		harness.WithRunID("single")); err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func TestAcrossProcessesWithSnapshotAndMetrics(t *testing.T) {
 	url, c := serverAndClient(t)
 	cassette, _ := filepath.Abs("examples/fix-a-test/cassette.json")
 	env := []string{"NATS_URL=" + url}
-	sandboxerURL := startServing(t, filepath.Join(bin, "sandboxer"), env, "--id", "sbp", "--snapshots", t.TempDir(), "--root", t.TempDir(), "--backends", "floor")
+	sandboxerURL := startServing(t, filepath.Join(bin, "sandboxer"), env, "--id", "sbp", "--snapshots", t.TempDir(), "--root", t.TempDir(), "--backends", "floor", "--allow-floor")
 	workerURL := startServing(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	coordinatorURL := startServing(t, filepath.Join(bin, "coordinator"), env)
 

@@ -23,7 +23,7 @@ func pausedRun(t *testing.T, run string) (data, ws string) {
 		t.Fatal(err)
 	}
 	data = t.TempDir()
-	res, err := harness.Run(t.Context(), c, harness.WithProvider(askingAgent(false)), harness.WithDataDir(data), harness.WithRunID(run))
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(askingAgent(false)), harness.WithAllowFloor(), harness.WithDataDir(data), harness.WithRunID(run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestResumeWithDecision(t *testing.T) {
 			data, ws := pausedRun(t, run)
 			id := protocol.ApprovalID(run, 1, 0)
 			for i := range 2 { // the second time, as after a crash: the same outcome, nothing done twice
-				res, err := harness.ResumeWithDecision(t.Context(), run, id, tt.d, finishingAgent(), harness.WithDataDir(data))
+				res, err := harness.ResumeWithDecision(t.Context(), run, id, tt.d, finishingAgent(), harness.WithAllowFloor(), harness.WithDataDir(data))
 				if err != nil {
 					t.Fatalf("call %d: %v", i+1, err)
 				}
@@ -96,11 +96,11 @@ func TestResumeWithDecision(t *testing.T) {
 		data, ws := pausedRun(t, run)
 		id := protocol.ApprovalID(run, 1, 0)
 		if _, err := harness.ResumeWithDecision(t.Context(), run, protocol.ApprovalID("another", 1, 0), &protocol.Decision{Approve: true},
-			finishingAgent(), harness.WithDataDir(data)); !errors.Is(err, protocol.ErrInvalidField) {
+			finishingAgent(), harness.WithAllowFloor(), harness.WithDataDir(data)); !errors.Is(err, protocol.ErrInvalidField) {
 			t.Errorf("another run's approval = %v, want ErrInvalidField", err)
 		}
 		// Decided one way already, it will not be decided the other.
-		cl, err := harness.Start(t.Context(), harness.Config{DataDir: data, Roots: []string{ws}, Provider: provider.NewScripted(&protocol.Turn{Text: "Done."}), NoTakeover: true})
+		cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: data, Roots: []string{ws}, Provider: provider.NewScripted(&protocol.Turn{Text: "Done."}), NoTakeover: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,12 +129,12 @@ func TestResumeFromStoredPolicy(t *testing.T) {
 		t.Fatalf("ResumeFromStoredPolicy with a policy = %v, want ErrInvalidField", err)
 	}
 	// A resume under another policy records it; the run still waits.
-	res, err := harness.Resume(t.Context(), run, harness.WithPolicy(frozen), finishingAgent(), harness.WithDataDir(data))
+	res, err := harness.Resume(t.Context(), run, harness.WithPolicy(frozen), finishingAgent(), harness.WithAllowFloor(), harness.WithDataDir(data))
 	if err != nil || res.Outcome != protocol.OutcomeAwaitingApproval {
 		t.Fatalf("resume under the frozen policy = %+v, %v; want still awaiting approval", res, err)
 	}
 	// Someone approves the edit while no process runs it.
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: data, Roots: []string{ws}, Provider: provider.NewScripted(), NoTakeover: true})
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: data, Roots: []string{ws}, Provider: provider.NewScripted(), NoTakeover: true})
 	if err != nil {
 		t.Fatal(err)
 	}

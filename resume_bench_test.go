@@ -32,12 +32,12 @@ func BenchmarkResume(b *testing.B) {
 	finish := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
 		return &protocol.Turn{Text: "Done.", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}, nil
 	})
-	cl, err := harness.Start(b.Context(), harness.Config{DataDir: b.TempDir(), Roots: []string{ws}, Provider: finish, NoTakeover: true})
+	cl, err := harness.Start(b.Context(), harness.Config{AllowFloor: true, DataDir: b.TempDir(), Roots: []string{ws}, Provider: finish, NoTakeover: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cl.Close()
-	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()))
+	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()), nats.UserInfo(cl.Credentials()))
 	if err != nil {
 		b.Fatal(err)
 	}

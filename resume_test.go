@@ -51,7 +51,7 @@ func recordSlow(t *testing.T) string {
 		t.Fatal(err)
 	}
 	rec := provider.NewRecord(provider.NewScripted(exampleTurns()...))
-	res, err := harness.Run(t.Context(), &c, harness.WithProvider(rec), harness.WithDataDir(t.TempDir()))
+	res, err := harness.Run(t.Context(), &c, harness.WithProvider(rec), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir()))
 	if err != nil || res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("recording the slow example: %v %+v", err, res)
 	}
@@ -93,7 +93,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := harness.Resume(t.Context(), "killed", harness.WithProvider(replay), harness.WithDataDir(data))
+	res, err := harness.Resume(t.Context(), "killed", harness.WithProvider(replay), harness.WithAllowFloor(), harness.WithDataDir(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Errorf("calc.go = %q, want the fix applied once", code)
 	}
 	// Resuming a finished run reports it without calling the provider.
-	again, err := harness.Resume(t.Context(), "killed", harness.WithProvider(provider.NewScripted()), harness.WithDataDir(data))
+	again, err := harness.Resume(t.Context(), "killed", harness.WithProvider(provider.NewScripted()), harness.WithAllowFloor(), harness.WithDataDir(data))
 	if err != nil || again.Outcome != protocol.OutcomeSuccess {
 		t.Errorf("resume of a finished run = %+v, %v", again, err)
 	}
@@ -182,11 +182,11 @@ func statusVia(t *testing.T, data, run string) (*protocol.RunState, error) {
 	if err != nil {
 		return nil, err
 	}
-	var s struct{ URL string }
+	var s struct{ URL, User, Password string }
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, err
 	}
-	c, err := harness.Connect(t.Context(), s.URL, nats.MaxReconnects(0))
+	c, err := harness.Connect(t.Context(), s.URL, nats.MaxReconnects(0), nats.UserInfo(s.User, s.Password))
 	if err != nil {
 		return nil, err
 	}

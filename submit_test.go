@@ -22,13 +22,13 @@ func natsInProcess(srv *server.Server) nats.Option { return nats.InProcessServer
 // while the coordinator keeps serving: a good contract after them runs.
 func TestBadContractsOnSubmit(t *testing.T) {
 	ws := copyDir(t, "examples/fix-a-test/workspace")
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Roots: []string{ws},
+	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Listen: "127.0.0.1:0", Roots: []string{ws},
 		Provider: provider.NewScripted(&protocol.Turn{Text: "nothing to do"})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	nc, err := nats.Connect(cl.URL())
+	nc, err := nats.Connect(cl.URL(), nats.UserInfo(cl.Credentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	defer cancel()
 	c := exampleContract(t)
 	src := c.Workspace.Root
-	cl, err := harness.Start(ctx, harness.Config{DataDir: t.TempDir(), Provider: provider.NewScripted(exampleTurns()...)})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: t.TempDir(), Provider: provider.NewScripted(exampleTurns()...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestPatchOfARootWorkspace(t *testing.T) {
 	defer cancel()
 	c := exampleContract(t)
 	c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "calc.go", Needle: "return a + b"}}
-	cl, err := harness.Start(ctx, harness.Config{DataDir: t.TempDir(), Provider: provider.NewScripted(exampleTurns()...), Roots: []string{c.Workspace.Root}})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: t.TempDir(), Provider: provider.NewScripted(exampleTurns()...), Roots: []string{c.Workspace.Root}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +137,12 @@ func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
 			&protocol.Turn{Text: "Writing.", ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"done\n"}`)}}},
 			&protocol.Turn{Text: "Done."})
 	}
-	cl, err := harness.Start(ctx, harness.Config{DataDir: t.TempDir(), Provider: provider.NewScripted(turns...)})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: t.TempDir(), Provider: provider.NewScripted(turns...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()))
+	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()), nats.UserInfo(cl.Credentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra, err := sandboxer.New(nc, sandboxer.Config{ID: "sb-extra", Ops: assets.Ops, Workspaces: assets.Workspaces, SnapshotDir: t.TempDir(), Roots: []string{t.TempDir()}})
+	extra, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: "sb-extra", Ops: assets.Ops, Workspaces: assets.Workspaces, SnapshotDir: t.TempDir(), Roots: []string{t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestHostileSnapshotFailsTheRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	data := t.TempDir()
-	cl, err := harness.Start(ctx, harness.Config{DataDir: data, Provider: provider.NewScripted()})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: data, Provider: provider.NewScripted()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestHostileSnapshotFailsTheRun(t *testing.T) {
 	_ = tw.Close()
 	_ = zw.Close()
 	ref := snapshot.Ref(buf.Bytes())
-	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()))
+	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()), nats.UserInfo(cl.Credentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestSnapshotRunResumes(t *testing.T) {
 			Arguments: json.RawMessage(`{"path":"` + path + `","content":"x\n"}`)}}}
 	}
 	first := &stalling{first: write("a.txt")}
-	a, err := harness.Start(ctx, harness.Config{DataDir: data, Provider: first})
+	a, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: data, Provider: first})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestSnapshotRunResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := harness.Start(ctx, harness.Config{DataDir: data, Provider: provider.NewScripted(write("b.txt"), &protocol.Turn{Text: "Done."}), NoTakeover: true})
+	b, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: data, Provider: provider.NewScripted(write("b.txt"), &protocol.Turn{Text: "Done."}), NoTakeover: true})
 	if err != nil {
 		t.Fatal(err)
 	}

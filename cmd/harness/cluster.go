@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,6 +24,12 @@ func cmdUp(ctx context.Context, env *environ, args []string) int {
 coordinator, worker and sandboxer) listening on a NATS port, and prints the
 URL clients connect to. Stops on SIGINT or SIGTERM; runs in hand stay in the
 trace.
+
+Every connection authenticates, as user admin with a password made afresh at
+each start and written, readable by you alone, to DATA/server.json (which the
+harness commands given the same --data, or NATS_URL naming this server, read
+by themselves) and DATA/nats.env (NATS_URL, NATS_USER and NATS_PASSWORD, for
+the nats CLI: set -a; . DATA/nats.env; set +a).
 
 The worker's provider is --replay FILE, or every vendor whose key is set
 (OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY), chained in the
@@ -61,8 +68,8 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	dir := dataDir(env, *data)
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-	prices, bs, err := roles.build(ctx, env, logger)
-	if err != nil {
+	cfg := harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, MetricsListen: *roles.metrics}
+	if err := roles.build(ctx, env, logger, &cfg); err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage
 	}
@@ -72,19 +79,22 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 		return exitError
 	}
 	defer func() { _ = closeLedger() }()
-	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, Backends: bs, Prices: prices,
-		Ledger: led, MetricsListen: *roles.metrics})
+	cfg.Ledger = led
+	cl, err := harness.Start(ctx, cfg)
 	if err != nil {
 		fail(env.stderr, "start the cluster: %v", err)
 		return exitError
 	}
-	release := advertise(dir, cl.URL())
+	release := advertise(dir, cl)
+	user, _ := cl.Credentials()
 	fmt.Fprintf(env.stdout, "NATS URL: %s\n", cl.URL())
+	fmt.Fprintf(env.stdout, "user:     %s (its password, made at this start, is in %s)\n", user, filepath.Join(dir, "server.json"))
 	fmt.Fprintf(env.stdout, "data:     %s\n", dir)
 	if u := cl.MetricsURL(); u != "" {
 		fmt.Fprintf(env.stdout, "metrics:  %s\n", u)
 	}
-	fmt.Fprintf(env.stdout, "submit:   NATS_URL=%s harness submit CONTRACT --wait\n", cl.URL())
+	fmt.Fprintf(env.stdout, "submit:   harness submit --data %s CONTRACT --wait\n", dir)
+	fmt.Fprintf(env.stdout, "nats CLI: set -a; . %s; set +a\n", filepath.Join(dir, "nats.env"))
 	<-ctx.Done()
 	release()
 	if err := cl.Close(); err != nil {

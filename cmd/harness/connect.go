@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,19 +17,89 @@ import (
 	"github.com/ioharness/harness/internal/streams"
 )
 
-// advertise writes DIR/server.json naming the URL of this process's NATS
-// server, so other harness commands on the same data directory talk to it
-// instead of opening the store a second time. The returned func removes it.
-func advertise(dir, url string) func() {
-	if url == "" {
+// serverFile is DIR/server.json: how other harness commands on the same
+// data directory reach the harness process serving it, instead of opening
+// the store a second time. It holds the operator's password, so it is
+// written 0600 in the 0700 data directory, and removed when the process
+// ends.
+type serverFile struct {
+	URL      string `json:"url,omitempty"`    // the TCP listener (harness up)
+	Socket   string `json:"socket,omitempty"` // the unix socket (harness run)
+	User     string `json:"user"`
+	Password string `json:"password"`
+	PID      int    `json:"pid"`
+}
+
+// advertise writes DIR/server.json for cl, and for a TCP listener
+// DIR/nats.env, the same credentials as environment variables the nats
+// and harness command lines read (NATS_URL, NATS_USER, NATS_PASSWORD).
+// The returned func removes them.
+func advertise(dir string, cl *harness.Cluster) func() {
+	user, password := cl.Credentials()
+	sf := serverFile{URL: cl.URL(), Socket: cl.Socket(), User: user, Password: password, PID: os.Getpid()}
+	if sf.URL == "" && sf.Socket == "" {
 		return func() {}
 	}
 	path := filepath.Join(dir, "server.json")
-	data, _ := json.Marshal(map[string]any{"url": url, "pid": os.Getpid()})
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	data, _ := json.Marshal(sf)
+	if err := writePrivate(path, data); err != nil {
 		return func() {}
 	}
-	return func() { _ = os.Remove(path) }
+	paths := []string{path}
+	if sf.URL != "" {
+		envPath := filepath.Join(dir, "nats.env")
+		env := fmt.Sprintf("NATS_URL=%s\nNATS_USER=%s\nNATS_PASSWORD=%s\n", sf.URL, user, password)
+		if writePrivate(envPath, []byte(env)) == nil {
+			paths = append(paths, envPath)
+		}
+	}
+	return func() {
+		// Only if still ours: another process on this directory may have
+		// written its own since (and then nats.env with it).
+		if b, err := os.ReadFile(path); err != nil || string(b) != string(data) {
+			return
+		}
+		for _, p := range paths {
+			_ = os.Remove(p)
+		}
+	}
+}
+
+// writePrivate writes data to path readable by this user alone, replacing
+// any file there.
+func writePrivate(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil { // an older tmp file keeps its mode
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readServerFile reads DIR/server.json; ok is false when there is none.
+func readServerFile(dir string) (serverFile, bool) {
+	var sf serverFile
+	data, err := os.ReadFile(filepath.Join(dir, "server.json"))
+	if err != nil || json.Unmarshal(data, &sf) != nil || (sf.URL == "" && sf.Socket == "") {
+		return serverFile{}, false
+	}
+	return sf, true
+}
+
+// sameURL reports whether two NATS URLs name the same server: equal once
+// a missing scheme is taken as nats://, or the first of a list of URLs.
+func sameURL(a, b string) bool {
+	norm := func(u string) string {
+		u, _, _ = strings.Cut(u, ",")
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		return strings.TrimSuffix(u, "/")
+	}
+	return a != "" && norm(a) == norm(b)
 }
 
 // natsAuth returns the credentials a command connects to a cluster with:
@@ -65,6 +137,14 @@ func clientFor(ctx context.Context, env *environ, natsURL, dir string) (*harness
 		if err != nil {
 			return nil, nil, false, err
 		}
+		if sf, ok := readServerFile(dir); ok && auth.User == "" && auth.CredsFile == "" && auth.NKeyFile == "" && sameURL(sf.URL, natsURL) {
+			// The harness process serving the data directory, named by its
+			// URL: its credentials are beside it.
+			auth = streams.Auth{User: sf.User, Password: sf.Password}
+			if opts, err = auth.Options(); err != nil {
+				return nil, nil, false, err
+			}
+		}
 		opts = append([]nats.Option{nats.Name("harness-client"), nats.MaxReconnects(-1), nats.Timeout(5 * time.Second)}, opts...)
 		nc, err := nats.Connect(natsURL, opts...)
 		if err != nil {
@@ -79,12 +159,19 @@ func clientFor(ctx context.Context, env *environ, natsURL, dir string) (*harness
 		}
 		return c, nc.Close, false, nil
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "server.json")); err == nil {
-		var s struct{ URL string }
-		if json.Unmarshal(data, &s) == nil && s.URL != "" {
-			if c, err := harness.Connect(ctx, s.URL, nats.Timeout(2*time.Second), nats.MaxReconnects(0)); err == nil {
-				return c, c.Close, false, nil
-			}
+	if sf, ok := readServerFile(dir); ok {
+		var c *harness.Client
+		var err error
+		if sf.Socket != "" {
+			c, err = harness.DialSocket(ctx, sf.Socket, sf.User, sf.Password, nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+		} else {
+			c, err = harness.Connect(ctx, sf.URL, nats.UserInfo(sf.User, sf.Password), nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+		}
+		if err == nil {
+			return c, c.Close, false, nil
+		}
+		if errors.Is(err, nats.ErrAuthorization) {
+			return nil, nil, false, fmt.Errorf("the harness process serving %s refused the credentials in its server.json: %w", dir, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/pkg/ledger"
-	"github.com/ioharness/harness/pkg/sandbox"
 )
 
 // newFlags returns a flag set for a command whose --help prints the
@@ -87,7 +86,8 @@ func fail(w io.Writer, format string, args ...any) {
 // roleFlags are the flags of the commands that run roles in this process
 // (run, up): the price table and the sandbox backends.
 type roleFlags struct {
-	prices, backends, metrics *string
+	prices, backends, metrics   *string
+	allowFloor, allowPermissive *bool
 }
 
 func clusterFlags(env *environ, fs *flag.FlagSet) roleFlags {
@@ -96,19 +96,43 @@ func clusterFlags(env *environ, fs *flag.FlagSet) roleFlags {
 		backends: fs.String("backends", orDefault(env.getenv("HARNESS_BACKENDS"), "native,floor"),
 			"sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)"),
 		metrics: fs.String("metrics", env.getenv("HARNESS_METRICS"), "serve the roles' Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)"),
+		allowFloor: fs.Bool("allow-floor", env.getenv("HARNESS_ALLOW_FLOOR") == "1",
+			"let commands run on the floor backend, unsandboxed, as this process's user, when a contract names it or nothing better works here ($HARNESS_ALLOW_FLOOR=1)"),
+		allowPermissive: fs.Bool("allow-permissive", env.getenv("HARNESS_ALLOW_PERMISSIVE") == "1",
+			"run contracts whose policy allows every command or connection by default ($HARNESS_ALLOW_PERMISSIVE=1)"),
 	}
 }
 
-// build loads the price table, if any, and the backends that work here.
-// Errors: an unreadable price table, or no backend left.
-func (r roleFlags) build(ctx context.Context, env *environ, log *slog.Logger) (ledger.Prices, []sandbox.Backend, error) {
-	var prices ledger.Prices
+// build loads the price table, if any, and the backends that work here,
+// and sets them and the operator's allowances on cfg. Errors: an
+// unreadable price table, or no backend left.
+func (r roleFlags) build(ctx context.Context, env *environ, log *slog.Logger, cfg *harness.Config) error {
 	if *r.prices != "" {
-		var err error
-		if prices, err = ledger.LoadPrices(*r.prices); err != nil {
-			return nil, nil, err
+		prices, err := ledger.LoadPrices(*r.prices)
+		if err != nil {
+			return err
 		}
+		cfg.Prices = prices
 	}
-	bs, err := backends.Build(ctx, *r.backends, env.getenv("HARNESS_DOCKER_IMAGE"), log)
-	return prices, bs, err
+	// On a person's own machine the native sandboxes reuse their Go build
+	// cache, read-only, so a verification's go test does not compile the
+	// standard library afresh each time; HARNESS_GO_CACHE=off (or a
+	// directory) says otherwise.
+	goCache := env.getenv("HARNESS_GO_CACHE")
+	switch goCache {
+	case "":
+		goCache = backends.UserGoCache(env.getenv)
+	case "off":
+		goCache = ""
+	}
+	bs, missing, err := backends.Build(ctx, *r.backends, backends.Options{DockerImage: env.getenv("HARNESS_DOCKER_IMAGE"), GoCache: goCache}, log)
+	if err != nil {
+		return err
+	}
+	cfg.Backends, cfg.MissingBackends = bs, missing
+	cfg.AllowFloor, cfg.AllowPermissive = *r.allowFloor, *r.allowPermissive
+	if cfg.AllowFloor {
+		fmt.Fprintln(env.stderr, "harness: the floor backend is allowed: commands may run unsandboxed, as your user (--allow-floor)")
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/ioharness/harness/internal/procguard"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/sandbox"
 )
@@ -71,6 +72,12 @@ func main() {
 	// A native sandbox re-executes this binary as its init; that child
 	// never goes past this line.
 	sandbox.RunShimIfRequested()
+	// Before any command runs: keep this process's secrets (a provider
+	// key above all) out of what a floor command could read of it.
+	if err := procguard.Protect(); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	env := &environ{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {

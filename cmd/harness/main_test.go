@@ -173,12 +173,12 @@ func TestUpAndSubmit(t *testing.T) {
 	if err := os.WriteFile(contract, bytes.Replace(raw, []byte(`"root": "workspace"`), []byte(`"root": "`+ws+`"`), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := cli(t, t.Context(), map[string]string{"NATS_URL": url}, "submit", contract, "--wait", "--id", "submitted-1")
+	code, out, errOut := cli(t, t.Context(), map[string]string{"NATS_URL": url, "HARNESS_DATA": data}, "submit", contract, "--wait", "--id", "submitted-1")
 	if code != exitOK || !strings.Contains(out, "outcome success") {
 		t.Fatalf("submit --wait = %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	// Submitting again with the same id is the same run.
-	code, out, _ = cli(t, t.Context(), map[string]string{"NATS_URL": url}, "submit", contract, "--id", "submitted-1")
+	code, out, _ = cli(t, t.Context(), map[string]string{"NATS_URL": url, "HARNESS_DATA": data}, "submit", contract, "--id", "submitted-1")
 	if code != exitOK || strings.TrimSpace(out) != "submitted-1" {
 		t.Errorf("resubmit = %d %q, want the same run id", code, out)
 	}

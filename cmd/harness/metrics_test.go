@@ -41,7 +41,7 @@ func TestUpServesMetricsAndSubmitCarriesAWorkspace(t *testing.T) {
 	if natsURL == "" || metricsURL == "" {
 		t.Fatalf("harness up printed NATS URL %q, metrics %q", natsURL, metricsURL)
 	}
-	vars := map[string]string{"NATS_URL": natsURL}
+	vars := map[string]string{"NATS_URL": natsURL, "HARNESS_DATA": data}
 	ws := filepath.Join(example, "workspace")
 	code, out, errOut := cli(t, t.Context(), vars, "submit", "--workspace", ws, example, "--wait", "--id", "carried-1")
 	if code != exitOK || !strings.Contains(out, "outcome success") || !strings.Contains(out, "harness fetch carried-1") {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/worker"
 )
 
@@ -37,6 +37,8 @@ the contract, replayed.`)
 	copyWS := fs.Bool("copy", false, "run on a private copy of the workspace under the data directory; the original stays as it was")
 	id := fs.String("id", "", "run id (idempotency key); running again with the same id reports that run")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
+	var roots listFlag
+	fs.Var(&roots, "root", "a directory the workspace may lie in (repeatable; default the contract's directory)")
 	roles := clusterFlags(env, fs)
 	ws := workspaceFlags(fs)
 	pos, err := parse(fs, args)
@@ -75,9 +77,12 @@ the contract, replayed.`)
 			fail(env.stderr, "workspace: %v", err)
 			return exitError
 		}
+		if err := checkRoot(root, served(path, roots), dir); err != nil {
+			return reportContractError(env, err)
+		}
 		if *copyWS {
 			dst := filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
-			if err := copyTree(root, dst); err != nil {
+			if err := copyTree(env.stderr, root, dst); err != nil {
 				fail(env.stderr, "copy workspace: %v", err)
 				return exitError
 			}
@@ -108,19 +113,22 @@ the contract, replayed.`)
 	if env.stdin != nil {
 		approver = terminalApprover(env)
 	}
-	prices, bs, err := roles.build(ctx, env, logger)
-	if err != nil {
+	// No TCP port: other harness commands on this data directory reach
+	// the run through a unix socket only this user can open, and nothing
+	// a sandboxed command can dial reaches the cluster.
+	cfg := harness.Config{DataDir: dir, Socket: harness.SocketPath(dir), Provider: p, Roots: []string{root}, Logger: logger,
+		NoTakeover: true, Approver: approver, MetricsListen: *roles.metrics}
+	if err := roles.build(ctx, env, logger, &cfg); err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage
 	}
-	cl, err := harness.Start(ctx, harness.Config{DataDir: dir, Listen: "127.0.0.1:0", Provider: p, Roots: []string{root}, Logger: logger,
-		NoTakeover: true, Approver: approver, Backends: bs, Prices: prices, MetricsListen: *roles.metrics})
+	cl, err := harness.Start(ctx, cfg)
 	if err != nil {
 		fail(env.stderr, "start the embedded cluster: %v", err)
 		return exitError
 	}
 	defer cl.Close()
-	release := advertise(dir, cl.URL())
+	release := advertise(dir, cl)
 	defer release()
 	if snap != nil {
 		if err := cl.PutSnapshot(ctx, snap); err != nil {
@@ -148,6 +156,44 @@ the contract, replayed.`)
 		return reportContractError(env, err)
 	}
 	return printResult(env, res, *asJSON)
+}
+
+// served are the directories a run's workspace may lie in: those given
+// with --root, else the contract's own directory.
+func served(contractPath string, roots []string) []string {
+	if len(roots) > 0 {
+		return roots
+	}
+	return []string{filepath.Dir(contractPath)}
+}
+
+// checkRoot refuses, before anything starts, a workspace root that lies
+// outside every served directory, is the file system's root or a system
+// directory, or overlaps the data directory. Errors: a *protocol.Error
+// naming workspace.root.
+func checkRoot(root string, roots []string, dataDir string) error {
+	real := root
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		real = r
+	}
+	if err := sandboxer.RefuseRoot(real, harness.Reserved(dataDir)...); err != nil {
+		return err
+	}
+	for _, r := range roots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			continue
+		}
+		if rr, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = rr
+		}
+		if real == abs || strings.HasPrefix(real, strings.TrimSuffix(abs, "/")+"/") {
+			return nil
+		}
+	}
+	return protocol.FieldError(protocol.CodeWorkspaceRefused, "workspace.root",
+		"put the workspace beside the contract, or name the directory it lies in with --root DIR",
+		"the workspace %s is outside the directories this run may serve (%s)", root, strings.Join(roots, ", "))
 }
 
 // loadContract reads a contract file, or DIR/contract.json, and decodes it
@@ -326,44 +372,4 @@ func exitFor(o protocol.Outcome) int {
 		return exitCancelled
 	}
 	return exitFailed
-}
-
-// copyTree copies the regular files and directories of src to dst, which
-// must not exist yet. Symlinks are copied as links; other files are
-// skipped.
-func copyTree(src, dst string) error {
-	if _, err := os.Stat(dst); err == nil {
-		return fmt.Errorf("%s exists already; pick another --id", dst)
-	}
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, to)
-		case d.Type().IsRegular():
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, data, info.Mode().Perm())
-		}
-		return nil
-	})
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/metrics"
+	"github.com/ioharness/harness/internal/procguard"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
@@ -35,6 +36,12 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
+	// The worker holds the provider keys: keep them out of its
+	// /proc/PID/environ and out of reach of ptrace.
+	if err := procguard.Protect(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
 	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	id := flag.String("id", os.Getenv("HARNESS_ID"), "worker id ($HARNESS_ID; default random)")
 	var pools listFlag

@@ -8,35 +8,70 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/ioharness/harness/pkg/sandbox"
 )
 
+// Options are the settings of the backends Build makes. The zero value
+// means the defaults.
+type Options struct {
+	// DockerImage is the image the docker backend runs ("" for its
+	// default, harness-sandbox:latest); it must be on the engine already:
+	// nothing is pulled.
+	DockerImage string
+	// GoCache is a host Go build cache the native backend's sandboxes
+	// read through an overlay (sandbox.NativeConfig.GoCache); "" for none.
+	GoCache string
+}
+
+// UserGoCache returns the Go build cache of this user, for Options.GoCache:
+// $GOCACHE if set, else the go-build directory of the user's cache
+// directory, if it exists; "" when there is none.
+func UserGoCache(getenv func(string) string) string {
+	if c := getenv("GOCACHE"); c != "" && c != "off" && filepath.IsAbs(c) {
+		return c
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	c := filepath.Join(dir, "go-build")
+	if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return c
+}
+
 // Build returns the backends named in order (a comma-separated list of
 // "native", "docker" and "floor"), best first, leaving out those that do
-// not start here. The floor always works. Errors: an unknown name, or no
-// backend left.
-//
-// The docker backend runs dockerImage ("" for its default,
-// harness-sandbox:latest), which must be on the engine already: nothing is
-// pulled.
-func Build(ctx context.Context, names, dockerImage string, log *slog.Logger) ([]sandbox.Backend, error) {
+// not start here, and why each was left out (by name), so a sandboxer can
+// say what it lacks when it refuses a contract. The floor always starts,
+// but runs commands only where the operator allows it
+// (sandboxer.Config.AllowFloor). Errors: an unknown name, or no backend
+// left.
+
+func Build(ctx context.Context, names string, o Options, log *slog.Logger) ([]sandbox.Backend, map[string]string, error) {
 	var out []sandbox.Backend
+	missing := map[string]string{}
 	for _, name := range strings.Split(names, ",") {
 		switch strings.TrimSpace(name) {
 		case "native":
-			b, err := sandbox.NewNative(sandbox.NativeConfig{})
+			b, err := sandbox.NewNative(sandbox.NativeConfig{GoCache: o.GoCache})
 			if err != nil {
 				log.Warn("native sandbox unavailable; leaving it out", "err", err)
+				missing["native"] = err.Error()
 				continue
 			}
 			out = append(out, b)
 		case "docker":
-			b, err := sandbox.NewDocker(sandbox.DockerConfig{Image: dockerImage})
+			b, err := sandbox.NewDocker(sandbox.DockerConfig{Image: o.DockerImage})
 			if err != nil {
 				log.Warn("docker sandbox unavailable; leaving it out", "err", err)
+				missing["docker"] = err.Error()
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -44,6 +79,7 @@ func Build(ctx context.Context, names, dockerImage string, log *slog.Logger) ([]
 			cancel()
 			if err != nil {
 				log.Warn("docker engine does not answer; leaving the docker sandbox out", "err", err)
+				missing["docker"] = "the docker engine does not answer: " + err.Error()
 				continue
 			}
 			out = append(out, b)
@@ -51,11 +87,11 @@ func Build(ctx context.Context, names, dockerImage string, log *slog.Logger) ([]
 			out = append(out, sandbox.NewFloor())
 		case "":
 		default:
-			return nil, fmt.Errorf("unknown sandbox backend %q: use native, docker and floor", name)
+			return nil, nil, fmt.Errorf("unknown sandbox backend %q: use native, docker and floor", name)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no sandbox backend of %q works here; add floor", names)
+		return nil, nil, fmt.Errorf("no sandbox backend of %q works here; add floor (with --allow-floor) to run commands unsandboxed", names)
 	}
-	return out, nil
+	return out, missing, nil
 }

@@ -28,7 +28,7 @@ import (
 
 // passwords of the users in deploy/nats/auth.conf, for these tests only.
 var passwords = map[string]string{
-	"admin": "HARNESS_ADMIN_PASSWORD", "coordinator": "HARNESS_COORDINATOR_PASSWORD", "worker": "HARNESS_WORKER_PASSWORD",
+	"admin": "HARNESS_ADMIN_PASSWORD", "approver": "HARNESS_APPROVER_PASSWORD", "coordinator": "HARNESS_COORDINATOR_PASSWORD", "worker": "HARNESS_WORKER_PASSWORD",
 	"sandboxer-sb1": "HARNESS_SANDBOXER_SB1_PASSWORD", "sandboxer-sb2": "HARNESS_SANDBOXER_SB2_PASSWORD",
 	"acme": "HARNESS_TENANT_ACME_PASSWORD", "bravo": "HARNESS_TENANT_BRAVO_PASSWORD",
 }
@@ -169,7 +169,7 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := sandboxer.New(snc, sandboxer.Config{ID: "sb1", Roots: []string{ws}, Ops: sassets.Ops,
+	sb, err := sandboxer.New(snc, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{ws}, Ops: sassets.Ops,
 		Workspaces: sassets.Workspaces, SnapshotDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -339,6 +339,13 @@ func TestTheServerRefuses(t *testing.T) {
 		{"a tenant writes the blob store", "acme", "$O.harness-blobs.M.b1", false},
 		{"a worker writes the workspaces object store", "worker", "$O.harness-workspaces.M.w1", false},
 		{"a sandboxer purges the object store", "sandboxer-sb1", "$JS.API.STREAM.PURGE.OBJ_harness-workspaces", false},
+		// Approvals are a person's: no role and no tenant decides one.
+		{"a tenant decides an approval", "acme", "harness.decide.r1.1.0", false},
+		{"a worker decides an approval", "worker", "harness.decide.r1.1.0", false},
+		{"a sandboxer decides an approval", "sandboxer-sb1", "harness.decide.r1.1.0", false},
+		{"the coordinator decides an approval", "coordinator", "harness.decide.r1.1.0", false},
+		{"an approver submits a contract", "approver", "harness.submit", false},
+		{"an approver reads the trace", "approver", "$JS.API.STREAM.MSG.GET.HARNESS_TRACE", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

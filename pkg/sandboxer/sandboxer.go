@@ -61,12 +61,36 @@ type Config struct {
 	// Base is what a relative workspace root is resolved against; default
 	// the first root.
 	Base string
+	// Reserved are directories no workspace may be, lie in or contain,
+	// whatever Roots say: the data directory of the process (its trace
+	// store, its credentials). The file system's root and the system
+	// directories are always refused (see RefuseRoot).
+	Reserved []string
 	// MaxConcurrent bounds operations running at once; default 4.
 	MaxConcurrent int
 	// Backends run commands, best first: a contract's "auto" takes the
-	// first, a named backend ("native", "docker", "floor") the one of that
-	// name. Default: the floor alone.
+	// first that isolates its commands, a named backend ("native",
+	// "docker", "floor") the one of that name. Default: the floor alone,
+	// which runs nothing unless AllowFloor is set.
 	Backends []sandbox.Backend
+	// AllowFloor lets commands run on the floor backend: a plain child
+	// process of the sandboxer, as its own user, with no isolation (it can
+	// read what the sandboxer can, its environment and /proc included).
+	// It is the operator's choice, never a contract's: without it a
+	// contract naming "floor", or one whose "auto" would fall back to the
+	// floor, is refused when its workspace opens, saying why. Default
+	// false.
+	AllowFloor bool
+	// AllowPermissive lets a contract's policy allow every command or
+	// every connection by default (defaults.exec or defaults.net
+	// "allow"). Without it such a contract is refused when its workspace
+	// opens: what may run is the contract's to list, rule by rule, and a
+	// blanket allow is the operator's to permit. Default false.
+	AllowPermissive bool
+	// Missing says, by backend name, why a backend the operator asked for
+	// is not among Backends (internal/backends.Probe's reasons), so a
+	// refusal can say what this node lacks. Optional.
+	Missing map[string]string
 	// Tools are the tools offered; default tools.Builtins().
 	Tools *tools.Set
 	// CmdEnv is the whole environment commands see; default
@@ -120,6 +144,8 @@ func (c *Config) setDefaults() error {
 		}
 		c.Roots = []string{wd}
 	}
+	// A copy: the caller's slice stays as it gave it.
+	roots := make([]string, len(c.Roots))
 	for i, r := range c.Roots {
 		abs, err := filepath.Abs(r)
 		if err != nil {
@@ -128,8 +154,21 @@ func (c *Config) setDefaults() error {
 		if real, err := filepath.EvalSymlinks(abs); err == nil {
 			abs = real
 		}
-		c.Roots[i] = abs
+		roots[i] = abs
 	}
+	c.Roots = roots
+	reserved := make([]string, 0, len(c.Reserved))
+	for _, r := range c.Reserved {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return fmt.Errorf("sandboxer reserved directory %q: %w", r, err)
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+		reserved = append(reserved, abs)
+	}
+	c.Reserved = reserved
 	if c.Base == "" {
 		c.Base = c.Roots[0]
 	}
@@ -313,6 +352,12 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 			return
 		}
 		op.Workspace = dir
+	}
+	if op.Kind == protocol.OpOpen {
+		if err := s.admit(&op); err != nil {
+			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.AsError(err)})
+			return
+		}
 	}
 	s.stopMu.Lock()
 	if s.stopping {
@@ -651,6 +696,9 @@ func (s *Sandboxer) resolveRoot(root string) (string, error) {
 	if !served {
 		return "", protocol.Errorf(protocol.CodeWorkspaceRefused, "workspace %s is outside the roots this sandboxer serves", root)
 	}
+	if err := RefuseRoot(dir, s.cfg.Reserved...); err != nil {
+		return "", err
+	}
 	if s.inSnapshots(dir) {
 		return "", protocol.Errorf(protocol.CodePathEscape, "workspace %s reaches this sandboxer's snapshot workspaces (%s); use a directory apart from them", root, s.cfg.SnapshotDir)
 	}
@@ -662,30 +710,6 @@ func (s *Sandboxer) resolveRoot(root string) (string, error) {
 		return "", protocol.Errorf(protocol.CodeNotFound, "workspace %s is not a directory", root)
 	}
 	return dir, nil
-}
-
-// backend picks the backend an op's contract asks for: the best this node
-// has for "auto", else the one of that name. Errors: CodeUnsupported when
-// the node has no backend of that name.
-func (s *Sandboxer) backend(name string) (sandbox.Backend, error) {
-	if name == "" || name == "auto" {
-		return s.cfg.Backends[0], nil
-	}
-	for _, b := range s.cfg.Backends {
-		if b.Name() == name {
-			return b, nil
-		}
-	}
-	return nil, protocol.FieldError(protocol.CodeUnsupported, "sandbox.backend", `use "auto", or one of this sandboxer's backends: `+strings.Join(s.backendNames(), ", "),
-		"this sandboxer has no %s backend", name)
-}
-
-func (s *Sandboxer) backendNames() []string {
-	names := make([]string, len(s.cfg.Backends))
-	for i, b := range s.cfg.Backends {
-		names[i] = b.Name()
-	}
-	return names
 }
 
 func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
@@ -704,14 +728,11 @@ func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
 		Network:   spec.Network,
 		CmdEnv:    s.cfg.CmdEnv,
 	}
-	if op.Policy != nil {
-		// grep and find omit what the run's policy does not let the agent
-		// read; a policy that does not compile allows nothing.
-		pol, err := policy.FromProtocol(op.Policy)
-		env.Allow = func(act, path string) bool {
-			return err == nil && pol.CheckPath(policy.Read, path).Effect == policy.Allow
-		}
-	}
+	// Every file tool asks the run's policy about each path it would
+	// touch, link targets included; grep and find omit what it refuses.
+	// A policy that is missing or does not compile allows nothing. (tool
+	// puts in a judge of its own, the same but keeping the verdict.)
+	env.Judge = toolJudge(op, new(policy.Verdict))
 	return env
 }
 
@@ -735,8 +756,21 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		obs.IsError, obs.Content = true, refusal
 		return obs
 	}
-	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), s.env(op, w), call.Arguments)
+	env := s.env(op, w)
+	// The sandboxer's own verdict on what the call really touches: the
+	// targets of the links on its path, which only this node can see; a
+	// refusal is recorded with the rule that made it.
+	var refused policy.Verdict
+	env.Judge = toolJudge(op, &refused)
+	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), env, call.Arguments)
 	fault.Hit(fault.AfterToolEffect)
+	if errors.Is(err, protocol.ErrRefused) {
+		obs.IsError, obs.Content = true, protocol.AsError(err).Message
+		if refused.Effect == policy.Ask || refused.Effect == policy.Deny { // unset when no policy covers the op
+			obs.Refused = &protocol.Refusal{Act: refused.Act.String(), Target: refused.Target, Effect: refused.Effect.String(), Rule: refused.Rule, Layer: refused.Layer}
+		}
+		return obs
+	}
 	if err != nil {
 		obs.IsError = true
 		msg := err.Error()
@@ -815,8 +849,19 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 		}
 	case v.FileContains != nil:
 		path := v.FileContains.Path
-		data, err := w.ws.ReadFile(path)
+		pol, err := policy.FromProtocol(orEmpty(op.Policy))
+		if op.Policy == nil || err != nil {
+			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
+			return res
+		}
+		// The file is read as the agent's read_file would find it, and
+		// every path its resolution passes through must be explicitly
+		// allowed: a link must not let the check answer questions about a
+		// file the policy hides.
+		data, err := (&tools.Env{Workspace: w.ws, Judge: verifyJudge(pol)}).ReadFile(path)
 		switch {
+		case errors.Is(err, protocol.ErrRefused):
+			res.Detail = protocol.AsError(err).Message
 		case errors.Is(err, protocol.ErrNotFound):
 			res.Detail = fmt.Sprintf("%s does not exist yet.", path)
 		case err != nil:

@@ -39,7 +39,7 @@ func start(t *testing.T, root string) (*nats.Conn, *sandboxer.Sandboxer) {
 		t.Cleanup(nc.Close)
 		return nc
 	}
-	sb, err := sandboxer.New(connect(), sandboxer.Config{ID: "sb1", Roots: []string{root}})
+	sb, err := sandboxer.New(connect(), sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestOpsOutliveTheSandboxer(t *testing.T) {
 		Call: call("exec", `{"argv":["sh","-c","echo ran >> count.txt"]}`), Policy: allow}
 	runOnce := func(op *protocol.SandboxOp) *protocol.SandboxReply {
 		t.Helper()
-		sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sb1", Roots: []string{root}, Ops: kv})
+		sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, Ops: kv})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -457,7 +457,7 @@ func TestAChangeRunsOnlyOnceRecorded(t *testing.T) {
 	ops := &unrecordable{KeyValue: kv}
 	ops.down.Store(true)
 	root := t.TempDir()
-	sb, err := sandboxer.New(nc, sandboxer.Config{ID: "sb1", Roots: []string{root}, Ops: ops})
+	sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, Ops: ops})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,50 @@
+package sandboxer
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// systemDirs are directories no workspace may be or lie in: the file tools
+// run in the sandboxer's own process, so a workspace there would let the
+// agent read and write the host's system files (its password hashes, its
+// kernel's knobs) with the sandboxer's rights.
+var systemDirs = []string{"/proc", "/sys", "/dev", "/etc", "/boot", "/usr", "/bin", "/sbin",
+	"/lib", "/lib32", "/lib64", "/libx32", "/run", "/var/run", "/var/lib", "/var/log"}
+
+// RefuseRoot says why dir (absolute, clean, links resolved) cannot be a
+// workspace whatever roots a sandboxer serves: it is the file system's
+// root, a system directory or inside one, or it is, lies in or contains
+// one of reserved (a data directory: its store, its credentials). It
+// returns nil for a directory that may be one. The error is a
+// *protocol.Error with CodePathEscape, naming the field workspace.root.
+func RefuseRoot(dir string, reserved ...string) error {
+	if dir == "/" {
+		return protocol.FieldError(protocol.CodePathEscape, "workspace.root", "give the directory of the project the agent works on",
+			"the workspace root is /, the whole file system: the file tools would reach every file the sandboxer can")
+	}
+	for _, s := range systemDirs {
+		if within(dir, s) {
+			return protocol.FieldError(protocol.CodePathEscape, "workspace.root", "give the directory of the project the agent works on",
+				"the workspace root %s is a system directory (or inside %s): the file tools would read and write the host's own files", dir, s)
+		}
+	}
+	for _, r := range reserved {
+		if r == "" {
+			continue
+		}
+		if within(dir, r) || within(r, dir) {
+			return protocol.FieldError(protocol.CodePathEscape, "workspace.root", "give a directory apart from the harness's data directory",
+				"the workspace root %s overlaps the harness's data directory %s (its trace store and credentials), which no agent may read or write", dir, r)
+		}
+	}
+	return nil
+}
+
+// within reports whether dir is base or lies beneath it.
+func within(dir, base string) bool {
+	base = filepath.Clean(base)
+	return dir == base || strings.HasPrefix(dir, strings.TrimSuffix(base, "/")+"/")
+}
