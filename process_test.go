@@ -102,7 +102,7 @@ func TestAcrossProcesses(t *testing.T) {
 	}
 	defer c.Close()
 	env := []string{"NATS_URL=" + url}
-	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
+	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws, "--backends", "floor", "--allow-floor") // as the one-process run above
 	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	startProcess(t, filepath.Join(bin, "coordinator"), env)
 

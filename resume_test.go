@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -78,7 +79,14 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "harness"), "run", "--data", data, "--replay", cassette, "--id", "killed", contract)
+	cmd := exec.Command(filepath.Join(bin, "harness"), "run", "--data", data, "--replay", cassette, "--id", "killed", "--root", ws, contract)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("harness run:\n%s", out.String())
+		}
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +190,16 @@ func statusVia(t *testing.T, data, run string) (*protocol.RunState, error) {
 	if err != nil {
 		return nil, err
 	}
-	var s struct{ URL, User, Password string }
+	var s struct{ URL, Socket, User, Password string }
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, err
 	}
-	c, err := harness.Connect(t.Context(), s.URL, nats.MaxReconnects(0), nats.UserInfo(s.User, s.Password))
+	var c *harness.Client
+	if s.Socket != "" { // harness run: no port, a socket
+		c, err = harness.DialSocket(t.Context(), s.Socket, s.User, s.Password, nats.MaxReconnects(0))
+	} else {
+		c, err = harness.Connect(t.Context(), s.URL, nats.MaxReconnects(0), nats.UserInfo(s.User, s.Password))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -152,3 +152,28 @@ func TestUpCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRefusesDuplicateKeys: a contract naming a field twice (the later
+// would silently win) is refused with exit code 2, naming the field.
+func TestRunRefusesDuplicateKeys(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(example, "contract.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := bytes.Replace(raw, []byte(`"net": "deny"}`), []byte(`"net": "deny", "exec": "allow"}`), 1)
+	if bytes.Equal(dup, raw) {
+		t.Fatal("the example's defaults changed; update this test")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "workspace"), os.DirFS(filepath.Join(example, "workspace"))); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "contract.json")
+	if err := os.WriteFile(path, dup, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, t.Context(), nil, "run", "--data", t.TempDir(), path)
+	if code != exitUsage || !strings.Contains(errOut, "exec") || !strings.Contains(errOut, "twice") {
+		t.Errorf("run with a duplicated key = %d\nstdout: %s\nstderr: %s; want exit 2 naming policy.defaults.exec", code, out, errOut)
+	}
+}
