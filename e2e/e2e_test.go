@@ -216,7 +216,10 @@ func runEmbedded(t *testing.T, dir string, k kind, p provider.Provider, up *uplo
 	if err := os.MkdirAll(roots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: filepath.Join(dir, "data"), Provider: p, Roots: []string{roots}, NoTakeover: true})
+	// The floor is allowed, as the compose sandboxers' operator allows it
+	// (compose.yaml), so the traces compare.
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: filepath.Join(dir, "data"), Provider: p, Roots: []string{roots}, NoTakeover: true,
+		AllowFloor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
