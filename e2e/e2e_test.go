@@ -55,9 +55,8 @@ var (
 // snapshot's ref, or else a workspace root.
 func contract(k kind, ws, pool string) []byte {
 	verify := `{"file_contains": {"path": "result.txt", "needle": "done"}}`
-	execDefault := "allow"
 	if k.refused {
-		verify, execDefault = `{"command": {"argv": ["rm", "-rf", "."], "expect_exit": 0}}`, "deny"
+		verify = `{"command": {"argv": ["rm", "-rf", "."], "expect_exit": 0}}`
 	}
 	workspace := fmt.Sprintf(`{"root": %q}`, ws)
 	if protocol.ValidSnapshotRef(ws) {
@@ -65,10 +64,13 @@ func contract(k kind, ws, pool string) []byte {
 	}
 	return fmt.Appendf(nil, `{"schema": "harness.contract/v1", "task": %q, "workspace": %s,
  "verification": %s,
- "policy": {"layers": [], "defaults": {"read": "allow", "write": "allow", "exec": %q, "net": "deny"}},
+ "policy": {"layers": [{"name": "e2e", "rules": [
+   {"act": "exec", "effect": "allow", "pattern": "sh"}, {"act": "exec", "effect": "allow", "pattern": "sh -c*"},
+   {"act": "exec", "effect": "allow", "pattern": "wc"}, {"act": "exec", "effect": "allow", "pattern": "wc -l*"}]}],
+  "defaults": {"read": "allow", "write": "allow", "exec": "deny", "net": "deny"}},
  "budget": {"max_steps": %d, "max_wall": "15m"}, "stall": {"window": 0},
  "provider": {"model": "e2e-model", "pool": %q}, "sandbox": {"backend": "floor", "limits": {"wall_secs": 30}}}`,
-		script.Task(k.name, k.n), workspace, verify, execDefault, k.maxSteps, pool)
+		script.Task(k.name, k.n), workspace, verify, k.maxSteps, pool)
 }
 
 // newWorkspace makes a workspace under dir owned by the sandboxers' user.
