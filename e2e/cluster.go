@@ -217,16 +217,57 @@ func (c *Cluster) down() {
 			}
 		}
 	}
-	if out, err := c.ComposeErr("down", "-v", "--remove-orphans", "-t", "2"); err != nil {
+	out, err := c.ComposeErr("down", "-v", "--remove-orphans", "-t", "2")
+	leaked := false
+	if err != nil && strings.Contains(out, "has active endpoints") {
+		// docker-compose stops at the network and leaves the volumes. The
+		// engine (20.10) can count an endpoint of a container already
+		// gone, most often after a network disconnect and connect like the
+		// fault phase's: the volumes go all the same, the network is tried
+		// again, and a count no container holds is the engine's leak, said
+		// in the log rather than failed on.
+		leaked = c.removeLeftovers()
+	} else if err != nil {
 		c.t.Errorf("docker-compose down: %v\n%s", err, out)
 	}
 	label := "label=com.docker.compose.project=" + c.Project
 	for _, kind := range [][]string{{"ps", "-aq"}, {"network", "ls", "-q"}, {"volume", "ls", "-q"}} {
+		if kind[0] == "network" && leaked {
+			continue
+		}
 		out, err := runErr(c.Root, nil, "docker", append(kind, "--filter", label)...)
 		if err != nil || strings.TrimSpace(out) != "" {
 			c.t.Errorf("after teardown, docker %s still lists %q (%v)", kind[0], out, err)
 		}
 	}
+}
+
+// removeLeftovers removes what docker-compose down left when the engine
+// refused to remove the project's network: the volumes, then the network,
+// tried again for a while. It reports whether the network stayed with no
+// container attached (the engine's leaked endpoint count), which it logs;
+// a network a container still holds is a failure.
+func (c *Cluster) removeLeftovers() (leaked bool) {
+	label := "label=com.docker.compose.project=" + c.Project
+	if vols, err := runErr(c.Root, nil, "docker", "volume", "ls", "-q", "--filter", label); err == nil && strings.TrimSpace(vols) != "" {
+		if out, err := runErr(c.Root, nil, "docker", append([]string{"volume", "rm"}, strings.Fields(vols)...)...); err != nil {
+			c.t.Errorf("docker volume rm: %v\n%s", err, out)
+		}
+	}
+	var out string
+	for range 10 {
+		var err error
+		if out, err = runErr(c.Root, nil, "docker", "network", "rm", c.Network()); err == nil {
+			return false
+		}
+		if ps, _ := runErr(c.Root, nil, "docker", "ps", "-aq", "--filter", "network="+c.Network()); strings.TrimSpace(ps) != "" {
+			c.t.Errorf("the network %s is still held by containers %q", c.Network(), ps)
+			return false
+		}
+		time.Sleep(time.Second) // the engine letting go of an endpoint; there is no event to wait on
+	}
+	c.t.Logf("the docker engine keeps the network %s with no container attached (its endpoint count leaked: %s); a restart of the engine removes it", c.Network(), strings.TrimSpace(out))
+	return true
 }
 
 // roleServices are the compose services running harness's own binaries.
