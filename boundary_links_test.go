@@ -16,6 +16,9 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/docker"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
+	"github.com/ioharness/harness/pkg/sandbox/native"
 	"github.com/ioharness/harness/pkg/tools"
 )
 
@@ -111,19 +114,19 @@ type linkBackend struct {
 }
 
 var linkBackends = []linkBackend{
-	{"floor", func(t *testing.T) []sandbox.Backend { return []sandbox.Backend{sandbox.NewFloor()} }},
+	{"floor", func(t *testing.T) []sandbox.Backend { return []sandbox.Backend{floor.New()} }},
 	{"native", func(t *testing.T) []sandbox.Backend {
-		b, err := sandbox.NewNative(sandbox.NativeConfig{})
+		b, err := native.New(native.Config{})
 		if err != nil {
 			if os.Getenv("HARNESS_REQUIRE_NATIVE") == "1" {
-				t.Fatalf("NewNative: %v (HARNESS_REQUIRE_NATIVE=1)", err)
+				t.Fatalf("native.New: %v (HARNESS_REQUIRE_NATIVE=1)", err)
 			}
 			t.Skipf("no native sandbox here (HARNESS_REQUIRE_NATIVE=1 makes this a failure): %v", err)
 		}
 		return []sandbox.Backend{b}
 	}},
 	{"docker", func(t *testing.T) []sandbox.Backend {
-		b, err := sandbox.NewDocker(sandbox.DockerConfig{})
+		b, err := docker.New(docker.Config{})
 		if err == nil {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			err = b.Ping(ctx)

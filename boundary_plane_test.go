@@ -20,6 +20,7 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
 )
 
 // withServerCredentials returns the NATS URL of the harness process
@@ -169,7 +170,7 @@ func TestFloorIsTheOperatorsToAllow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := t.TempDir()
 			cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: turns(),
-				Backends: []sandbox.Backend{sandbox.NewFloor()}, AllowFloor: tt.allow})
+				Backends: []sandbox.Backend{floor.New()}, AllowFloor: tt.allow})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,8 +24,11 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "pkg/policy", ours: []string{"pkg/protocol", "internal/glob"}, noDirect: []string{"os", "os/exec", "net", "net/http", "syscall", "time"}},
 		{pkg: "internal/glob"},
 		{pkg: "internal/fault"},
-		{pkg: "pkg/sandbox", ours: []string{"pkg/protocol"}, modules: dockerClient},
-		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}, modules: dockerClient},
+		{pkg: "pkg/sandbox", ours: []string{"pkg/protocol"}},
+		{pkg: "pkg/sandbox/floor", ours: sandboxBackend},
+		{pkg: "pkg/sandbox/native", ours: sandboxBackend},
+		{pkg: "pkg/sandbox/docker", ours: sandboxBackend, modules: dockerClient},
+		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}},
 		{pkg: "pkg/provider", ours: []string{"pkg/protocol"}, modules: []string{"github.com/sashabaranov/go-openai"}},
 		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
 		{pkg: "pkg/snapshot", ours: []string{"pkg/protocol"}, noDirect: []string{"os/exec", "net", "net/http"}},
@@ -50,6 +53,28 @@ func TestDependenciesPointDown(t *testing.T) {
 				t.Errorf("%s imports %s", r.pkg, imp)
 			}
 		}
+	}
+}
+
+// sandboxBackend is what a sandbox backend may reach of ours: the protocol,
+// the interface package and the helpers the backends share.
+var sandboxBackend = []string{"pkg/protocol", "pkg/sandbox", "pkg/sandbox/internal/process"}
+
+// TestDockerClientStaysInItsBackend checks that only the docker backend,
+// and what chooses among the backends, links the Docker Engine's client
+// (some thirty packages): the interface package, the other backends, the
+// tools that run commands through them and the sandboxer that serves them
+// do not.
+func TestDockerClientStaysInItsBackend(t *testing.T) {
+	for _, pkg := range []string{"pkg/sandbox", "pkg/sandbox/floor", "pkg/sandbox/native", "pkg/tools", "pkg/sandboxer"} {
+		for _, dep := range goList(t, "-deps", "./"+pkg) {
+			if strings.HasPrefix(dep, "github.com/moby/") || strings.HasPrefix(dep, "github.com/docker/") {
+				t.Errorf("%s links the Docker client (%s); only pkg/sandbox/docker may", pkg, dep)
+			}
+		}
+	}
+	if deps := goList(t, "-deps", "./pkg/sandbox/docker"); !slices.Contains(deps, "github.com/moby/moby/client") {
+		t.Errorf("pkg/sandbox/docker does not link github.com/moby/moby/client; the rule above tests nothing")
 	}
 }
 

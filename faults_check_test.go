@@ -13,6 +13,7 @@ import (
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
 	"github.com/ioharness/harness/pkg/tools"
 )
 
@@ -144,7 +145,7 @@ func (l *faultLoop) checkRun(ctx context.Context, r *faultRun) runFindings {
 	}
 	if outcome == protocol.OutcomeSuccess {
 		v := recs[0].Contract.Verification.Command
-		res, err := sandbox.NewFloor().Run(ctx, sandbox.Spec{Argv: v.Argv, Dir: dir, Env: sandbox.MinimalEnv(), Limits: protocol.Limits{}.WithDefaults()})
+		res, err := floor.New().Run(ctx, sandbox.Spec{Argv: v.Argv, Dir: dir, Env: sandbox.MinimalEnv(), Limits: protocol.Limits{}.WithDefaults()})
 		if err != nil || !res.Report.Exited || res.Report.ExitCode != v.ExpectExit {
 			bad("the verification fails on the replayed workspace: %v %+v", err, res)
 		}
@@ -389,7 +390,7 @@ func applyOp(ctx context.Context, dir string, op replayOp) (bool, error) {
 		return false, err
 	}
 	defer ws.Close()
-	env := &tools.Env{Workspace: ws, Sandbox: sandbox.NewFloor(), Limits: protocol.Limits{}.WithDefaults(), CmdEnv: sandbox.MinimalEnv()}
+	env := &tools.Env{Workspace: ws, Sandbox: floor.New(), Limits: protocol.Limits{}.WithDefaults(), CmdEnv: sandbox.MinimalEnv()}
 	out, err := tool.Invoke(ctx, env, op.call.Arguments)
 	if err != nil {
 		return op.unknown, nil // a cut-off call that fails here had no effect either way

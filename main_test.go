@@ -9,13 +9,13 @@ import (
 	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
-	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/native"
 )
 
 // TestMain lets the native sandbox re-execute this test binary as its init,
 // as the harness binaries' mains do.
 func TestMain(m *testing.M) {
-	sandbox.RunShimIfRequested()
+	native.RunShimIfRequested()
 	os.Exit(m.Run())
 }
 

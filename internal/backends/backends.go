@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/docker"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
+	"github.com/ioharness/harness/pkg/sandbox/native"
 )
 
 // Options are the settings of the backends Build makes. The zero value
@@ -24,7 +27,7 @@ type Options struct {
 	// nothing is pulled.
 	DockerImage string
 	// GoCache is a host Go build cache the native backend's sandboxes
-	// read through an overlay (sandbox.NativeConfig.GoCache); "" for none.
+	// read through an overlay (native.Config.GoCache); "" for none.
 	GoCache string
 }
 
@@ -53,14 +56,13 @@ func UserGoCache(getenv func(string) string) string {
 // but runs commands only where the operator allows it
 // (sandboxer.Config.AllowFloor). Errors: an unknown name, or no backend
 // left.
-
 func Build(ctx context.Context, names string, o Options, log *slog.Logger) ([]sandbox.Backend, map[string]string, error) {
 	var out []sandbox.Backend
 	missing := map[string]string{}
 	for _, name := range strings.Split(names, ",") {
 		switch strings.TrimSpace(name) {
 		case "native":
-			b, err := sandbox.NewNative(sandbox.NativeConfig{GoCache: o.GoCache})
+			b, err := native.New(native.Config{GoCache: o.GoCache})
 			if err != nil {
 				log.Warn("native sandbox unavailable; leaving it out", "err", err)
 				missing["native"] = err.Error()
@@ -68,7 +70,7 @@ func Build(ctx context.Context, names string, o Options, log *slog.Logger) ([]sa
 			}
 			out = append(out, b)
 		case "docker":
-			b, err := sandbox.NewDocker(sandbox.DockerConfig{Image: o.DockerImage})
+			b, err := docker.New(docker.Config{Image: o.DockerImage})
 			if err != nil {
 				log.Warn("docker sandbox unavailable; leaving it out", "err", err)
 				missing["docker"] = err.Error()
@@ -84,7 +86,7 @@ func Build(ctx context.Context, names string, o Options, log *slog.Logger) ([]sa
 			}
 			out = append(out, b)
 		case "floor":
-			out = append(out, sandbox.NewFloor())
+			out = append(out, floor.New())
 		case "":
 		default:
 			return nil, nil, fmt.Errorf("unknown sandbox backend %q: use native, docker and floor", name)

@@ -45,11 +45,12 @@ func ElidedBytes(out string) int64 {
 	}
 }
 
-// capture is an io.Writer that keeps the first headMax and the last tailMax
-// bytes written to it and counts the rest. Memory use is bounded by
-// headMax+tailMax however much is written. It is not safe for concurrent
-// use; each stream has its own.
-type capture struct {
+// Capture is an io.Writer that bounds a command's output stream as Result
+// documents: it keeps the first and the last bytes written to it and
+// counts the rest, and String stands an elision line (see ElidedBytes)
+// for what it dropped. Memory use is bounded by its limit however much is
+// written. It is not safe for concurrent use; each stream has its own.
+type Capture struct {
 	headMax, tailMax int
 	head             []byte
 	ring             []byte // tailMax bytes, allocated on first use
@@ -58,19 +59,19 @@ type capture struct {
 	total            int64
 }
 
-// newCapture returns a capture whose String never exceeds limit bytes
-// (for limit >= 2*elisionReserve).
-func newCapture(limit int) *capture {
+// NewCapture returns a Capture whose String never exceeds limit bytes
+// (for a limit of at least 128; Limits.OutputBytes, say).
+func NewCapture(limit int) *Capture {
 	budget := limit
 	if budget > 2*elisionReserve {
 		budget -= elisionReserve
 	}
 	h := budget / 2
-	return &capture{headMax: h, tailMax: budget - h}
+	return &Capture{headMax: h, tailMax: budget - h}
 }
 
 // Write keeps what fits and never fails.
-func (c *capture) Write(p []byte) (int, error) {
+func (c *Capture) Write(p []byte) (int, error) {
 	n := len(p)
 	c.total += int64(n)
 	if room := c.headMax - len(c.head); room > 0 {
@@ -97,7 +98,7 @@ func (c *capture) Write(p []byte) (int, error) {
 }
 
 // tail returns the kept tail in order.
-func (c *capture) tail() []byte {
+func (c *Capture) tail() []byte {
 	if c.ringLen < c.tailMax {
 		return c.ring[:c.ringLen]
 	}
@@ -110,7 +111,7 @@ func (c *capture) tail() []byte {
 // elision line stating how many bytes were dropped, and the tail. The cut
 // falls on UTF-8 character boundaries; the bytes of a character split by
 // the cut are counted as elided.
-func (c *capture) String() string {
+func (c *Capture) String() string {
 	tail := c.tail()
 	elided := c.total - int64(len(c.head)) - int64(len(tail))
 	if elided == 0 {

@@ -24,7 +24,7 @@ func TestCapture(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCapture(tt.limit)
+			c := NewCapture(tt.limit)
 			for _, w := range tt.writes {
 				if n, err := c.Write([]byte(w)); n != len(w) || err != nil {
 					t.Fatalf("Write(%q) = %d, %v", w, n, err)

@@ -62,7 +62,10 @@ type Result struct {
 	Stderr string
 }
 
-// Backend runs commands. Implementations must pass sandboxtest.Run.
+// Backend runs commands. Implementations must pass sandboxtest.Run. The
+// backends of this module are in the packages floor, native and docker
+// beneath this one; optional interfaces (Enforcer, LeftoverLister,
+// Reconciler, Closer, Shutdowner) declare what else a backend does.
 type Backend interface {
 	// Name is the backend's name as reported in ExecReport.Backend.
 	Name() string
@@ -79,8 +82,11 @@ type Backend interface {
 	Run(ctx context.Context, spec Spec) (*Result, error)
 }
 
-// checkSpec refuses a spec that no backend could start.
-func checkSpec(ctx context.Context, spec Spec) error {
+// CheckSpec refuses a spec that no backend could start, with the errors
+// Backend.Run documents: ctx.Err() (wrapped) when ctx is done,
+// CodeBadArguments for an empty argv or a NUL byte in it or in Env, and
+// CodeSandbox when Dir is empty. A backend calls it before anything else.
+func CheckSpec(ctx context.Context, spec Spec) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("run %s: %w", argv0(spec.Argv), err)
 	}
@@ -103,8 +109,9 @@ func checkSpec(ctx context.Context, spec Spec) error {
 	return nil
 }
 
-// limitsOf returns l with every zero or negative field at its default.
-func limitsOf(l protocol.Limits) protocol.Limits {
+// LimitsOf returns the caps a backend applies for Spec.Limits l: l with
+// every zero or negative field at its default (protocol.Limits.WithDefaults).
+func LimitsOf(l protocol.Limits) protocol.Limits {
 	d := protocol.Limits{}.WithDefaults()
 	l = l.WithDefaults()
 	if l.CPUSecs < 0 {
@@ -128,6 +135,8 @@ func limitsOf(l protocol.Limits) protocol.Limits {
 	return l
 }
 
+// argv0 is the program of argv quoted, for a message (the backends have
+// process.Argv0, which is unix-only; this package is not).
 func argv0(argv []string) string {
 	if len(argv) == 0 {
 		return `""`
@@ -135,7 +144,20 @@ func argv0(argv []string) string {
 	return strconv.Quote(argv[0])
 }
 
-// notInstalled is the error for a program the sandboxer does not have.
-func notInstalled(name string) *protocol.Error {
-	return protocol.Errorf(protocol.CodeNotFound, "program %q is not installed on the sandboxer", name)
+type runKey struct{}
+
+type runOwner struct{ run, op string }
+
+// WithRun returns a context that names the run and the op a command
+// belongs to. A backend that leaves state outside the sandboxer's process
+// (the docker backend's containers) labels it with them, so that a
+// reconciler can remove what no live run owns.
+func WithRun(ctx context.Context, run, op string) context.Context {
+	return context.WithValue(ctx, runKey{}, runOwner{run, op})
+}
+
+// RunOf returns the run and op named by WithRun, or "" and "".
+func RunOf(ctx context.Context) (run, op string) {
+	o, _ := ctx.Value(runKey{}).(runOwner)
+	return o.run, o.op
 }

@@ -1,9 +1,11 @@
 package sandboxer
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -133,4 +135,41 @@ func (s *Sandboxer) backendNames() []string {
 		names[i] = b.Name()
 	}
 	return names
+}
+
+// shutdownTimeout bounds how long a backend that is a sandbox.Shutdowner
+// may take to end the commands it still has and clean up after them.
+const shutdownTimeout = 30 * time.Second
+
+// reconcile has each backend that leaves state outside this process
+// (sandbox.Reconciler) remove what an earlier process of this node left
+// behind.
+func (s *Sandboxer) reconcile(ctx context.Context) {
+	for _, b := range s.cfg.Backends {
+		r, ok := b.(sandbox.Reconciler)
+		if !ok {
+			continue
+		}
+		if n, err := r.Reconcile(ctx, nil); err != nil {
+			s.log.Warn("reconcile sandboxes", "backend", b.Name(), "err", err)
+		} else if n > 0 {
+			s.log.Info("removed leftover sandboxes", "backend", b.Name(), "count", n)
+		}
+	}
+}
+
+// closeBackends releases the backends once no operation is in flight: a
+// sandbox.Closer is closed, a sandbox.Shutdowner shut down within
+// shutdownTimeout.
+func (s *Sandboxer) closeBackends() {
+	for _, b := range s.cfg.Backends {
+		switch c := b.(type) {
+		case sandbox.Closer:
+			_ = c.Close()
+		case sandbox.Shutdowner:
+			ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+			_ = c.Shutdown(ctx)
+			cancel()
+		}
+	}
 }

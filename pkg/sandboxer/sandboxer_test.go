@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -21,6 +23,12 @@ import (
 
 // start runs a real in-process NATS server and a sandboxer serving root.
 func start(t *testing.T, root string) (*nats.Conn, *sandboxer.Sandboxer) {
+	t.Helper()
+	return startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}})
+}
+
+// startWith runs a real in-process NATS server and a sandboxer of cfg.
+func startWith(t *testing.T, cfg sandboxer.Config) (*nats.Conn, *sandboxer.Sandboxer) {
 	t.Helper()
 	srv, err := server.NewServer(&server.Options{Port: -1, NoSigs: true, NoLog: true, DontListen: true})
 	if err != nil {
@@ -39,7 +47,7 @@ func start(t *testing.T, root string) (*nats.Conn, *sandboxer.Sandboxer) {
 		t.Cleanup(nc.Close)
 		return nc
 	}
-	sb, err := sandboxer.New(connect(), sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}})
+	sb, err := sandboxer.New(connect(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +61,15 @@ func start(t *testing.T, root string) (*nats.Conn, *sandboxer.Sandboxer) {
 		}
 	})
 	nc := connect()
-	// Wait until the service answers.
+	// Wait until the service lists its op endpoint: it answers pings
+	// before its endpoints are registered.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, err := nc.Request("$SRV.PING.harness-sandboxer", nil, time.Second); err == nil {
-			break
+		if m, err := nc.Request("$SRV.INFO.harness-sandboxer", nil, time.Second); err == nil {
+			var info micro.Info
+			if json.Unmarshal(m.Data, &info) == nil && slices.ContainsFunc(info.Endpoints, func(e micro.EndpointInfo) bool { return e.Name == "op" }) {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("sandboxer did not come up")

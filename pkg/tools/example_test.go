@@ -10,6 +10,7 @@ import (
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
 	"github.com/ioharness/harness/pkg/tools"
 )
 
@@ -23,7 +24,7 @@ func ExampleBuiltins() {
 	defer w.Close()
 	env := &tools.Env{
 		Workspace: w,
-		Sandbox:   sandbox.NewFloor(),
+		Sandbox:   floor.New(),
 		CmdEnv:    sandbox.MinimalEnv(),
 		Limits:    protocol.Limits{WallSecs: 60},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
 )
 
 // newEnv returns an Env over a fresh workspace, with the floor sandbox.
@@ -23,7 +24,7 @@ func newEnv(t *testing.T) *Env {
 	t.Cleanup(func() { w.Close() })
 	return &Env{
 		Workspace: w,
-		Sandbox:   sandbox.NewFloor(),
+		Sandbox:   floor.New(),
 		CmdEnv:    sandbox.MinimalEnv(),
 		Limits:    protocol.Limits{WallSecs: 20},
 	}

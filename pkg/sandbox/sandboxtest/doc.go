@@ -2,7 +2,7 @@
 // pass. A backend's tests call Run with a constructor:
 //
 //	func TestConformance(t *testing.T) {
-//		sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return sandbox.NewFloor() })
+//		sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return floor.New() })
 //	}
 //
 // The suite runs real commands (sh, sleep, env, seq, true, false, pwd, cat,

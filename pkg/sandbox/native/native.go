@@ -1,0 +1,105 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+// ErrUnavailable is wrapped by the error New returns when this machine or
+// process cannot run the native backend; the message says what is missing
+// (a kernel feature, cgroup write access, the shim hook in main). A caller
+// choosing a backend falls back to another on it.
+var ErrUnavailable = errors.New("the native sandbox is unavailable")
+
+// Config configures the native backend. The zero value is the default:
+// the system directories visible read-only, the built-in list of
+// secrets hidden, no CPU bandwidth cap, a user namespace only when the
+// sandboxer is not root, cgroups required, and two warm sandboxes.
+type Config struct {
+	// ReadOnly lists further host paths (absolute) shown read-only at the
+	// same path inside the sandbox, such as a shared Go module cache. The
+	// system directories /usr, /bin, /sbin, /lib, /lib32, /lib64, /libx32
+	// and /etc are always shown; nothing else of the host is. Default none.
+	ReadOnly []string
+	// Hide lists further paths (absolute) inside the visible tree to mask
+	// with an empty file or directory. Always hidden: /etc/shadow,
+	// /etc/gshadow (and their "-" backups), /etc/ssh/ssh_host_*_key,
+	// /etc/ssl/private, /etc/sudoers, /etc/sudoers.d and
+	// /etc/security/opasswd. Default none.
+	Hide []string
+	// CPUs caps each command's CPU bandwidth, in cores, through the cgroup
+	// CPU controller (a throttle, unlike the CPU-seconds cap, which kills).
+	// Default 0: no bandwidth cap.
+	CPUs float64
+	// UserNamespace runs every sandbox in a new user namespace even when
+	// the sandboxer is root (the command is uid 0 inside, mapped to the
+	// sandboxer's uid). Default false: a user namespace only when the
+	// sandboxer is not root, which needs one to create the others.
+	UserNamespace bool
+	// AllowMissingCgroups lets New succeed when the sandboxer cannot
+	// create cgroups for the memory or pids controllers (an unprivileged
+	// sandboxer without delegation). The caps it cannot apply are then
+	// absent from Enforces and listed in every Report.Unenforced; every
+	// process still dies with the sandbox's PID namespace. Default false:
+	// New returns ErrUnavailable naming what is missing.
+	AllowMissingCgroups bool
+	// GoCache is a host directory holding a Go build cache (a GOCACHE)
+	// that every sandbox reads through an overlay of its own at
+	// SandboxGoCache, where its GOCACHE then points: a command's builds
+	// reuse what the cache holds, and what they write goes to the
+	// sandbox's private /tmp only, never to the host's cache or another
+	// sandbox. The cache's contents (compiled packages, cached test
+	// output) become readable to commands, so share only a cache of
+	// builds they may see. Default "": each command starts with an empty
+	// cache, and a Go build compiles the standard library again.
+	GoCache string
+	// NetworkHelper is the path of slirp4netns, which gives a command that
+	// may use the network (Spec.Network) a route out of its own network
+	// namespace, with the host's loopback out of reach. Default: found on
+	// PATH. Without one, such a command is refused (CodeUnsupported), never
+	// run in the host's network namespace.
+	NetworkHelper string
+	// Warm is how many sandboxes for network-denied commands are kept
+	// started and waiting, each used by one command only, so that a
+	// command does not wait for the sandbox's init to start (the
+	// sandboxer's binary starting up again: several milliseconds). A
+	// waiting sandbox has its namespaces but no filesystem, cgroup or
+	// limit yet; it gets them from the command that takes it. Close stops
+	// them. Default 0 means 2; a negative value keeps none.
+	Warm int
+}
+
+// defaultWarm is the number of warm sandboxes when Config.Warm is 0.
+const defaultWarm = 2
+
+// Validate reports the first field of c that cannot be used.
+func (c Config) Validate() error {
+	for _, p := range c.ReadOnly {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return fmt.Errorf("native sandbox: read-only path %q must be absolute and not /", p)
+		}
+	}
+	for _, p := range c.Hide {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return fmt.Errorf("native sandbox: hidden path %q must be absolute and not /", p)
+		}
+	}
+	if c.GoCache != "" && !filepath.IsAbs(c.GoCache) {
+		return fmt.Errorf("native sandbox: Go cache %q must be an absolute path", c.GoCache)
+	}
+	if c.CPUs < 0 {
+		return fmt.Errorf("native sandbox: CPUs is %v; use a positive number of cores, or 0 for no bandwidth cap", c.CPUs)
+	}
+	return nil
+}
+
+// systemDirs are the host directories every sandbox shows read-only.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// secretPaths are hidden inside /etc in every sandbox (globs).
+var secretPaths = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d",
+	"/etc/security/opasswd",
+}

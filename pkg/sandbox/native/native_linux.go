@@ -1,0 +1,789 @@
+//go:build linux && (amd64 || arm64)
+
+package native
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/internal/process"
+)
+
+// capPollInterval is how often a running command's cgroups are checked
+// for a memory or pids cap the kernel enforced, so that the whole command
+// is killed rather than left to run on without the process the kernel
+// killed or the fork it refused.
+const capPollInterval = 50 * time.Millisecond
+
+// probeTimeout bounds New's trial run of an empty sandbox.
+const probeTimeout = 10 * time.Second
+
+// Backend is the native Linux backend. Each command runs as PID 2 under a
+// small init (the shim: this program's own binary run again, see
+// RunShimIfRequested) in new mount, PID, UTS, IPC and (unless
+// Spec.Network) network namespaces, plus a user namespace when the
+// sandboxer is not root:
+//
+//   - Filesystem: a private root in which /usr, /bin, /sbin, /lib*, and
+//     /etc are read-only binds of the host's, the workspace (Spec.Dir) is
+//     the only writable host directory, /tmp and /dev/shm are private
+//     tmpfs, /dev holds only null, zero, full, random and urandom, and
+//     /proc is the sandbox's own, its kernel knobs read-only. Home
+//     directories, other workspaces, the host's /tmp and the sandboxer's
+//     files are not there; known secrets in /etc are masked (Config.Hide).
+//     Landlock (where the kernel has it) refuses writes outside the
+//     workspace, /tmp and /dev/shm a second time.
+//   - Privilege: the command runs as the sandboxer's uid with no
+//     capabilities (the bounding set is empty, no_new_privs is set), and a
+//     seccomp filter refuses mount, namespace, keyring, module, BPF and
+//     similar system calls.
+//   - Network: a network namespace of its own, with a loopback interface
+//     of its own, so not even the host's loopback services are reachable.
+//     When Spec.Network allows the network, slirp4netns gives it a route
+//     out (Config.NetworkHelper), still with no way to the host's
+//     loopback; without slirp4netns such a command is refused.
+//   - Caps: memory and pids through cgroups (v2, or v1 on hybrid hosts),
+//     killing the whole command on an OOM kill or a refused fork; CPU
+//     seconds per process through RLIMIT_CPU (SIGXCPU, then SIGKILL a
+//     second later); open files through RLIMIT_NOFILE; wall clock by a
+//     timer. A command whose first process exits after a cap was hit is
+//     still reported as not exited, with the cap.
+//   - Teardown: when the command's first process ends, the init exits and
+//     the kernel kills everything left in the PID namespace, including
+//     processes that daemonised or called setsid; the cgroups are then
+//     emptied and removed. No temporary directory is created on the host
+//     and every mount lives and dies in the sandbox's mount namespace.
+//
+// A Backend has no per-command state outside Run; one value runs any number
+// of commands at once.
+type Backend struct {
+	cfg        Config
+	owner      string        // "<pid>-<number>", naming this Backend's cgroups
+	cg         *cgroupLayout // nil without any usable cgroup hierarchy
+	userns     bool
+	netHelper  string // slirp4netns, "" without: no command may use the network
+	landlock   int    // Landlock ABI, 0 without
+	seccomp    bool
+	readOnly   []string
+	hide       []string
+	enforces   []string
+	unenforced []string // caps no command gets (cgroups missing)
+
+	warm      chan *shimProc // started shims, network denied; nil without a pool
+	stopFill  context.CancelFunc
+	filling   sync.WaitGroup
+	closeOnce sync.Once
+
+	reap    chan remains // what finished commands left, for the reaper to remove
+	reaping sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool            // Close ran: no reaper, no pool
+	stale   []*cgroup       // cgroups whose removal failed; retried by the reaper
+	waiting map[string]bool // cgroup directories of the warm shims
+}
+
+var (
+	_ sandbox.Backend        = (*Backend)(nil)
+	_ sandbox.Enforcer       = (*Backend)(nil)
+	_ sandbox.LeftoverLister = (*Backend)(nil)
+	_ sandbox.Closer         = (*Backend)(nil)
+)
+
+// New probes this machine once and returns the native backend.
+//
+// It checks that the program called RunShimIfRequested, finds the cgroup
+// hierarchies (v2, v1 or hybrid) for the memory and pids controllers (and
+// cpu when cfg.CPUs is set) and checks it can create cgroups there,
+// removes the cgroups that earlier sandboxer processes left behind, and
+// runs an empty sandbox through the whole setup (namespaces, mounts,
+// Landlock, seccomp, capability drop). Errors: cfg.Validate's; otherwise
+// an error wrapping ErrUnavailable that names what is missing, such
+// as cgroup write access (unless cfg.AllowMissingCgroups), user namespaces,
+// or the RunShimIfRequested call.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !shimWired.Load() {
+		return nil, fmt.Errorf("%w: this program does not call native.RunShimIfRequested at the start of main (or of TestMain in tests), so the sandbox's init cannot run", ErrUnavailable)
+	}
+	n := &Backend{
+		cfg:      cfg,
+		owner:    fmt.Sprintf("%d-%d", os.Getpid(), nativeSeq.Add(1)),
+		userns:   cfg.UserNamespace || os.Geteuid() != 0,
+		landlock: landlockABI(),
+		seccomp:  seccompSupported(),
+	}
+	want := []string{"memory", "pids"}
+	if cfg.CPUs > 0 {
+		want = append(want, "cpu")
+	}
+	layout, err := detectCgroups(want)
+	if err != nil && !cfg.AllowMissingCgroups {
+		return nil, fmt.Errorf("%w: %w (set AllowMissingCgroups to run without the caps they enforce)", ErrUnavailable, err)
+	}
+	if layout.unified != "" || len(layout.v1) > 0 {
+		n.cg = layout
+		sweepCgroups(layout)
+	}
+
+	// A helper that is not there means no command may use the network.
+	n.netHelper, _ = exec.LookPath(cmp.Or(cfg.NetworkHelper, NetworkHelperName))
+	n.readOnly = append(slices.Clone(systemDirs), cfg.ReadOnly...)
+	for _, g := range secretPaths {
+		m, _ := filepath.Glob(g)
+		n.hide = append(n.hide, m...)
+	}
+	n.hide = append(n.hide, cfg.Hide...)
+
+	n.enforces = []string{sandbox.CapWall, sandbox.CapCPU, sandbox.CapOpenFiles, sandbox.CapNetwork, sandbox.ConfineFilesystem, sandbox.ConfineProcesses}
+	for c, label := range map[string]string{"memory": sandbox.CapMemory, "pids": sandbox.CapPids} {
+		if n.cg != nil && n.cg.has(c) {
+			n.enforces = append(n.enforces, label)
+		} else {
+			n.unenforced = append(n.unenforced, label)
+		}
+	}
+	slices.Sort(n.enforces)
+	slices.Sort(n.unenforced)
+
+	if err := n.probe(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	n.reap = make(chan remains, reapQueue)
+	n.reaping.Go(n.reaper)
+	if warm := cmp.Or(cfg.Warm, defaultWarm); warm > 0 {
+		n.warm = make(chan *shimProc, warm)
+		n.waiting = map[string]bool{}
+		ctx, cancel := context.WithCancel(context.Background())
+		n.stopFill = cancel
+		n.filling.Go(func() { n.fill(ctx) })
+	}
+	return n, nil
+}
+
+// probe runs an empty sandbox: the whole setup, and no command.
+func (n *Backend) probe() error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cfg := &shimConfig{Landlock: n.landlock, Seccomp: n.seccomp, Probe: true, TmpBytes: 1 << 20}
+	lim := sandbox.LimitsOf(protocol.Limits{WallSecs: int(probeTimeout / time.Second)})
+	o, err := n.sandbox(ctx, cfg, lim, false)
+	if err != nil {
+		return fmt.Errorf("trial sandbox: %w", err)
+	}
+	if !o.reported || o.report.Err != "" {
+		return fmt.Errorf("trial sandbox: the sandbox's init ended without reporting (%v); its output: %s", o.shimState, strings.TrimSpace(o.stderr))
+	}
+	return nil
+}
+
+// Name returns "native".
+func (*Backend) Name() string { return "native" }
+
+// Enforces returns every cap and confinement label, except "memory" and
+// "pids" when New ran without the cgroups for them.
+func (n *Backend) Enforces() []string { return slices.Clone(n.enforces) }
+
+// Layers names the isolation layers in use, for logs and the sandboxer's
+// advertisement: the namespaces, the cgroup hierarchies, and "landlock-abiN"
+// and "seccomp" when the kernel has them.
+func (n *Backend) Layers() []string {
+	ns := "namespaces:mnt,pid,uts,ipc,net"
+	if n.userns {
+		ns += ",user"
+	}
+	out := []string{ns}
+	if n.cg != nil {
+		out = append(out, n.cg.describe()...)
+	}
+	if n.landlock > 0 {
+		out = append(out, "landlock-abi"+strconv.Itoa(n.landlock))
+	}
+	if n.seccomp {
+		out = append(out, "seccomp")
+	}
+	return out
+}
+
+// Leftovers lists the cgroups of this process that exist, except those
+// of the warm sandboxes: none while no command runs, unless a removal
+// failed (they are retried by later runs).
+func (n *Backend) Leftovers() ([]string, error) {
+	if n.cg == nil {
+		return nil, nil
+	}
+	dirs, err := ownCgroupDirs(n.cg, n.owner)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.DeleteFunc(dirs, func(d string) bool { return n.waiting[d] }), err
+}
+
+// setWaiting records that sp waits in the pool (on true) or left it.
+func (n *Backend) setWaiting(sp *shimProc, on bool) {
+	if sp.cg == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, d := range sp.cg.dirs() {
+		if on {
+			n.waiting[d] = true
+		} else {
+			delete(n.waiting, d)
+		}
+	}
+}
+
+// Run runs spec as described on Backend and sandbox.Backend. Errors (the command
+// was not started): ctx already done (ctx.Err(), wrapped);
+// CodeBadArguments for an empty argv or NUL bytes; CodeNotFound when the
+// program is not installed in the sandbox's view (or a path given for it
+// does not exist there); CodeSandbox when Dir does not exist or is /, the
+// program is not executable, or the sandbox could not be set up.
+func (n *Backend) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Result, error) {
+	if err := sandbox.CheckSpec(ctx, spec); err != nil {
+		return nil, err
+	}
+	lim := sandbox.LimitsOf(spec.Limits)
+	dir, err := filepath.EvalSymlinks(spec.Dir)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(dir); err == nil && !fi.IsDir() {
+			err = syscall.ENOTDIR
+		}
+	}
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeSandbox, "the working directory %s does not exist on the sandboxer", spec.Dir)
+	}
+	if dir == "/" {
+		return nil, protocol.Errorf(protocol.CodeSandbox, "the working directory is /, which would make the whole host writable; give the workspace directory")
+	}
+	env := spec.Env
+	if env == nil {
+		env = []string{}
+	}
+	if n.cfg.GoCache != "" {
+		env = withVar(env, "GOCACHE", SandboxGoCache)
+	}
+	argv := slices.Clone(spec.Argv)
+	cfg := &shimConfig{
+		Argv: argv, Dir: dir, Env: env,
+		TmpBytes: lim.MemoryBytes, CPUSecs: lim.CPUSecs, OpenFiles: lim.OpenFiles,
+		Landlock: n.landlock, Seccomp: n.seccomp,
+	}
+	o, err := n.sandbox(ctx, cfg, lim, spec.Network)
+	if err != nil {
+		return nil, err
+	}
+	if o.reported && o.report.Err != "" {
+		if o.report.Errno == int(syscall.ENOENT) {
+			return nil, protocol.Errorf(protocol.CodeNotFound, "program %q is not installed on the sandboxer, or not where the sandbox shows it: a command sees the system directories (/usr, /bin, /lib, /etc) and its workspace, nothing else", argv[0])
+		}
+		if o.report.Errno != 0 {
+			return nil, process.StartError(argv[0], syscall.Errno(o.report.Errno))
+		}
+		return nil, protocol.Errorf(protocol.CodeSandbox, "could not set up the sandbox for %s: %s", process.Argv0(argv), o.report.Err)
+	}
+	killed := o.killedBy != "" || o.cancelled
+	if !o.reported && !killed && o.capHit == "" {
+		return nil, protocol.Errorf(protocol.CodeSandbox, "the sandbox of %s failed: its init ended with %v without reporting; %s", process.Argv0(argv), o.shimState, strings.TrimSpace(o.stderr))
+	}
+
+	rep := protocol.ExecReport{
+		Backend:    n.Name(),
+		Argv:       argv,
+		DurationMS: o.duration.Milliseconds(),
+		Unenforced: slices.Clone(n.unenforced),
+		ExitCode:   -1,
+	}
+	ws := syscall.WaitStatus(o.report.Status)
+	capHit := o.capHit
+	if capHit == "" && o.report.Ran && (ws.Signaled() && ws.Signal() == syscall.SIGXCPU || o.report.CPUNanos >= int64(lim.CPUSecs)*int64(time.Second)) {
+		capHit = sandbox.CapCPU
+	}
+	switch {
+	case capHit != "" || (killed && !o.reported):
+		// A cap ended the command, or the caller did: not an exit of its
+		// own, even when its first process then exited 0.
+		if o.report.Ran && ws.Signaled() {
+			rep.Signal = sandbox.SignalName(ws.Signal())
+		} else if killed {
+			rep.Signal = sandbox.SignalName(syscall.SIGKILL)
+		}
+	case ws.Exited():
+		rep.Exited = true
+		rep.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		rep.Signal = sandbox.SignalName(ws.Signal())
+	}
+	rep.CapHit = capHit
+	res := &sandbox.Result{Report: rep, Stdout: o.stdout, Stderr: o.stderr}
+	if o.escaped {
+		res.Stderr += process.EscapedNote
+	}
+	return res, nil
+}
+
+// outcome is what one sandbox did, before interpretation.
+type outcome struct {
+	report    shimReport
+	reported  bool             // the shim wrote its report
+	shimState *os.ProcessState // how the shim ended
+	killedBy  string           // the cap for which the backend killed the sandbox: wall, memory or pids
+	cancelled bool             // the backend killed it because ctx ended
+	capHit    string           // killedBy, or a memory or pids cap the kernel enforced
+	duration  time.Duration    // from the start of the shim to its end
+	stdout    string           // bounded
+	stderr    string           // bounded
+	escaped   bool             // the output pipes stayed open after the sandbox ended
+}
+
+// shimProc is a started shim waiting for its configuration, with the
+// parent's ends of its pipes.
+type shimProc struct {
+	cmd     *exec.Cmd
+	cg      *cgroup  // its cgroups; nil without any
+	mntNS   *os.File // its mount namespace, held so that its teardown happens in the reaper
+	inV2    bool     // placed in the v2 cgroup at clone time
+	outR    *os.File // the command's stdout
+	errR    *os.File // the command's stderr
+	cfgW    *os.File // shimConfigFD
+	repR    *os.File // shimReportFD
+	started time.Time
+}
+
+// ended reports whether the shim has exited (it is not reaped yet).
+func (sp *shimProc) ended() bool {
+	var info [128]byte // siginfo_t; si_pid stays 0 while it runs
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, process.PPID, uintptr(sp.cmd.Process.Pid), uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOHANG|syscall.WNOWAIT, 0, 0)
+	return e != 0 || *(*int32)(unsafe.Pointer(&info[16])) != 0
+}
+
+func (sp *shimProc) closeAll() {
+	for _, f := range []*os.File{sp.outR, sp.errR, sp.cfgW, sp.repR, sp.mntNS} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// startShim starts a shim in new namespaces (a network namespace always;
+// sandbox attaches the route out of a command that may use the network),
+// in cg's v2 cgroup when cg is given. The shim waits for its configuration
+// before it does anything.
+func (n *Backend) startShim(cg *cgroup) (*shimProc, error) {
+	var files []*os.File
+	pipe := func() (r, w *os.File) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil
+		}
+		files = append(files, r, w)
+		return r, w
+	}
+	outR, outW := pipe()
+	errR, errW := pipe()
+	cfgR, cfgW := pipe()
+	repR, repW := pipe()
+	if len(files) != 8 {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("create the sandbox's pipes: too many open files")
+	}
+
+	// Every sandbox has a network namespace of its own; one whose command
+	// may use the network gets a route out of it (attachNetwork), never
+	// the host's namespace with its loopback services.
+	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET)
+	attr := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
+	if n.userns {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	sp := &shimProc{outR: outR, errR: errR, cfgW: cfgW, repR: repR}
+	if cg != nil && cg.fd != nil {
+		attr.UseCgroupFD, attr.CgroupFD, sp.inV2 = true, int(cg.fd.Fd()), true
+	}
+	newCmd := func() *exec.Cmd {
+		return &exec.Cmd{
+			Path:        "/proc/self/exe",
+			Args:        []string{"harness-sandbox"},
+			Env:         shimEnviron,
+			Stdout:      outW,
+			Stderr:      errW,
+			ExtraFiles:  []*os.File{cfgR, repW}, // shimConfigFD, shimReportFD
+			SysProcAttr: attr,
+		}
+	}
+	sp.started = time.Now()
+	sp.cmd = newCmd()
+	err := sp.cmd.Start()
+	if err != nil && sp.inV2 {
+		// A kernel without CLONE_INTO_CGROUP (before 5.7): the shim is
+		// placed by writing cgroup.procs instead, before it is released.
+		attr.UseCgroupFD, attr.CgroupFD, sp.inV2 = false, 0, false
+		sp.cmd = newCmd()
+		err = sp.cmd.Start()
+	}
+	outW.Close()
+	errW.Close()
+	cfgR.Close()
+	repW.Close()
+	if err != nil {
+		sp.closeAll()
+		return nil, err
+	}
+	sp.mntNS, _ = os.Open(fmt.Sprintf("/proc/%d/ns/mnt", sp.cmd.Process.Pid)) // nil: torn down at exit instead
+	// The shim assembles the root while it waits for the command.
+	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache}
+	b, _ := json.Marshal(rc)
+	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
+	return sp, nil
+}
+
+// withVar returns env with key set to value, replacing any setting of it.
+func withVar(env []string, key, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != key {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
+
+// shimEnviron is the shim's whole environment: the marker, one OS thread
+// for Go code, and (for race-enabled builds, which tests use) no
+// one-second sleep at exit.
+var shimEnviron = []string{shimEnv + "=1", "GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"}
+
+// defaultTmpBytes sizes /tmp and /dev/shm of a sandbox before its command
+// is known; the shim resizes them to the command's memory cap.
+var defaultTmpBytes = protocol.Limits{}.WithDefaults().MemoryBytes
+
+// sandbox runs cfg in a sandbox: a warm one when one is waiting and the
+// network is denied, else a new one. It sets the caps on the sandbox's
+// cgroups, hands the shim cfg, enforces the wall and cgroup caps while
+// it runs, and tears everything down. It returns an error only when the
+// sandbox could not be started.
+func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Limits, network bool) (*outcome, error) {
+	var sp *shimProc
+	if !network && !cfg.Probe {
+		select {
+		case sp = <-n.warm: // nil when the pool is off
+			n.setWaiting(sp, false)
+		default:
+		}
+		if sp != nil && (sp.ended() || sp.cg != nil && sp.cg.setLimits(lim.MemoryBytes, lim.Pids) != nil) {
+			n.discard(sp) // it died while it waited: start a new one
+			sp = nil
+		}
+		if sp != nil {
+			sp.started = time.Now()
+		}
+	}
+	if sp == nil {
+		var err error
+		if sp, err = n.newShim(func(cg *cgroup) error { return cg.setLimits(lim.MemoryBytes, lim.Pids) }); err != nil {
+			return nil, protocol.Errorf(protocol.CodeSandbox, "could not start the sandbox for %s: %v", process.Argv0(cfg.Argv), err)
+		}
+	}
+	// The shim waits for its configuration, so it has run nothing before
+	// it is in all its cgroups with their caps set, and, when it may use
+	// the network, before its route out is up.
+	cg := sp.cg
+	pid := sp.cmd.Process.Pid
+	if network {
+		stop, err := n.attachNetwork(pid)
+		if err != nil {
+			n.discard(sp)
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				return nil, pe
+			}
+			return nil, protocol.Errorf(protocol.CodeSandbox, "could not give the sandbox of %s its network: %v", process.Argv0(cfg.Argv), err)
+		}
+		defer stop()
+	}
+	kill := func() {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // the PID namespace dies with its init
+		if cg != nil {
+			cg.killAll()
+		}
+	}
+	b, _ := json.Marshal(cfg)
+	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
+	sp.cfgW.Close()
+
+	stdout, stderr := sandbox.NewCapture(lim.OutputBytes), sandbox.NewCapture(lim.OutputBytes)
+	var readers sync.WaitGroup
+	readers.Go(func() { io.Copy(stdout, sp.outR) })
+	readers.Go(func() { io.Copy(stderr, sp.errR) })
+	reportc := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(sp.repR)
+		reportc <- b
+	}()
+	exited := make(chan struct{})
+	go func() {
+		_ = sp.cmd.Wait() // a non-zero exit is an *exec.ExitError; the status is in ProcessState
+		close(exited)
+	}()
+
+	o := &outcome{}
+	wall := time.NewTimer(time.Duration(lim.WallSecs) * time.Second)
+	defer wall.Stop()
+	var tick <-chan time.Time
+	if cg != nil && (n.cg.has("memory") || n.cg.has("pids")) {
+		t := time.NewTicker(capPollInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	done := ctx.Done()
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		case <-wall.C:
+			o.killedBy = sandbox.CapWall
+			kill()
+		case <-done:
+			o.cancelled = true
+			done = nil
+			kill()
+		case <-tick:
+			if c := cg.capHit(); c != "" && o.killedBy == "" {
+				o.killedBy = c
+				tick = nil
+				kill()
+			}
+		}
+	}
+	o.duration = time.Since(sp.started)
+	o.shimState = sp.cmd.ProcessState
+
+	if b := <-reportc; len(b) > 0 {
+		o.reported = json.Unmarshal(b, &o.report) == nil
+	}
+	if o.reported && o.report.Ran && o.killedBy == sandbox.CapWall {
+		o.killedBy = "" // the command ended on its own before the kill landed
+	}
+	o.capHit = o.killedBy
+	if cg != nil {
+		if cg.populated() {
+			cg.killAll() // nothing should be left: the PID namespace is gone
+		}
+		if c := cg.capHit(); o.capHit == "" && c != "" {
+			o.capHit = c
+		}
+	}
+	n.release(cg, sp.mntNS)
+	sp.mntNS = nil
+
+	o.escaped = !process.WaitTimeout(&readers, process.PipeGrace)
+	sp.outR.Close() // unblocks a reader still waiting on an escaped holder
+	sp.errR.Close()
+	readers.Wait()
+	sp.repR.Close()
+	o.stdout, o.stderr = stdout.String(), stderr.String()
+	return o, nil
+}
+
+// newShim creates a command's cgroups, calls prepare on them (to set its
+// caps), and starts a shim in them.
+func (n *Backend) newShim(prepare func(*cgroup) error) (*shimProc, error) {
+	var cg *cgroup
+	if n.cg != nil {
+		c, err := newCgroup(n.cg, n.owner, n.cfg.CPUs)
+		if err != nil {
+			return nil, fmt.Errorf("create cgroups: %w", err)
+		}
+		cg = c
+		if prepare != nil {
+			if err := prepare(cg); err != nil {
+				n.removeCgroup(cg)
+				return nil, fmt.Errorf("set cgroup limits: %w", err)
+			}
+		}
+	}
+	sp, err := n.startShim(cg)
+	if err != nil {
+		if cg != nil {
+			n.removeCgroup(cg)
+		}
+		return nil, err
+	}
+	sp.cg = cg
+	if cg != nil {
+		if err := cg.place(sp.cmd.Process.Pid, sp.inV2); err != nil {
+			n.discard(sp)
+			return nil, fmt.Errorf("place the sandbox in its cgroups: %w", err)
+		}
+	}
+	return sp, nil
+}
+
+// discard kills a shim that will not be used and removes its cgroups.
+func (n *Backend) discard(sp *shimProc) {
+	_ = sp.cmd.Process.Kill()
+	_ = sp.cmd.Wait()
+	sp.closeAll()
+	if sp.cg != nil {
+		n.removeCgroup(sp.cg)
+	}
+}
+
+// removeCgroup removes cg, or keeps it for retryStale.
+func (n *Backend) removeCgroup(cg *cgroup) {
+	if err := cg.remove(); err != nil {
+		n.mu.Lock()
+		n.stale = append(n.stale, cg)
+		n.mu.Unlock()
+	}
+}
+
+// fill keeps n.warm full of started shims, each in fresh cgroups with the
+// default caps (a command with other limits sets its own), until ctx ends.
+func (n *Backend) fill(ctx context.Context) {
+	def := sandbox.LimitsOf(protocol.Limits{})
+	for {
+		sp, err := n.newShim(func(cg *cgroup) error { return cg.setLimits(def.MemoryBytes, def.Pids) })
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second): // out of processes or files: try again later
+				continue
+			}
+		}
+		n.setWaiting(sp, true)
+		select {
+		case n.warm <- sp:
+		case <-ctx.Done():
+			n.setWaiting(sp, false)
+			n.discard(sp)
+			return
+		}
+	}
+}
+
+// Close kills the warm sandboxes and waits until the cgroups of finished
+// commands are removed. It does not stop commands that are running; Run
+// may still be called, and then starts every sandbox afresh and removes
+// its cgroups itself. Close is idempotent and always returns nil.
+func (n *Backend) Close() error {
+	n.closeOnce.Do(func() {
+		if n.stopFill != nil {
+			n.stopFill()
+			n.filling.Wait()
+		drain:
+			for {
+				select {
+				case sp := <-n.warm:
+					n.setWaiting(sp, false)
+					n.discard(sp)
+				default:
+					break drain
+				}
+			}
+		}
+		n.mu.Lock()
+		n.closed = true
+		n.mu.Unlock()
+		close(n.reap)
+		n.reaping.Wait()
+	})
+	return nil
+}
+
+// reapQueue bounds the cgroups waiting for the reaper; beyond it, Run
+// removes them itself.
+const reapQueue = 64
+
+// remains are what is left of a finished command's sandbox: its empty
+// cgroups and its mount namespace, which no process uses any more.
+type remains struct {
+	cg    *cgroup  // nil without cgroups
+	mntNS *os.File // nil if it could not be held
+}
+
+// release removes what is left of a finished command's sandbox: through
+// the reaper, so that Run waits neither for the kernel's cgroup_mutex
+// (which another sandbox's cgroup placement may hold across an RCU grace
+// period) nor for the unmounting of the sandbox's mounts; here when the
+// reaper is stopped or its queue is full.
+func (n *Backend) release(cg *cgroup, mntNS *os.File) {
+	r := remains{cg, mntNS}
+	n.mu.Lock()
+	if !n.closed {
+		select {
+		case n.reap <- r:
+			n.mu.Unlock()
+			return
+		default:
+		}
+	}
+	n.mu.Unlock()
+	n.clear(r)
+}
+
+// clear removes r.
+func (n *Backend) clear(r remains) {
+	if r.mntNS != nil {
+		r.mntNS.Close() // the last reference: the kernel unmounts everything now
+	}
+	if r.cg != nil {
+		n.removeCgroup(r.cg)
+	}
+}
+
+// reaper clears released remains, and retries earlier failures to remove
+// cgroups, until Close closes n.reap.
+func (n *Backend) reaper() {
+	for r := range n.reap {
+		n.clear(r)
+		n.retryStale()
+	}
+	n.retryStale()
+}
+
+// retryStale removes cgroups whose removal failed earlier.
+func (n *Backend) retryStale() {
+	n.mu.Lock()
+	stale := n.stale
+	n.stale = nil
+	n.mu.Unlock()
+	var left []*cgroup
+	for _, cg := range stale {
+		if cg.remove() != nil {
+			left = append(left, cg)
+		}
+	}
+	if len(left) > 0 {
+		n.mu.Lock()
+		n.stale = append(n.stale, left...)
+		n.mu.Unlock()
+	}
+}

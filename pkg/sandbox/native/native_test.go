@@ -1,0 +1,387 @@
+//go:build linux && (amd64 || arm64)
+
+package native_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/native"
+	"github.com/ioharness/harness/pkg/sandbox/sandboxtest"
+)
+
+// TestMain lets the test binary serve as the native backend's shim, as
+// cmd/sandboxer's main does.
+func TestMain(m *testing.M) {
+	native.RunShimIfRequested()
+	if os.Getenv(unprivilegedChild) == "1" {
+		os.Exit(unprivilegedMain())
+	}
+	os.Exit(m.Run())
+}
+
+// requireNative is HARNESS_REQUIRE_NATIVE=1: CI sets it, so that a
+// machine that cannot run the native sandbox fails its tests instead of
+// skipping them.
+func requireNative() bool { return os.Getenv("HARNESS_REQUIRE_NATIVE") == "1" }
+
+// newNative returns the native backend, closed at the end of the test, or
+// skips (fails under HARNESS_REQUIRE_NATIVE=1) when this machine cannot
+// run it: it needs root, or user namespaces plus cgroup write access.
+func newNative(t testing.TB, cfg native.Config) *native.Backend {
+	t.Helper()
+	n, err := native.New(cfg)
+	if err != nil {
+		if requireNative() {
+			t.Fatalf("New: %v (HARNESS_REQUIRE_NATIVE=1)", err)
+		}
+		t.Skipf("the native sandbox cannot run here (set HARNESS_REQUIRE_NATIVE=1 to fail instead): %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func TestNativeConformance(t *testing.T) {
+	n := newNative(t, native.Config{})
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return n })
+}
+
+// TestNativeConformanceUserNamespace runs the suite with a user namespace
+// (what an unprivileged sandboxer gets) and without warm sandboxes, so
+// that every command starts its sandbox afresh.
+func TestNativeConformanceUserNamespace(t *testing.T) {
+	n := newNative(t, native.Config{UserNamespace: true, Warm: -1})
+	if !slices.Contains(n.Layers()[0:1], "namespaces:mnt,pid,uts,ipc,net,user") {
+		t.Errorf("Layers() = %q, want a user namespace first", n.Layers())
+	}
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return n })
+}
+
+func TestNativeConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  native.Config
+		ok   bool
+	}{
+		{"zero", native.Config{}, true},
+		{"all set", native.Config{ReadOnly: []string{"/opt/go"}, Hide: []string{"/etc/secret"}, CPUs: 1.5, Warm: -1}, true},
+		{"relative read-only", native.Config{ReadOnly: []string{"opt"}}, false},
+		{"root read-only", native.Config{ReadOnly: []string{"/"}}, false},
+		{"relative hide", native.Config{Hide: []string{"etc/x"}}, false},
+		{"negative CPUs", native.Config{CPUs: -1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+				t.Errorf("Validate(%+v) = %v, want ok %v", tt.cfg, err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestNativeDeclarations checks what the backend claims on this machine,
+// which has cgroups, Landlock and seccomp: everything.
+func TestNativeDeclarations(t *testing.T) {
+	n := newNative(t, native.Config{})
+	want := []string{sandbox.CapCPU, sandbox.ConfineFilesystem, sandbox.CapMemory, sandbox.CapNetwork, sandbox.CapOpenFiles, sandbox.CapPids, sandbox.ConfineProcesses, sandbox.CapWall}
+	if got := n.Enforces(); !slices.Equal(got, want) {
+		t.Errorf("Enforces() = %q, want %q", got, want)
+	}
+	if n.Name() != "native" {
+		t.Errorf("Name() = %q, want native", n.Name())
+	}
+	layers := strings.Join(n.Layers(), " ")
+	for _, w := range []string{"namespaces:mnt,pid,uts,ipc,net", "cgroup", "landlock-abi", "seccomp"} {
+		if !strings.Contains(layers, w) {
+			t.Errorf("Layers() = %q, want %q among them", layers, w)
+		}
+	}
+}
+
+// TestNativeSandboxView checks, from inside, what a command sees and what
+// it cannot do. Each check prints "ok NAME" or "FAIL NAME".
+func TestNativeSandboxView(t *testing.T) {
+	n := newNative(t, native.Config{})
+	checks := []struct{ name, script string }{
+		{"uid 0", `[ "$(id -u)" = 0 ]`},
+		{"no capabilities", `grep -q '^CapEff:.0000000000000000$' /proc/self/status && grep -q '^CapBnd:.0000000000000000$' /proc/self/status`},
+		{"no_new_privs", `grep -q '^NoNewPrivs:.1$' /proc/self/status`},
+		{"seccomp filter", `grep -q '^Seccomp:.2$' /proc/self/status`},
+		{"hostname", `[ "$(hostname)" = sandbox ]`},
+		{"only loopback", `[ "$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')" = lo ]`},
+		{"PID 1 is the sandbox init", `[ "$(cat /proc/1/comm)" != sh ] && [ $$ -gt 1 ]`},
+		{"init environment unreadable", `! cat /proc/1/environ`},
+		{"init binary unreadable", `! readlink /proc/1/exe && ! head -c1 /proc/1/exe`},
+		{"init survives signals", `kill -TERM 1; kill -ABRT 1; kill -KILL 1; kill -0 1`},
+		{"root read-only", `! touch /harness-probe`},
+		{"/dev read-only", `! touch /dev/harness-probe`},
+		{"/dev holds only the safe devices", `[ "$(ls /dev | tr '\n' ' ')" = "fd full null random shm stderr stdin stdout urandom zero " ]`},
+		{"/dev/null writable", `echo x > /dev/null`},
+		{"no home directories", `! ls /root && ! ls /home`},
+		{"shadow hidden", `[ -e /etc/passwd ] && [ ! -s /etc/shadow ]`},
+		{"kernel knobs read-only", `! sh -c 'echo x > /proc/sys/kernel/hostname'`},
+		{"no mount", `! mount -t tmpfs none /tmp`},
+		{"no new user namespace", `! unshare -U true`},
+		{"no kernel log", `! dmesg`},
+		{"workspace writable", `touch ./harness-probe && rm ./harness-probe`},
+		{"private /tmp writable", `touch /tmp/harness-probe`},
+		{"/dev/shm writable", `touch /dev/shm/harness-probe`},
+	}
+	var script strings.Builder
+	for _, c := range checks {
+		script.WriteString("if ( " + c.script + " ) >/dev/null 2>&1; then echo 'ok " + c.name + "'; else echo 'FAIL " + c.name + "'; fi\n")
+	}
+	dir := t.TempDir()
+	res, err := n.Run(context.Background(), sandbox.Spec{Argv: []string{"sh", "-c", script.String()}, Dir: dir, Env: sandbox.MinimalEnv(), Limits: protocol.Limits{WallSecs: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checks {
+		if !strings.Contains(res.Stdout, "ok "+c.name+"\n") {
+			t.Errorf("inside the sandbox, %q does not hold", c.name)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	}
+}
+
+// TestNativeRuns covers how Run treats its spec: errors before the start,
+// the working directory, and limits other than the defaults on a warm
+// sandbox.
+func TestNativeRuns(t *testing.T) {
+	n := newNative(t, native.Config{})
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "noexec.sh"), []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errTests := []struct {
+		name string
+		spec sandbox.Spec
+		want protocol.Code
+	}{
+		{"missing dir", sandbox.Spec{Argv: []string{"true"}, Dir: filepath.Join(dir, "nope")}, protocol.CodeSandbox},
+		{"root as workspace", sandbox.Spec{Argv: []string{"true"}, Dir: "/"}, protocol.CodeSandbox},
+		{"not executable", sandbox.Spec{Argv: []string{"./noexec.sh"}, Dir: dir}, protocol.CodeSandbox},
+		{"not visible in the sandbox", sandbox.Spec{Argv: []string{os.Args[0]}, Dir: dir}, protocol.CodeNotFound},
+	}
+	for _, tt := range errTests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := n.Run(context.Background(), tt.spec)
+			if pe := protocol.AsError(err); pe == nil || pe.Code != tt.want {
+				t.Errorf("Run(%q) = %v, %v; want code %v", tt.spec.Argv, res, err, tt.want)
+			}
+		})
+	}
+	t.Run("symlinked workspace", func(t *testing.T) {
+		link := filepath.Join(t.TempDir(), "ws")
+		if err := os.Symlink(dir, link); err != nil {
+			t.Fatal(err)
+		}
+		res, err := n.Run(context.Background(), sandbox.Spec{Argv: []string{"sh", "-c", "pwd; echo hi > f"}, Dir: link})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(res.Stdout); got != dir {
+			t.Errorf("pwd = %q, want the resolved workspace %q", got, dir)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "f")); string(b) != "hi\n" {
+			t.Errorf("file written through the symlinked workspace = %q, want %q", b, "hi\n")
+		}
+	})
+	t.Run("limits other than the defaults", func(t *testing.T) {
+		for range 3 { // the first runs take warm sandboxes
+			res, err := n.Run(context.Background(), sandbox.Spec{
+				Argv:   []string{"sh", "-c", "ulimit -n; ulimit -t; df -k /tmp | tail -1"},
+				Dir:    dir,
+				Limits: protocol.Limits{OpenFiles: 99, CPUSecs: 7, MemoryBytes: 32 << 20},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := strings.Fields(res.Stdout)
+			if len(f) < 4 || f[0] != "99" || f[1] != "7" || f[3] != strconv.Itoa(32<<10) {
+				t.Errorf("open files, CPU seconds, /tmp KiB = %q, want 99, 7, %d", res.Stdout, 32<<10)
+			}
+		}
+	})
+}
+
+// TestNativeCPUBandwidth checks NativeConfig.CPUs: a busy loop given one
+// second of wall time gets about CPUs seconds of CPU time.
+func TestNativeCPUBandwidth(t *testing.T) {
+	n := newNative(t, native.Config{CPUs: 0.05, Warm: -1})
+	res, err := n.Run(context.Background(), sandbox.Spec{
+		Argv:   []string{"sh", "-c", `timeout 1 sh -c 'while :; do :; done'; times`},
+		Dir:    t.TempDir(),
+		Env:    sandbox.MinimalEnv(),
+		Limits: protocol.Limits{WallSecs: 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// times prints the shell's user and system time, then its children's:
+	// "0m0.001s 0m0.002s\n0m0.050s 0m0.001s".
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	var used time.Duration
+	for _, f := range strings.Fields(lines[len(lines)-1]) {
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			t.Fatalf("times printed %q", res.Stdout)
+		}
+		used += d
+	}
+	if used > 300*time.Millisecond {
+		t.Errorf("a busy loop with 0.05 CPUs for 1 s used %v of CPU time, want about 50ms", used)
+	}
+}
+
+// TestNativeClose checks that Close kills the warm sandboxes, can be
+// called twice, and leaves a backend that still runs commands.
+func TestNativeClose(t *testing.T) {
+	before := childCount(t)
+	n, err := native.New(native.Config{Warm: 3})
+	if err != nil {
+		if requireNative() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return childCount(t) >= before+3 })
+	n.Close()
+	n.Close()
+	if got := childCount(t); got != before {
+		t.Errorf("after Close, %d child processes, want %d as before NewNative", got, before)
+	}
+	res, err := n.Run(context.Background(), sandbox.Spec{Argv: []string{"true"}, Dir: t.TempDir()})
+	if err != nil || !res.Report.Exited {
+		t.Errorf("Run after Close = %v, %v; want it to run", res, err)
+	}
+	if left, err := n.Leftovers(); err != nil || len(left) > 0 {
+		t.Errorf("Leftovers() after Close and a run = %q, %v; want none", left, err)
+	}
+}
+
+// TestNativeUnprivileged runs this test binary again as uid 65534, where
+// the sandbox needs a user namespace and the cgroups are not writable:
+// NewNative must say so, and with AllowMissingCgroups run commands that
+// report memory and pids as unenforced.
+func TestNativeUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged uid")
+	}
+	newNative(t, native.Config{}) // skips where the native backend cannot run at all
+	// The binary must be reachable by the unprivileged uid.
+	dir, err := os.MkdirTemp("", "harness-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sandbox.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = []string{unprivilegedChild + "=1", "PATH=" + os.Getenv("PATH")}
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("the unprivileged run failed: %v\n%s", err, out)
+	}
+}
+
+// unprivilegedChild marks the run of TestNativeUnprivileged's child.
+const unprivilegedChild = "HARNESS_SANDBOX_TEST_UNPRIVILEGED"
+
+// unprivilegedMain is the child of TestNativeUnprivileged, running as an
+// unprivileged uid. It returns the exit code.
+func unprivilegedMain() int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "unprivileged: "+format+"\n", args...)
+		return 1
+	}
+	_, err := native.New(native.Config{})
+	if !errors.Is(err, native.ErrUnavailable) || !strings.Contains(err.Error(), "cgroup") {
+		return fail("New without cgroups = %v, want ErrNativeUnavailable naming the cgroups", err)
+	}
+	n, err := native.New(native.Config{AllowMissingCgroups: true})
+	if err != nil {
+		return fail("New(AllowMissingCgroups) = %v", err)
+	}
+	defer n.Close()
+	if e := n.Enforces(); slices.Contains(e, sandbox.CapMemory) || slices.Contains(e, sandbox.CapPids) || !slices.Contains(e, sandbox.ConfineFilesystem) {
+		return fail("Enforces() = %q, want no memory or pids, and the filesystem", e)
+	}
+	ws, err := os.MkdirTemp("", "ws-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.RemoveAll(ws)
+	res, err := n.Run(context.Background(), sandbox.Spec{
+		Argv: []string{"sh", "-c", "id -u; echo hi > f; touch /etc/x 2>/dev/null && echo wrote /etc; sleep 30 & echo started"},
+		Dir:  ws, Env: sandbox.MinimalEnv(), Limits: protocol.Limits{WallSecs: 20},
+	})
+	if err != nil {
+		return fail("Run: %v", err)
+	}
+	if !res.Report.Exited || res.Stdout != "0\nstarted\n" || !slices.Equal(res.Report.Unenforced, []string{sandbox.CapMemory, sandbox.CapPids}) {
+		return fail("Run = %+v stdout %q stderr %q; want uid 0 inside, no write to /etc, memory and pids unenforced", res.Report, res.Stdout, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f")); string(b) != "hi\n" {
+		return fail("the workspace file = %q, want %q", b, "hi\n")
+	}
+	return 0
+}
+
+// childCount counts this process's live children (of all its threads).
+func childCount(t testing.TB) int {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("list this process's threads: %v", err)
+	}
+	var kids []string
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	n := 0
+	for _, f := range kids {
+		st, err := os.ReadFile("/proc/" + f + "/stat")
+		if s := string(st); err == nil && !strings.Contains(s[strings.LastIndexByte(s, ')'):], ") Z") {
+			n++
+		}
+	}
+	return n
+}
+
+func waitUntil(t testing.TB, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after %v", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,194 @@
+package sandboxer_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandboxer"
+)
+
+// TestAdmissionIsBounded: with one slot and one place to wait, an
+// operation beyond them is left unanswered and starts no goroutine, while
+// repeats of the two admitted take neither a slot nor a place and are
+// answered when those end; the operation left out runs when it is asked
+// again.
+func TestAdmissionIsBounded(t *testing.T) {
+	root := t.TempDir()
+	nc, _ := startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, MaxConcurrent: 1, MaxQueued: 1})
+	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	replies := make(chan *nats.Msg, 128)
+	sub, err := nc.ChanSubscribe("answers.>", replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	script := func(id, sh string) *protocol.SandboxOp {
+		args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", sh}})
+		return &protocol.SandboxOp{OpID: id, Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll}
+	}
+	send := func(reply string, op *protocol.SandboxOp) {
+		t.Helper()
+		data, err := json.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.PublishRequest(streams.SandboxOps("sb1"), reply, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// handled is how many requests the op endpoint's handler has returned
+	// from.
+	handled := func() int {
+		m, err := nc.Request("$SRV.STATS.harness-sandboxer", nil, 2*time.Second)
+		if err != nil {
+			return -1
+		}
+		var st micro.Stats
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Endpoints {
+			if e.Name == "op" {
+				return e.NumRequests
+			}
+		}
+		return -1
+	}
+	waitHandled := func(n int) {
+		t.Helper()
+		waitFor(t, 10*time.Second, func() error {
+			if got := handled(); got != n {
+				return fmt.Errorf("the op endpoint handled %d requests, want %d", got, n)
+			}
+			return nil
+		})
+	}
+
+	a := script("r1.1.0.1", "touch a-started; while [ ! -e release ]; do sleep 0.01; done; echo a >> ran")
+	b := script("r1.2.0.1", "echo b >> ran")
+	send("answers.a.0", a)
+	waitFor(t, 10*time.Second, func() error {
+		_, err := os.Stat(filepath.Join(root, "a-started"))
+		return err
+	})
+	send("answers.b.0", b) // waits for a's slot
+	waitHandled(2)
+	for i := 1; i <= 3; i++ {
+		send(fmt.Sprintf("answers.a.%d", i), a)
+		send(fmt.Sprintf("answers.b.%d", i), b)
+	}
+	waitHandled(8)
+
+	before := runtime.NumGoroutine()
+	const beyond = 50
+	for i := range beyond {
+		send(fmt.Sprintf("answers.c.%d", i), script(fmt.Sprintf("r1.3.%d.1", i), "echo c >> ran"))
+	}
+	waitHandled(8 + beyond)
+	if grew := runtime.NumGoroutine() - before; grew > beyond/2 {
+		t.Errorf("%d operations beyond MaxConcurrent+MaxQueued added %d goroutines, want them turned away", beyond, grew)
+	}
+
+	if err := os.WriteFile(filepath.Join(root, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	answered := map[string]bool{}
+	deadline := time.After(20 * time.Second)
+	for len(answered) < 8 {
+		select {
+		case m := <-replies:
+			var r protocol.SandboxReply
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(m.Subject, "answers.c.") {
+				t.Errorf("%s was answered (%+v); an operation beyond the bound must be left for its coordinator to ask again", m.Subject, r)
+				continue
+			}
+			if r.Observation == nil || r.Observation.IsError {
+				t.Errorf("%s = %+v, want the exec's observation", m.Subject, r)
+			}
+			answered[m.Subject] = true
+		case <-deadline:
+			t.Fatalf("answered %v after the release, want a and b each four times: the first ask and three repeats", answered)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "ran")); string(got) != "a\nb\n" {
+		t.Errorf("ran = %q, want a and b once each and none of the operations turned away", got)
+	}
+
+	r, err := do(t, nc, streams.SandboxOps("sb1"), script("r1.3.0.1", "echo c >> ran"), 10*time.Second)
+	if err != nil || r.Observation == nil || r.Observation.IsError {
+		t.Fatalf("an operation turned away, asked again = %+v, %v; want it run", r, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "ran")); string(got) != "a\nb\nc\n" {
+		t.Errorf("ran = %q, want the operation asked again run once", got)
+	}
+}
+
+// TestConfigIsTheCallers: New copies what it keeps of the caller's
+// Config, so neither changes the other.
+func TestConfigIsTheCallers(t *testing.T) {
+	root := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sandboxer.Config{
+		AllowFloor: true, ID: "sb1",
+		Roots:    []string{link},
+		Reserved: []string{filepath.Join(link, "..", "data")},
+		CmdEnv:   []string{"MARK=before"},
+		Missing:  map[string]string{"docker": "no engine answers here"},
+	}
+	nc, _ := startWith(t, cfg)
+	if cfg.Roots[0] != link || cfg.Reserved[0] != filepath.Join(link, "..", "data") || cfg.Backends != nil || cfg.Tools != nil || cfg.MaxConcurrent != 0 {
+		t.Errorf("after New the caller's Config is %+v, want it as it gave it", cfg)
+	}
+	cfg.CmdEnv[0] = "MARK=after"
+	cfg.Missing["docker"] = "changed by the caller"
+
+	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	r, err := do(t, nc, streams.SandboxOps("sb1"), &protocol.SandboxOp{OpID: "r1.1.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
+		Call: call("exec", `{"argv":["env"]}`), Policy: allowAll}, 10*time.Second)
+	if err != nil || r.Observation == nil {
+		t.Fatalf("exec env = %+v, %v", r, err)
+	}
+	if !strings.Contains(r.Observation.Content, "MARK=before") {
+		t.Errorf("exec env printed %q, want the CmdEnv New was given (MARK=before)", r.Observation.Content)
+	}
+	r, err = do(t, nc, streams.SandboxOpenSubject, &protocol.SandboxOp{OpID: "r2.open", Run: "r2", Kind: protocol.OpOpen, Workspace: root,
+		Sandbox: &protocol.SandboxSpec{Backend: "docker"}, Verification: &protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"true"}}}}, 10*time.Second)
+	if err != nil || r.Error == nil {
+		t.Fatalf("open naming docker = %+v, %v; want it refused", r, err)
+	}
+	if !strings.Contains(r.Error.Message, "no engine answers here") {
+		t.Errorf("refusal = %q, want the reason New was given", r.Error.Message)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

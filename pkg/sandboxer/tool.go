@@ -1,0 +1,124 @@
+package sandboxer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/tools"
+)
+
+// env is what the tools run op with in w: the backend its contract asks
+// for (one that refuses every command, saying why, when this node will
+// not run it), metered; its caps and network permission; the commands'
+// environment; and a judge of every path under its policy.
+func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
+	var spec protocol.SandboxSpec
+	if op.Sandbox != nil {
+		spec = *op.Sandbox
+	}
+	backend, err := s.backend(spec.Backend)
+	if err != nil {
+		backend = refusing{err}
+	}
+	env := &tools.Env{
+		Workspace: w.ws,
+		Sandbox:   s.metered(backend),
+		Limits:    spec.Limits.WithDefaults(),
+		Network:   spec.Network,
+		CmdEnv:    s.cfg.CmdEnv,
+	}
+	// Every file tool asks the run's policy about each path it would
+	// touch, link targets included; grep and find omit what it refuses.
+	// A policy that is missing or does not compile allows nothing. (tool
+	// puts in a judge of its own, the same but keeping the verdict.)
+	env.Judge = toolJudge(op, new(policy.Verdict))
+	return env
+}
+
+// tool runs one tool call. A failure is an observation, written for the
+// model.
+func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.Observation {
+	call := op.Call
+	if call == nil {
+		return &protocol.Observation{IsError: true, Content: "[tool failed] no tool call"}
+	}
+	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
+	t, ok := s.cfg.Tools.Get(call.Name)
+	if !ok {
+		obs.IsError = true
+		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, strings.Join(s.cfg.Tools.Names(), ", "))
+		return obs
+	}
+	// The coordinator decided; the sandboxer decides again, where the
+	// effect would happen, and performs nothing its verdict does not cover.
+	if refusal := s.covered(op); refusal != "" {
+		obs.IsError, obs.Content = true, refusal
+		return obs
+	}
+	env := s.env(op, w)
+	// The sandboxer's own verdict on what the call really touches: the
+	// targets of the links on its path, which only this node can see; a
+	// refusal is recorded with the rule that made it.
+	var refused policy.Verdict
+	env.Judge = toolJudge(op, &refused)
+	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), env, call.Arguments)
+	fault.Hit(fault.AfterToolEffect)
+	if errors.Is(err, protocol.ErrRefused) {
+		obs.IsError, obs.Content = true, protocol.AsError(err).Message
+		if refused.Effect == policy.Ask || refused.Effect == policy.Deny { // unset when no policy covers the op
+			obs.Refused = &protocol.Refusal{Act: refused.Act.String(), Target: refused.Target, Effect: refused.Effect.String(), Rule: refused.Rule, Layer: refused.Layer}
+		}
+		return obs
+	}
+	if err != nil {
+		obs.IsError = true
+		msg := err.Error()
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			msg = pe.Message
+			if pe.Hint != "" {
+				msg += " (" + pe.Hint + ")"
+			}
+		}
+		obs.Content = fmt.Sprintf("[%s failed] %s", call.Name, msg)
+		return obs
+	}
+	obs.Content, obs.Changed, obs.Exec, obs.Image = out.Content, out.Changed, out.Exec, out.Image
+	return obs
+}
+
+// covered takes the sandboxer's own verdict on a tool call and returns why
+// it is refused, or "" when the policy allows it (or asks, and a person's
+// approval comes with it).
+func (s *Sandboxer) covered(op *protocol.SandboxOp) string {
+	if op.Policy == nil {
+		return "[refused by the sandboxer] no policy verdict covers this operation"
+	}
+	pol, err := policy.FromProtocol(op.Policy)
+	if err != nil {
+		return "[refused by the sandboxer] the run's policy does not compile: " + err.Error()
+	}
+	v, bad := gate.Verdict(pol, op.Call)
+	switch {
+	case bad != "":
+		return bad
+	case v.Effect == policy.Deny, v.Effect == policy.Ask && op.Approval == "":
+		return v.Refusal()
+	}
+	return ""
+}
+
+// refusing is the backend of an op whose contract asks for one this node
+// does not have: every command fails to start, saying so.
+type refusing struct{ err error }
+
+func (r refusing) Name() string { return "none" }
+
+func (r refusing) Run(context.Context, sandbox.Spec) (*sandbox.Result, error) { return nil, r.err }

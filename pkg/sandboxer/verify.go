@@ -1,0 +1,100 @@
+package sandboxer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/tools"
+)
+
+// verify runs the contract's check. A command killed by a cap or a signal
+// never passes, whatever it printed.
+func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.CheckResult {
+	defer fault.During(fault.DuringVerification)()
+	v := op.Verification
+	res := &protocol.CheckResult{Kind: v.Kind()}
+	switch {
+	case v.Command != nil:
+		pol, err := policy.FromProtocol(orEmpty(op.Policy))
+		if op.Policy == nil || err != nil {
+			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
+			return res
+		}
+		if ok, why := gate.Allowed(pol, *v); !ok {
+			res.Detail = why
+			return res
+		}
+		env := s.env(op, w)
+		r, err := env.Sandbox.Run(sandbox.WithRun(ctx, op.Run, op.OpID), sandbox.Spec{Argv: v.Command.Argv, Dir: w.dir, Env: env.CmdEnv, Limits: env.Limits})
+		cmd := "`" + strings.Join(v.Command.Argv, " ") + "`"
+		if err != nil {
+			res.Detail = fmt.Sprintf("%s could not start: %s", cmd, protocol.AsError(err).Message)
+			return res
+		}
+		rep := r.Report
+		res.Exec = &rep
+		res.Output = boundBoth(r.Stdout+r.Stderr, 4000)
+		switch {
+		case rep.CapHit != "":
+			res.Detail = fmt.Sprintf("%s was killed by the %s cap; a killed command never passes.", cmd, rep.CapHit)
+		case !rep.Exited:
+			res.Detail = fmt.Sprintf("%s was killed by %s; a killed command never passes.", cmd, orWord(rep.Signal, "a signal"))
+		case rep.ExitCode == v.Command.ExpectExit:
+			res.Passed = true
+			res.Detail = fmt.Sprintf("%s exited %d as expected.", cmd, rep.ExitCode)
+		default:
+			res.Detail = fmt.Sprintf("%s exited %d (expected %d).", cmd, rep.ExitCode, v.Command.ExpectExit)
+		}
+	case v.FileContains != nil:
+		path := v.FileContains.Path
+		pol, err := policy.FromProtocol(orEmpty(op.Policy))
+		if op.Policy == nil || err != nil {
+			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
+			return res
+		}
+		// The file is read as the agent's read_file would find it, and
+		// every path its resolution passes through must be explicitly
+		// allowed: a link must not let the check answer questions about a
+		// file the policy hides.
+		data, err := (&tools.Env{Workspace: w.ws, Judge: verifyJudge(pol)}).ReadFile(path)
+		switch {
+		case errors.Is(err, protocol.ErrRefused):
+			res.Detail = protocol.AsError(err).Message
+		case errors.Is(err, protocol.ErrNotFound):
+			res.Detail = fmt.Sprintf("%s does not exist yet.", path)
+		case err != nil:
+			res.Detail = fmt.Sprintf("%s cannot be checked: %s", path, protocol.AsError(err).Message)
+		case strings.Contains(string(data), v.FileContains.Needle):
+			res.Passed = true
+			res.Detail = fmt.Sprintf("%s contains the expected text.", path)
+		default:
+			res.Detail = fmt.Sprintf("%s does not contain the expected text.", path)
+		}
+	default:
+		res.Detail = "this sandboxer cannot run a " + v.Kind() + " verification"
+	}
+	return res
+}
+
+func orWord(s, w string) string {
+	if s == "" {
+		return w
+	}
+	return s
+}
+
+// boundBoth keeps the head and the tail of s within n bytes.
+func boundBoth(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	h := n / 2
+	return s[:h] + fmt.Sprintf("\n…[elided %d bytes]…\n", len(s)-n) + s[len(s)-(n-h):]
+}
