@@ -13,6 +13,7 @@ import (
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/native"
 	"github.com/ioharness/harness/pkg/sandboxer"
 )
 
@@ -29,13 +30,13 @@ func gitBackends(t *testing.T) map[string]sandboxer.Config {
 		t.Skip("no git on this machine")
 	}
 	out := map[string]sandboxer.Config{"floor": {AllowFloor: true}}
-	n, err := sandbox.NewNative(sandbox.NativeConfig{})
+	n, err := native.New(native.Config{})
 	switch {
 	case err == nil:
 		t.Cleanup(func() { n.Close() })
 		out["native"] = sandboxer.Config{Backends: []sandbox.Backend{n}}
 	case os.Getenv("HARNESS_REQUIRE_NATIVE") == "1":
-		t.Fatalf("NewNative: %v (HARNESS_REQUIRE_NATIVE=1)", err)
+		t.Fatalf("native.New: %v (HARNESS_REQUIRE_NATIVE=1)", err)
 	default:
 		t.Logf("native sandbox not tried (set HARNESS_REQUIRE_NATIVE=1 to fail instead): %v", err)
 	}

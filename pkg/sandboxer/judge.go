@@ -52,3 +52,11 @@ func verifyJudge(pol *policy.Policy) func(act, rel string) error {
 		return nil
 	}
 }
+
+// orEmpty is p, or an empty policy (which allows nothing) for none.
+func orEmpty(p *protocol.Policy) *protocol.Policy {
+	if p == nil {
+		return &protocol.Policy{}
+	}
+	return p
+}
