@@ -313,10 +313,9 @@ func (d *driver) estimate(requestBytes int) ledger.Usage {
 // reported, and no provider call is made meanwhile (the ledger fails
 // closed). It returns the operation's answer, or the end of ctx.
 func (d *driver) withLedger(ctx context.Context, what string, op func() error) error {
-	wait := 250 * time.Millisecond
 	waiting := false
 	rebuilt := 0
-	for {
+	return retry(ctx, ledgerBackoff, func() error {
 		err := op()
 		switch {
 		case errors.Is(err, ledger.ErrTreeUnknown) && rebuilt < 3:
@@ -324,15 +323,15 @@ func (d *driver) withLedger(ctx context.Context, what string, op func() error) e
 			if rerr := d.rebuild(ctx); rerr != nil {
 				err = rerr
 				if !errors.Is(rerr, protocol.ErrUnavailable) {
-					return rerr
+					return done(rerr)
 				}
 			} else {
-				continue
+				return again(0)
 			}
 		case errors.Is(err, ledger.ErrAgentUnknown) && rebuilt < 3:
 			rebuilt++
 			if rerr := d.c.ledger.Register(ctx, d.s.tree, d.s.run, d.s.depth); rerr == nil || errors.Is(rerr, ledger.ErrTreeUnknown) {
-				continue
+				return again(0)
 			}
 		}
 		if !errors.Is(err, protocol.ErrUnavailable) {
@@ -341,7 +340,7 @@ func (d *driver) withLedger(ctx context.Context, what string, op func() error) e
 				d.c.emit(d.s.run, d.s.step, protocol.EventLedger, &protocol.Event{Text: "the budget ledger answers again; the run goes on"})
 				d.c.putState(ctx, d.runningState())
 			}
-			return err
+			return done(err)
 		}
 		if !waiting {
 			waiting = true
@@ -352,12 +351,12 @@ func (d *driver) withLedger(ctx context.Context, what string, op func() error) e
 			st.Reason = why
 			d.c.putState(ctx, st)
 		}
-		if serr := sleep(ctx, wait); serr != nil {
-			return serr
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
+		return err
+	})
 }
+
+// ledgerBackoff is how withLedger waits for a ledger that does not answer.
+var ledgerBackoff = backoff{wait: 250 * time.Millisecond, max: 5 * time.Second}
 
 // rebuild restores the run's tree on the ledger from what the traces of
 // its agents say they spent, after the ledger lost it, and records the

@@ -20,15 +20,13 @@ import (
 
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/trace"
 )
-
-// Version is reported by the coordinator's micro service.
-const Version = "0.1.0"
 
 // DefaultLeaseTTL is Config.LeaseTTL's default.
 const DefaultLeaseTTL = 5 * time.Second
@@ -209,7 +207,7 @@ func (c *Coordinator) ID() string { return c.cfg.ID }
 func (c *Coordinator) Run(ctx context.Context) error {
 	svc, err := micro.AddService(c.nc, micro.Config{
 		Name:        "harness-coordinator",
-		Version:     Version,
+		Version:     version.Semver(),
 		Description: "drives harness runs: loop, trace, stop conditions",
 		Metadata:    map[string]string{"id": c.cfg.ID},
 	})
@@ -335,9 +333,12 @@ func (c *Coordinator) handleStatus(req micro.Request) {
 }
 
 // accept takes one submitted contract: it refuses it with a typed error,
-// or starts (or picks up) its run and replies with the run id. It owns one
-// slot, released when the run's driver ends.
+// or starts (or picks up) its run and replies with the run id. It owns the
+// slot Run's callback took for it: given back when it returns, unless it
+// passed it on to the run's driver, which gives it back when it ends.
 func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
+	sl := c.heldSlot()
+	defer sl.release()
 	reply := msg.Headers().Get(streams.HeaderReply)
 	if tenant, _ := streams.SubmitTenant(msg.Subject()); reply != "" && !streams.ReplyAllowed(tenant, reply) {
 		// Answering anywhere else would let a submitter make this
@@ -355,7 +356,6 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		c.log.Info("contract refused", "err", pe)
 		c.respond(reply, &protocol.SubmitReply{Error: pe})
 		_ = msg.Term()
-		<-c.slots
 		return
 	}
 	run := c.runIDOf(msg)
@@ -365,7 +365,6 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		// its driver.
 		c.respond(reply, &protocol.SubmitReply{Run: run})
 		_ = msg.Ack()
-		<-c.slots
 		return
 	}
 	ls, err := c.leases.acquire(ctx, run)
@@ -379,7 +378,6 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		} else {
 			_ = msg.NakWithDelay(c.cfg.LeaseTTL)
 		}
-		<-c.slots
 		return
 	}
 	recs, last, err := c.trace.Read(ctx, run)
@@ -387,7 +385,6 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		c.log.Error("read trace", "run", run, "err", err)
 		c.leases.release(ctx, ls)
 		_ = msg.Nak()
-		<-c.slots
 		return
 	}
 	if len(recs) == 0 {
@@ -398,7 +395,6 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			c.respond(reply, &protocol.SubmitReply{Error: pe})
 			c.leases.release(ctx, ls)
 			_ = msg.Term()
-			<-c.slots
 			return
 		}
 		eff, parentEff, err := c.containIn(ctx, contract)
@@ -410,14 +406,12 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 				c.log.Warn("read the parent's policy", "run", run, "err", err)
 				c.leases.release(ctx, ls)
 				_ = msg.NakWithDelay(time.Second)
-				<-c.slots
 				return
 			}
 			c.log.Info("contract refused", "run", run, "err", pe)
 			c.respond(reply, &protocol.SubmitReply{Error: pe})
 			c.leases.release(ctx, ls)
 			_ = msg.Term()
-			<-c.slots
 			return
 		}
 		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC(),
@@ -427,7 +421,6 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			c.log.Error("start run", "run", run, "err", err)
 			c.leases.release(ctx, ls)
 			_ = msg.Nak()
-			<-c.slots
 			return
 		}
 		recs, last = []protocol.Record{*started}, w.LastSeq()
@@ -439,7 +432,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 	}
 	c.respond(reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()
-	c.start(ctx, run, recs, last, ls)
+	c.start(ctx, run, recs, last, ls, sl.pass())
 }
 
 // treeOf places a new run in its agent tree: a run without a parent is
@@ -553,23 +546,13 @@ func (c *Coordinator) policyOf(ctx context.Context, run string) (*protocol.Polic
 }
 
 // start drives a run this coordinator holds the lease of, on its own
-// goroutine. It owns one slot, released when the driver ends.
-func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Record, last uint64, ls *lease) {
-	// A run left unfinished (this coordinator stopping, or its lease lost
-	// to a NATS outage) keeps its lease, to run out: another coordinator
-	// finds the run by its expired lease and takes it over. Deleting it
-	// would leave the run running with no lease, which no coordinator ever
-	// looks for.
-	giveBack := func(unfinished bool) {
-		if !unfinished {
-			c.leases.release(context.Background(), ls)
-		}
-		<-c.slots
-	}
+// goroutine. It owns sl, given back when the driver ends, or at once when
+// no driver starts.
+func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Record, last uint64, ls *lease, sl *slot) {
+	defer sl.release()
 	c.mu.Lock()
 	if c.active[run] {
 		c.mu.Unlock()
-		<-c.slots
 		return
 	}
 	c.active[run] = true
@@ -580,11 +563,11 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 		c.mu.Lock()
 		delete(c.active, run)
 		c.mu.Unlock()
-		giveBack(true)
-		return
+		return // the lease is kept, to run out, as for a run left unfinished
 	}
 	c.wg.Add(1)
 	c.stopMu.Unlock()
+	own := sl.pass()
 	go func() {
 		defer c.wg.Done()
 		unfinished := false
@@ -592,7 +575,15 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 			c.mu.Lock()
 			delete(c.active, run)
 			c.mu.Unlock()
-			giveBack(unfinished)
+			// A run left unfinished (this coordinator stopping, or its
+			// lease lost to a NATS outage) keeps its lease, to run out:
+			// another coordinator finds the run by its expired lease and
+			// takes it over. Deleting it would leave the run running with
+			// no lease, which no coordinator ever looks for.
+			if !unfinished {
+				c.leases.release(context.Background(), ls)
+			}
+			own.release()
 		}()
 		rctx, cancel := context.WithCancel(ctx)
 		held := make(chan struct{})
@@ -813,7 +804,7 @@ func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.
 		recs, last = append(recs, *rec), w.LastSeq()
 	}
 	c.log.Info("resuming run", "run", run, "records", len(recs), "generation", ls.gen)
-	c.start(ctx, run, recs, last, ls)
+	c.start(ctx, run, recs, last, ls, c.heldSlot())
 	return nil
 }
 

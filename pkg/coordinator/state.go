@@ -191,17 +191,6 @@ func (s *runState) deadline() time.Time {
 	return s.started.Add(time.Duration(s.contract.Budget.MaxWall))
 }
 
-// beforeStep says whether the run must stop before its next step, and why.
-func (s *runState) beforeStep(now time.Time) (protocol.Outcome, string) {
-	if d := s.deadline(); !d.IsZero() && !now.Before(d) {
-		return protocol.OutcomeTimeBudgetExceeded, fmt.Sprintf("the wall-clock budget of %s ran out", time.Duration(s.contract.Budget.MaxWall))
-	}
-	if s.step >= s.contract.Budget.MaxSteps {
-		return protocol.OutcomeStepCapReached, fmt.Sprintf("%d steps taken without passing verification", s.step)
-	}
-	return "", ""
-}
-
 // request is the provider call for the next step: the whole transcript.
 func (s *runState) request(tools []protocol.ToolSpec) *protocol.CompletionRequest {
 	msgs := make([]protocol.Message, len(s.messages))
@@ -218,32 +207,6 @@ func (s *runState) request(tools []protocol.ToolSpec) *protocol.CompletionReques
 // overBudget reports whether tokens spent exceed the contract's cap.
 func (s *runState) overBudget(tokens int64) bool {
 	return s.contract.Budget.MaxTokens > 0 && tokens > s.contract.Budget.MaxTokens
-}
-
-// stalled reports whether a step, about to be committed, stops the run
-// for repeating itself, and why.
-func (s *runState) stalled(rec *protocol.Record) (bool, string) {
-	v, tried := s.stall.check(s.contract.Stall, rec)
-	if v != stallStopped {
-		return false, ""
-	}
-	return true, fmt.Sprintf("the agent repeated itself without changing the workspace after %d re-plan(s): %s", s.stall.replans, strings.Join(tried, " ; "))
-}
-
-// afterStep decides how a committed step ends the run, if it does: budgets,
-// then a verification-free run finished by a turn without tool calls, then
-// a passed check. The order is io-harness 0.17's.
-func (s *runState) afterStep(rec *protocol.Record) (protocol.Outcome, string) {
-	if s.overBudget(rec.Tokens) {
-		return protocol.OutcomeCostBudgetExceeded, fmt.Sprintf("%d tokens spent, the budget is %d", rec.Tokens, s.contract.Budget.MaxTokens)
-	}
-	if s.contract.Verification.None != nil && (rec.Turn == nil || len(rec.Turn.ToolCalls) == 0) {
-		return protocol.OutcomeFinished, "the agent replied without calling a tool"
-	}
-	if rec.Check != nil && rec.Check.Passed {
-		return protocol.OutcomeSuccess, rec.Check.Detail
-	}
-	return "", ""
 }
 
 // needsCheck reports whether the gate runs after a step with this turn:

@@ -77,66 +77,6 @@ func TestRebuildRefusesDamage(t *testing.T) {
 	}
 }
 
-func TestBeforeStep(t *testing.T) {
-	tests := []struct {
-		name  string
-		c     *protocol.Contract
-		steps int
-		now   time.Time
-		want  protocol.Outcome
-	}{
-		{"room left", contract(nil), 1, t0.Add(time.Hour), ""},
-		{"step cap", contract(nil), 3, t0, protocol.OutcomeStepCapReached},
-		{"wall clock from the start, downtime included", contract(func(c *protocol.Contract) { c.Budget.MaxWall = protocol.Duration(time.Minute) }),
-			1, t0.Add(time.Minute), protocol.OutcomeTimeBudgetExceeded},
-		{"wall clock before the step cap", contract(func(c *protocol.Contract) { c.Budget.MaxWall = protocol.Duration(time.Minute) }),
-			3, t0.Add(2 * time.Minute), protocol.OutcomeTimeBudgetExceeded},
-	}
-	for _, tt := range tests {
-		recs := []protocol.Record{started(tt.c)}
-		for i := range tt.steps {
-			recs = append(recs, step(i+1, 1, 1, nil))
-		}
-		s, err := newRunState("r", recs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := s.beforeStep(tt.now); got != tt.want {
-			t.Errorf("%s: beforeStep = %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestAfterStep(t *testing.T) {
-	passed := &protocol.CheckResult{Passed: true, Detail: "ok"}
-	failed := &protocol.CheckResult{Detail: "exited 1"}
-	none := func(c *protocol.Contract) { c.Verification = protocol.Verification{None: &struct{}{}} }
-	capped := func(c *protocol.Contract) { c.Budget.MaxTokens = 50 }
-	tests := []struct {
-		name string
-		c    *protocol.Contract
-		rec  protocol.Record
-		want protocol.Outcome
-	}{
-		{"check passed", contract(nil), step(1, 10, 1, passed), protocol.OutcomeSuccess},
-		{"check failed", contract(nil), step(1, 10, 1, failed), ""},
-		{"budget beats a pass", contract(capped), step(1, 51, 1, passed), protocol.OutcomeCostBudgetExceeded},
-		{"at the budget is not over it", contract(capped), step(1, 50, 1, nil), ""},
-		{"none ends on a turn without tools", contract(none), step(1, 10, 0, nil), protocol.OutcomeFinished},
-		{"none goes on after a tool call", contract(none), step(1, 10, 1, nil), ""},
-		{"a command check is not ended by a quiet turn", contract(nil), step(1, 10, 0, failed), ""},
-	}
-	for _, tt := range tests {
-		s, err := newRunState("r", []protocol.Record{started(tt.c)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := s.afterStep(&tt.rec); got != tt.want {
-			t.Errorf("%s: afterStep = %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestNote(t *testing.T) {
 	s, _ := newRunState("r", []protocol.Record{started(contract(nil))})
 	quiet := &protocol.Record{Kind: protocol.RecordStep, Step: 1, Turn: &protocol.Turn{}, Check: &protocol.CheckResult{Detail: "`go test` exited 1 (expected 0)."}}

@@ -2,11 +2,69 @@ package coordinator
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 )
+
+// openBackoff is how open waits before it asks again for a sandboxer to
+// take the run's workspace.
+var openBackoff = backoff{wait: 250 * time.Millisecond}
+
+// open finds a sandboxer that serves the run's workspace, asking again
+// until OpenTimeout passes, so a run submitted while the sandboxers are
+// still coming up waits for them.
+func (d *driver) open(ctx context.Context) error {
+	op, subject := d.openOp()
+	holder := ""
+	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
+	return retry(ctx, openBackoff, func() error {
+		wait := time.Until(deadline)
+		if subject == streams.SandboxOpenSubject {
+			// Opening a directory is quick: an answer lost to a NATS
+			// restart is asked for again rather than waited for until the
+			// deadline.
+			wait = min(resendInterval, wait)
+		}
+		reply, err := d.c.request(ctx, subject, op, wait)
+		switch {
+		case err == nil && reply.Error == nil && reply.Holder != "" && holder == "" && protocol.ValidToken(reply.Holder):
+			// Another sandboxer holds the run's snapshot workspace: ask it.
+			holder, subject = reply.Holder, streams.SandboxOps(reply.Holder)
+			return again(0)
+		case err == nil && reply.Error != nil && reply.Error.Retryable() && time.Now().Before(deadline):
+			d.log.Info("the workspace cannot be opened yet; asking again", "err", reply.Error)
+			return reply.Error
+		case err == nil && reply.Error != nil:
+			return done(reply.Error)
+		case err == nil:
+			d.node, d.tools = reply.Node, reply.Tools
+			d.log.Info("workspace opened", "sandboxer", d.node)
+			return nil
+		case ctx.Err() != nil:
+			return done(ctx.Err())
+		case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout):
+			return done(fmt.Errorf("open workspace: %w", err))
+		case !time.Now().Before(deadline):
+			return done(errors.New(d.noSandboxer(holder)))
+		}
+		return err // no sandboxer answered yet: ask again
+	})
+}
+
+// close gives the workspace back to the sandboxer holding it.
+func (d *driver) close() {
+	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = d.c.request(ctx, streams.SandboxOps(d.node), op, 5*time.Second)
+}
 
 // openOp is the operation that opens the run's workspace and the subject
 // it goes to: harness.sandbox.open for a root, which every sandboxer hears

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/protocol"
 )
 
 // Blobs is a content-addressed store for what is too large to sit in a
@@ -44,4 +47,82 @@ func (b *Blobs) Get(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("get blob %s: %w", ref, err)
 	}
 	return data, nil
+}
+
+// Slim returns rec as the trace keeps it: a turn whose JSON, or an
+// observation whose content, is larger than limit bytes moves to the store
+// and is held by reference, as does every observation's image
+// (ARCHITECTURE invariant 9). A blob that cannot be stored stays inline:
+// the record is larger, and nothing is lost. rec is not changed.
+func (b *Blobs) Slim(ctx context.Context, rec *protocol.Record, limit int) *protocol.Record {
+	out := *rec
+	if rec.Turn != nil {
+		if data, err := json.Marshal(rec.Turn); err == nil && len(data) > limit {
+			if ref, err := b.Put(ctx, data); err == nil {
+				out.Turn, out.TurnRef = nil, ref
+			}
+		}
+	}
+	if len(rec.Observations) > 0 {
+		out.Observations = make([]protocol.Observation, len(rec.Observations))
+		for i, o := range rec.Observations {
+			if len(o.Content) > limit {
+				if ref, err := b.Put(ctx, []byte(o.Content)); err == nil {
+					o.Ref, o.Size, o.Content = ref, len(o.Content), ""
+				}
+			}
+			if o.Image != nil {
+				if data, err := json.Marshal(o.Image); err == nil {
+					if ref, err := b.Put(ctx, data); err == nil {
+						o.ImageRef, o.Image = ref, nil
+					}
+				}
+			}
+			out.Observations[i] = o
+		}
+	}
+	return &out
+}
+
+// Resolve fills in the content that records hold by reference (turns,
+// observations and their images in the store), in place: Slim undone.
+// Errors: a missing blob (jetstream's ErrObjectNotFound, wrapped), or one
+// that does not decode.
+func (b *Blobs) Resolve(ctx context.Context, recs []protocol.Record) error {
+	for i := range recs {
+		r := &recs[i]
+		if r.TurnRef != "" && r.Turn == nil {
+			data, err := b.Get(ctx, r.TurnRef)
+			if err != nil {
+				return err
+			}
+			var t protocol.Turn
+			if err := json.Unmarshal(data, &t); err != nil {
+				return fmt.Errorf("decode turn blob %s: %w", r.TurnRef, err)
+			}
+			r.Turn = &t
+		}
+		for j := range r.Observations {
+			o := &r.Observations[j]
+			if o.Ref != "" && o.Content == "" {
+				data, err := b.Get(ctx, o.Ref)
+				if err != nil {
+					return err
+				}
+				o.Content = string(data)
+			}
+			if o.ImageRef != "" && o.Image == nil {
+				data, err := b.Get(ctx, o.ImageRef)
+				if err != nil {
+					return err
+				}
+				var img protocol.Image
+				if err := json.Unmarshal(data, &img); err != nil {
+					return fmt.Errorf("decode image blob %s: %w", o.ImageRef, err)
+				}
+				o.Image = &img
+			}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,232 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/pkg/ledger"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// loop drives the run step by step until it ends or the driver's context
+// does. What it does at each step boundary is runState.next's to say.
+func (d *driver) loop(ctx context.Context) {
+	s := d.s
+	if ok, why := gate.Allowed(d.pol, s.contract.Verification); !ok {
+		d.finish(ctx, protocol.OutcomeRefused, why)
+		return
+	}
+	// A run out of time or steps ends before it takes a workspace.
+	if a, o, why := s.next(boundary{now: time.Now()}); a == finishRun {
+		d.finish(ctx, o, why)
+		return
+	}
+	if o, why, err := d.admit(ctx); err != nil {
+		return // shutting down
+	} else if o != "" {
+		d.finish(ctx, o, why)
+		return
+	}
+	if err := d.open(ctx); err != nil {
+		d.finish(ctx, protocol.OutcomeFailed, err.Error())
+		return
+	}
+	d.offerSpawn(ctx)
+	defer d.close()
+	stepCtx := ctx
+	if dl := s.deadline(); !dl.IsZero() {
+		var cancel context.CancelFunc
+		stepCtx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+	var took *stepTaken
+	var pending *protocol.Pending // the step just taken waits for a person on it
+	for {
+		a, o, why := s.next(boundary{now: time.Now(), cancelled: ctx.Err() != nil, took: took})
+		took = nil
+		switch a {
+		case leave:
+			return // shutting down: the run stays running, to be picked up again
+		case finishRun:
+			d.finish(ctx, o, why)
+			return
+		case pauseStep:
+			if !d.pause(ctx, pending) {
+				return
+			}
+			continue
+		case recordPause:
+			// The step that deferred a call was committed but its pause was
+			// not recorded: record it now, from the step itself.
+			p, err := d.pendingOf(s.unpaused)
+			if err != nil {
+				d.finish(ctx, protocol.OutcomeFailed, err.Error())
+				return
+			}
+			if !d.pause(ctx, p) {
+				return
+			}
+			continue
+		case awaitDecision:
+			// A read that fails while NATS recovers is tried again: taken
+			// for "not decided yet", it would leave a run whose decision
+			// is already in (the one that woke it) paused for good.
+			var ap *protocol.Approval
+			err := d.persist(ctx, "read the approval", func() (err error) {
+				ctx, cancel := jsCall(ctx)
+				defer cancel()
+				ap, err = d.c.approvals.Get(ctx, s.paused.Approval)
+				if errors.Is(err, protocol.ErrUnknownRun) {
+					return nil // no such approval: nothing to retry
+				}
+				return err
+			}, "approval", s.paused.Approval)
+			if err != nil || ap == nil || ap.Decision == nil || ap.Pending == nil {
+				// Still waiting for a person; the run holds nothing meanwhile.
+				d.c.putState(ctx, d.pausedState(s.paused.Reason))
+				return
+			}
+			d.c.putState(ctx, d.runningState())
+			if !d.decide(stepCtx, ap) {
+				return
+			}
+			continue
+		}
+		step := s.step + 1
+		began := time.Now()
+		var rec *protocol.Record
+		var outcome protocol.Outcome
+		rec, pending, outcome, why = d.step(stepCtx, step)
+		if ctx.Err() != nil {
+			return
+		}
+		if outcome != "" {
+			d.finish(ctx, outcome, why)
+			return
+		}
+		if rec == nil {
+			// The provider's endpoint waits for a person: the run pauses
+			// before the step, which has nothing to commit yet.
+			took = &stepTaken{pending: true}
+			continue
+		}
+		stall, tried := s.stall.check(s.contract.Stall, rec) // before the step is folded in
+		fault.Hit(fault.BeforeCommit)
+		if err := d.append(ctx, d.c.blobs.Slim(ctx, rec, d.c.cfg.InlineLimit)); err != nil {
+			if errors.Is(err, protocol.ErrFenced) {
+				d.log.Warn("run taken over; stopping", "step", step)
+				return
+			}
+			if ctx.Err() != nil {
+				// The lease was lost or the coordinator is stopping: the
+				// step stays uncommitted, for whoever takes the run next.
+				d.log.Warn("stopped before the step was committed", "step", step, "err", err)
+				return
+			}
+			d.log.Error("commit step", "step", step, "err", err)
+			d.finish(ctx, protocol.OutcomeFailed, "the trace could not be written: "+err.Error())
+			return
+		}
+		fault.Hit(fault.AfterCommit)
+		d.c.metrics.Step(time.Since(began))
+		_ = s.apply(rec)
+		d.draws = nil
+		if len(rec.Remember) > 0 {
+			if err := d.compilePolicy(); err != nil {
+				d.finish(ctx, protocol.OutcomeFailed, err.Error())
+				return
+			}
+		}
+		if pending == nil {
+			st := s.status(protocol.StatusRunning, d.c.cfg.ID)
+			st.Updated = time.Now().UTC()
+			if err := d.c.index.Progress(ctx, st); err != nil {
+				d.log.Warn("update run index", "err", err)
+			}
+		}
+		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
+		took = &stepTaken{rec: rec, pending: pending != nil, stall: stall, tried: tried}
+	}
+}
+
+// step runs one step up to its commit. It returns the record to commit, or
+// an outcome that ends the run before anything is committed.
+func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pending *protocol.Pending, outcome protocol.Outcome, why string) {
+	s := d.s
+	turn, err := d.turn(ctx, step)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
+		}
+		var wait *hostPending
+		if errors.As(err, &wait) {
+			// The provider's endpoint waits for a person: no step to commit,
+			// the run pauses before it. Its next driver looks for the turns
+			// of this step's attempts so far, so none is asked for twice.
+			d.recovering = true
+			return nil, wait.p, "", ""
+		}
+		var denied *hostDenied
+		if errors.As(err, &denied) {
+			return nil, nil, protocol.OutcomeDenied, denied.why
+		}
+		var refusal *ledger.Refusal
+		if errors.As(err, &refusal) {
+			o, why, _ := d.refusedBy(err)
+			return nil, nil, o, why
+		}
+		pe := protocol.AsError(err)
+		if pe.Code == protocol.CodeRefused {
+			return nil, nil, protocol.OutcomeRefused, pe.Message
+		}
+		if pe.Retryable() {
+			return nil, nil, protocol.OutcomeEscalatedRetryable, "provider failed: " + pe.Error()
+		}
+		return nil, nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
+	}
+	d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
+	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn),
+		Draws: d.draws, Remember: d.hostRemember, Decided: d.hostDecided}
+	d.hostRemember, d.hostDecided = nil, nil
+	for i := range turn.ToolCalls {
+		call := &turn.ToolCalls[i]
+		if call.ID == "" {
+			call.ID = fmt.Sprintf("call_%d_%d", step, i)
+		}
+		if pending != nil {
+			// A call earlier in this step waits for a person; the rest wait
+			// with it, unrun, and the model hears why.
+			rec.Observations = append(rec.Observations, protocol.Observation{CallID: call.ID, Tool: call.Name,
+				Content: "[not run] an earlier call of this step is waiting for a person's approval; ask again if it is still needed."})
+			continue
+		}
+		d.c.emit(s.run, step, protocol.EventToolCall, &protocol.Event{Tool: call.Name, Target: target(call)})
+		var obs *protocol.Observation
+		obs, pending = d.act(ctx, step, i, call, rec)
+		if obs.Changed {
+			rec.Changed = true
+		}
+		d.c.emit(s.run, step, protocol.EventObserved, &protocol.Event{Tool: call.Name, Text: clip(obs.Content, 2000), IsError: obs.IsError})
+		rec.Observations = append(rec.Observations, *obs)
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a tool call"
+		}
+		return nil, nil, "", ""
+	}
+	if pending != nil {
+		return rec, pending, "", "" // no verification while a call waits
+	}
+	if s.needsCheck(turn, rec.Tokens) {
+		rec.Check = d.check(ctx, step)
+		passed := rec.Check.Passed
+		d.c.emit(s.run, step, protocol.EventCheck, &protocol.Event{Passed: &passed, Text: rec.Check.Detail})
+	}
+	rec.Note = s.note(rec)
+	return rec, nil, "", ""
+}

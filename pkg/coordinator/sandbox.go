@@ -1,0 +1,114 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// resendInterval is how long a sandbox operation's request waits for an
+// answer before it is sent again under the same op id.
+const resendInterval = 5 * time.Second
+
+// requestBackoff is how request waits before it sends an op again to a
+// sandboxer that could not be reached.
+var requestBackoff = backoff{wait: 250 * time.Millisecond}
+
+// request sends a sandbox operation and decodes the reply.
+func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.SandboxOp, timeout time.Duration) (*protocol.SandboxReply, error) {
+	data, err := json.Marshal(op)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// Ops are idempotent by op id, so a request lost to a broken connection
+	// or a sandboxer that is restarting is sent again until the op's time
+	// is up; the sandboxer answers a repeat from its first result, or,
+	// while the first still runs, when it ends. An op sent to one node is
+	// also sent again every resendInterval while unanswered, since its
+	// reply may be what was lost (NATS restarted under it). Opens go to
+	// every sandboxer or a queue group, and are asked again by open.
+	direct := subject != streams.SandboxOpenSubject && subject != streams.SandboxSnapshotSubject
+	var m *nats.Msg
+	_ = retry(rctx, requestBackoff, func() error {
+		actx, acancel := rctx, context.CancelFunc(func() {})
+		if direct {
+			actx, acancel = context.WithTimeout(rctx, resendInterval)
+		}
+		m, err = c.nc.RequestWithContext(actx, subject, data)
+		acancel()
+		if err == nil || rctx.Err() != nil || !direct {
+			return done(err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			return again(0) // unanswered within resendInterval: ask again
+		}
+		if !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+			errors.Is(err, nats.ErrDisconnected)) {
+			return done(err)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err // the last request's error, also when the op's time ran out in a wait
+	}
+	var reply protocol.SandboxReply
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		return nil, fmt.Errorf("undecodable sandbox reply: %w", err)
+	}
+	return &reply, nil
+}
+
+// opTimeout bounds a tool call's or a verification's op: the contract's
+// wall-clock cap of a command, and Config.OpTimeout beyond it.
+func (d *driver) opTimeout() time.Duration {
+	return time.Duration(d.s.contract.Sandbox.Limits.WallSecs)*time.Second + d.c.cfg.OpTimeout
+}
+
+// dispatch sends an allowed call to the sandboxer under an op id and
+// returns its observation.
+func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolCall, approval string) *protocol.Observation {
+	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
+	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
+		Workspace: d.s.contract.Workspace.Root, Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval}
+	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, d.opTimeout())
+	switch {
+	case err != nil:
+		obs.IsError = true
+		obs.Content = "[tool failed] the sandboxer did not answer: " + err.Error() + ". The call may or may not have taken effect; look before you repeat it."
+	case reply.Error != nil:
+		obs.IsError = true
+		obs.Content = "[tool failed] " + reply.Error.Message
+	case reply.Observation != nil:
+		*obs = *reply.Observation
+		obs.CallID, obs.Tool = call.ID, call.Name
+	}
+	return obs
+}
+
+// check runs the contract's verification on the sandboxer.
+func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
+	defer fault.During(fault.DuringVerification)()
+	v := d.s.contract.Verification
+	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
+		Workspace: d.s.contract.Workspace.Root, Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
+	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, d.opTimeout())
+	switch {
+	case err != nil:
+		return &protocol.CheckResult{Kind: v.Kind(), Detail: "the verification could not run: " + err.Error()}
+	case reply.Error != nil:
+		return &protocol.CheckResult{Kind: v.Kind(), Detail: "the verification could not run: " + reply.Error.Message}
+	case reply.Check == nil:
+		return &protocol.CheckResult{Kind: v.Kind(), Detail: "the sandboxer returned no verification result"}
+	}
+	return reply.Check
+}
