@@ -1,15 +1,17 @@
 // Command coordinator runs the harness coordinator role against a NATS
 // server: it takes contracts from harness.submit and drives their runs.
 //
-// Usage: coordinator [--nats URL] [--id ID] [--max-runs N] [--redis URL] [--prices FILE] [--metrics ADDR]
+// Usage: coordinator [--nats URL] [--id ID] [--max-runs N] [--redis URL] [--prices FILE] [--metrics ADDR] [--version]
 // The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the
 // budget ledger is Redis at $REDIS_URL, else a ledger in this process.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -21,67 +23,116 @@ import (
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/ledger"
 )
 
-func main() {
-	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
-	id := flag.String("id", os.Getenv("HARNESS_ID"), "coordinator id ($HARNESS_ID; default random)")
-	maxRuns := flag.Int("max-runs", 0, "runs driven at once (default 64)")
-	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL of the budget ledger shared by every coordinator ($REDIS_URL; default a ledger in this process)")
-	pricesFile := flag.String("prices", os.Getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
-	pools := flag.String("pools", envOr("HARNESS_POOLS", "default"), "worker pools whose consumers coordinators create, for workers that may not ($HARNESS_POOLS, comma-separated)")
-	metricsAddr := flag.String("metrics", os.Getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
-	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
-	flag.Parse()
-	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(2)
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the role could not start, or failed
+	exitUsage = 2 // a bad flag, environment or file named by one
+)
+
+func main() { os.Exit(run(os.Args, os.Getenv, os.Stdout, os.Stderr)) }
+
+// config is the command line and environment, parsed.
+type config struct {
+	natsURL     string
+	nats        *streams.Flags
+	id          string
+	maxRuns     int
+	redisURL    string
+	pricesFile  string
+	pools       string
+	metricsAddr string
+	version     bool
+}
+
+// parseConfig reads the flags in args (args[0] is the program's name) and
+// the environment. Errors: the flag package's, flag.ErrHelp for -h.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{}
+	fs.StringVar(&c.natsURL, "nats", envOr(getenv, "NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
+	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "coordinator id ($HARNESS_ID; default random)")
+	fs.IntVar(&c.maxRuns, "max-runs", 0, "runs driven at once (default 64)")
+	fs.StringVar(&c.redisURL, "redis", getenv("REDIS_URL"), "Redis URL of the budget ledger shared by every coordinator ($REDIS_URL; default a ledger in this process)")
+	fs.StringVar(&c.pricesFile, "prices", getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
+	fs.StringVar(&c.pools, "pools", envOr(getenv, "HARNESS_POOLS", "default"), "worker pools whose consumers coordinators create, for workers that may not ($HARNESS_POOLS, comma-separated)")
+	fs.StringVar(&c.metricsAddr, "metrics", getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
+	fs.BoolVar(&c.version, "version", false, "print the module, version, revision and Go version of this build, and exit")
+	c.nats = streams.RoleFlags(fs, getenv)
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := natsFlags.Options()
+	return c, nil
+}
+
+// run is the command from its arguments to its exit code: it parses the
+// configuration, builds the ledger, the price table and the metrics
+// server, and drives runs until SIGINT or SIGTERM.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(2)
+		return exitUsage // the flag package has said why
 	}
-	opts.Pools, opts.Logger = strings.Split(*pools, ","), log
+	if cfg.version {
+		fmt.Fprintln(stdout, "coordinator", version.Get())
+		return exitOK
+	}
+	failed := func(code int, err error) int {
+		fmt.Fprintln(stderr, "coordinator:", err)
+		return code
+	}
+	if err := fault.Arm(getenv(fault.EnvVar)); err != nil {
+		return failed(exitUsage, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts, err := cfg.nats.Options()
+	if err != nil {
+		return failed(exitUsage, err)
+	}
+	opts.Pools, opts.Logger = strings.Split(cfg.pools, ","), log
 	var prices ledger.Prices
-	if *pricesFile != "" {
-		var err error
-		if prices, err = ledger.LoadPrices(*pricesFile); err != nil {
-			fmt.Fprintln(os.Stderr, "coordinator:", err)
-			os.Exit(2)
+	if cfg.pricesFile != "" {
+		if prices, err = ledger.LoadPrices(cfg.pricesFile); err != nil {
+			return failed(exitUsage, err)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	led, closeLedger, err := ledger.Dial(ctx, *redisURL, ledger.RedisConfig{})
+	led, closeLedger, err := ledger.Dial(ctx, cfg.redisURL, ledger.RedisConfig{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(1)
+		return failed(exitError, err)
 	}
 	defer func() { _ = closeLedger() }()
-	if *redisURL == "" {
+	if cfg.redisURL == "" {
 		log.Warn("no REDIS_URL: the budget ledger lives in this process, so tree ceilings hold across this coordinator's runs only")
 	}
 	reg := prometheus.NewRegistry()
-	msrv, err := metrics.ServeRole(*metricsAddr, reg)
+	msrv, err := metrics.ServeRole(cfg.metricsAddr, reg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(2)
+		return failed(exitUsage, err)
 	}
 	defer func() { _ = msrv.Close() }()
 	if msrv != nil {
 		log.Info("serving metrics", "url", msrv.URL())
 	}
-	if err := run(ctx, log, *natsURL, opts, coordinator.Config{ID: *id, MaxRuns: *maxRuns, Prices: prices, Ledger: led, Logger: log, Metrics: reg}); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(1)
+	ccfg := coordinator.Config{ID: cfg.id, MaxRuns: cfg.maxRuns, Prices: prices, Ledger: led, Logger: log, Metrics: reg}
+	if err := serve(ctx, log, cfg.natsURL, opts, ccfg); err != nil {
+		return failed(exitError, err)
 	}
+	return exitOK
 }
 
-func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg coordinator.Config) error {
+// serve connects to NATS and runs the coordinator until ctx ends.
+func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg coordinator.Config) error {
 	nc, js, assets, err := streams.Connect(ctx, url, "harness-coordinator", opts)
 	if err != nil {
 		return err
@@ -95,8 +146,8 @@ func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options
 	return c.Run(ctx)
 }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
+func envOr(getenv func(string) string, k, d string) string {
+	if v := getenv(k); v != "" {
 		return v
 	}
 	return d

@@ -19,6 +19,10 @@ concurrent runs.`)
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
 	}
+	if *steps < 1 || *runs < 1 {
+		fail(env.stderr, "bench: --steps and --runs must be at least 1")
+		return exitUsage
+	}
 	rep, err := bench.Run(ctx, bench.Config{Steps: *steps, Runs: *runs})
 	if err != nil {
 		fail(env.stderr, "bench: %v", err)

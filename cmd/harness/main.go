@@ -16,7 +16,8 @@ import (
 
 	"github.com/ioharness/harness/internal/procguard"
 	"github.com/ioharness/harness/internal/streams"
-	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/pkg/sandbox/native"
 )
 
 // Exit codes. 0 is success or finished; the outcome codes are stable and
@@ -54,6 +55,7 @@ var commands = []command{
 	{"approve", "approve an action a paused run waits for", cmdApprove},
 	{"deny", "deny an action a paused run waits for", cmdDeny},
 	{"bench", "measure the harness's own overhead per step", cmdBench},
+	{"version", "print the module, version, revision and Go version of this build", cmdVersion},
 }
 
 // environ is what a command may read of its surroundings; main fills it so
@@ -71,7 +73,7 @@ type environ struct {
 func main() {
 	// A native sandbox re-executes this binary as its init; that child
 	// never goes past this line.
-	sandbox.RunShimIfRequested()
+	native.RunShimIfRequested()
 	// Before any command runs: keep this process's secrets (a provider
 	// key above all) out of what a floor command could read of it.
 	if err := procguard.Protect(); err != nil {
@@ -97,6 +99,9 @@ func dispatch(ctx context.Context, env *environ, args []string) int {
 			return exitUsage
 		}
 		return exitOK
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return cmdVersion(ctx, env, args[1:])
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
@@ -124,6 +129,24 @@ Exit codes: 0 success or finished; 1 error; 2 usage or a refused contract;
 3 step_cap_reached; 4 time_budget_exceeded; 5 cost_budget_exceeded;
 6 budget_ceiling_reached; 7 awaiting_approval (paused); 8 denied or refused;
 9 stalled; 10 escalated; 11 cancelled; 12 failed.`)
+}
+
+// cmdVersion prints the one line that says which build this is; `harness
+// --version` is the same command.
+func cmdVersion(_ context.Context, env *environ, args []string) int {
+	fs := newFlags(env, "version", "[flags]",
+		`Prints the module path, the version (as the roles' micro services report
+it), the VCS revision and the Go version of this build, on one line.`)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitForParse(err)
+	}
+	if len(pos) > 0 {
+		fail(env.stderr, "version takes no arguments")
+		return exitUsage
+	}
+	fmt.Fprintln(env.stdout, "harness", version.Get())
+	return exitOK
 }
 
 // syncWriter serialises writes to w.

@@ -3,15 +3,17 @@
 // snapshots, running tools and verification commands for the runs that
 // open them.
 //
-// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N] [--backends native,docker,floor] [--snapshots DIR] [--metrics ADDR]
+// Usage: sandboxer [--nats URL] [--id ID] [--root DIR]... [--max-concurrent N] [--backends native,docker,floor] [--snapshots DIR] [--metrics ADDR] [--version]
 // The NATS URL defaults to $NATS_URL, then nats://127.0.0.1:4222; the roots
 // default to the working directory.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -25,85 +27,146 @@ import (
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/procguard"
 	"github.com/ioharness/harness/internal/streams"
-	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/pkg/sandbox/native"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/tools"
 )
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the role could not start, or failed
+	exitUsage = 2 // a bad flag, environment or backend list
+)
+
+func main() {
+	// A native sandbox re-executes this binary as its init; that child
+	// never goes past this line.
+	native.RunShimIfRequested()
+	os.Exit(run(os.Args, os.Getenv, os.Stdout, os.Stderr))
+}
 
 type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
-func main() {
-	// A native sandbox re-executes this binary as its init; that child
-	// never goes past this line.
-	sandbox.RunShimIfRequested()
+// config is the command line and environment, parsed.
+type config struct {
+	natsURL         string
+	nats            *streams.Flags
+	id              string
+	roots           listFlag
+	maxConcurrent   int
+	backends        string
+	dockerImage     string
+	allowFloor      bool
+	allowPermissive bool
+	goCache         string
+	images          bool
+	snapshots       string
+	noSnapshots     bool
+	keepSnapshots   bool
+	metricsAddr     string
+	version         bool
+}
+
+// parseConfig reads the flags in args (args[0] is the program's name) and
+// the environment. Errors: the flag package's, flag.ErrHelp for -h.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{dockerImage: getenv("HARNESS_DOCKER_IMAGE")}
+	fs.StringVar(&c.natsURL, "nats", envOr(getenv, "NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
+	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "node id ($HARNESS_ID; default random)")
+	fs.Var(&c.roots, "root", "a directory whose workspaces this node serves (repeatable; default the working directory)")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "operations at once (default 4)")
+	fs.StringVar(&c.backends, "backends", envOr(getenv, "HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
+	fs.BoolVar(&c.allowFloor, "allow-floor", getenv("HARNESS_ALLOW_FLOOR") == "1", "let commands run on the floor backend, unsandboxed, as this process's user, when a contract names it or nothing better works here ($HARNESS_ALLOW_FLOOR=1)")
+	fs.BoolVar(&c.allowPermissive, "allow-permissive", getenv("HARNESS_ALLOW_PERMISSIVE") == "1", "serve contracts whose policy allows every command or connection by default ($HARNESS_ALLOW_PERMISSIVE=1)")
+	fs.StringVar(&c.goCache, "go-cache", getenv("HARNESS_GO_CACHE"), "a Go build cache the native sandboxes read through a private overlay, so builds reuse it without writing to it; its contents become readable to commands ($HARNESS_GO_CACHE; default none)")
+	fs.BoolVar(&c.images, "images", false, "offer the view_image tool, for models that take images")
+	fs.StringVar(&c.snapshots, "snapshots", getenv("HARNESS_SNAPSHOTS"), "where snapshot workspaces are materialised ($HARNESS_SNAPSHOTS; default $TMPDIR/harness-snapshots-ID; give a fixed --id too so a restart finds them)")
+	fs.BoolVar(&c.noSnapshots, "no-snapshots", false, "serve only the --root workspaces, no snapshot workspaces")
+	fs.BoolVar(&c.keepSnapshots, "keep-snapshots", false, "keep a snapshot workspace after its run's changes are collected")
+	fs.StringVar(&c.metricsAddr, "metrics", getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
+	fs.BoolVar(&c.version, "version", false, "print the module, version, revision and Go version of this build, and exit")
+	c.nats = streams.RoleFlags(fs, getenv)
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// run is the command from its arguments to its exit code: it parses the
+// configuration, builds the backends that work here and the metrics
+// server, and serves workspaces until SIGINT or SIGTERM.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	// Before anything else: keep this process's secrets out of what a
+	// floor command could read of it.
 	if err := procguard.Protect(); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxer:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "sandboxer:", err)
+		return exitError
 	}
-	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
-	id := flag.String("id", os.Getenv("HARNESS_ID"), "node id ($HARNESS_ID; default random)")
-	var roots listFlag
-	flag.Var(&roots, "root", "a directory whose workspaces this node serves (repeatable; default the working directory)")
-	maxConc := flag.Int("max-concurrent", 0, "operations at once (default 4)")
-	backendNames := flag.String("backends", envOr("HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
-	allowFloor := flag.Bool("allow-floor", os.Getenv("HARNESS_ALLOW_FLOOR") == "1", "let commands run on the floor backend, unsandboxed, as this process's user, when a contract names it or nothing better works here ($HARNESS_ALLOW_FLOOR=1)")
-	allowPermissive := flag.Bool("allow-permissive", os.Getenv("HARNESS_ALLOW_PERMISSIVE") == "1", "serve contracts whose policy allows every command or connection by default ($HARNESS_ALLOW_PERMISSIVE=1)")
-	goCache := flag.String("go-cache", os.Getenv("HARNESS_GO_CACHE"), "a Go build cache the native sandboxes read through a private overlay, so builds reuse it without writing to it; its contents become readable to commands ($HARNESS_GO_CACHE; default none)")
-	images := flag.Bool("images", false, "offer the view_image tool, for models that take images")
-	snapshots := flag.String("snapshots", os.Getenv("HARNESS_SNAPSHOTS"), "where snapshot workspaces are materialised ($HARNESS_SNAPSHOTS; default $TMPDIR/harness-snapshots-ID; give a fixed --id too so a restart finds them)")
-	noSnapshots := flag.Bool("no-snapshots", false, "serve only the --root workspaces, no snapshot workspaces")
-	keepSnapshots := flag.Bool("keep-snapshots", false, "keep a snapshot workspace after its run's changes are collected")
-	metricsAddr := flag.String("metrics", os.Getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
-	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
-	flag.Parse()
-	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxer:", err)
-		os.Exit(2)
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := natsFlags.Options()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxer:", err)
-		os.Exit(2)
+		return exitUsage // the flag package has said why
+	}
+	if cfg.version {
+		fmt.Fprintln(stdout, "sandboxer", version.Get())
+		return exitOK
+	}
+	failed := func(code int, err error) int {
+		fmt.Fprintln(stderr, "sandboxer:", err)
+		return code
+	}
+	if err := fault.Arm(getenv(fault.EnvVar)); err != nil {
+		return failed(exitUsage, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts, err := cfg.nats.Options()
+	if err != nil {
+		return failed(exitUsage, err)
 	}
 	opts.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	bs, missing, err := backends.Build(ctx, *backendNames, backends.Options{DockerImage: os.Getenv("HARNESS_DOCKER_IMAGE"), GoCache: *goCache}, log)
+	bs, missing, err := backends.Build(ctx, cfg.backends, backends.Options{DockerImage: cfg.dockerImage, GoCache: cfg.goCache}, log)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxer:", err)
-		os.Exit(2)
+		return failed(exitUsage, err)
 	}
-	if *allowFloor {
+	if cfg.allowFloor {
 		log.Warn("the floor backend is allowed: commands may run unsandboxed, as this process's user (--allow-floor)")
 	}
-	cfg := sandboxer.Config{ID: *id, Roots: roots, MaxConcurrent: *maxConc, Backends: bs, Logger: log,
-		AllowFloor: *allowFloor, AllowPermissive: *allowPermissive, Missing: missing,
-		SnapshotDir: *snapshots, KeepSnapshots: *keepSnapshots}
-	if *images {
-		cfg.Tools = tools.BuiltinsWithImages()
+	scfg := sandboxer.Config{ID: cfg.id, Roots: cfg.roots, MaxConcurrent: cfg.maxConcurrent, Backends: bs, Logger: log,
+		AllowFloor: cfg.allowFloor, AllowPermissive: cfg.allowPermissive, Missing: missing,
+		SnapshotDir: cfg.snapshots, KeepSnapshots: cfg.keepSnapshots}
+	if cfg.images {
+		scfg.Tools = tools.BuiltinsWithImages()
 	}
 	reg := prometheus.NewRegistry()
-	msrv, err := metrics.ServeRole(*metricsAddr, reg)
+	msrv, err := metrics.ServeRole(cfg.metricsAddr, reg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxer:", err)
-		os.Exit(2)
+		return failed(exitUsage, err)
 	}
 	defer func() { _ = msrv.Close() }()
 	if msrv != nil {
 		log.Info("serving metrics", "url", msrv.URL())
 	}
-	cfg.Metrics = reg
-	if err := run(ctx, log, *natsURL, opts, cfg, !*noSnapshots); err != nil {
-		fmt.Fprintln(os.Stderr, "sandboxer:", err)
-		os.Exit(1)
+	scfg.Metrics = reg
+	if err := serve(ctx, log, cfg.natsURL, opts, scfg, !cfg.noSnapshots); err != nil {
+		return failed(exitError, err)
 	}
+	return exitOK
 }
 
-func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg sandboxer.Config, snapshots bool) error {
+// serve connects to NATS and runs the sandboxer until ctx ends; it serves
+// snapshot workspaces when snapshots is set.
+func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg sandboxer.Config, snapshots bool) error {
 	nc, _, assets, err := streams.Connect(ctx, url, "harness-sandboxer", opts)
 	if err != nil {
 		return err
@@ -121,8 +184,8 @@ func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options
 	return s.Run(ctx)
 }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
+func envOr(getenv func(string) string, k, d string) string {
+	if v := getenv(k); v != "" {
 		return v
 	}
 	return d

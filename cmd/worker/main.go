@@ -1,7 +1,7 @@
 // Command worker runs the harness worker role against a NATS server: it
 // takes step tasks from its pools and answers them with its provider.
 //
-// Usage: worker [--nats URL] [--id ID] [--pool NAME]... [--concurrency N] [--replay CASSETTE] [--metrics ADDR]
+// Usage: worker [--nats URL] [--id ID] [--pool NAME]... [--concurrency N] [--replay CASSETTE] [--metrics ADDR] [--version]
 // The provider is --replay CASSETTE, else every vendor whose key is set
 // (OPENAI_API_KEY with OPENAI_BASE_URL and OPENAI_MODEL for any
 // OpenAI-compatible server, ANTHROPIC_API_KEY, OPENROUTER_API_KEY), chained
@@ -11,8 +11,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -26,71 +28,123 @@ import (
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/procguard"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/worker"
 )
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the role could not start, or failed
+	exitUsage = 2 // a bad flag, environment or file named by one
+)
+
+func main() { os.Exit(run(os.Args, os.Getenv, os.Stdout, os.Stderr)) }
 
 type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
-func main() {
+// config is the command line and environment, parsed.
+type config struct {
+	natsURL     string
+	nats        *streams.Flags
+	id          string
+	pools       listFlag
+	concurrency int
+	replay      string
+	turnDelay   time.Duration
+	ackWait     time.Duration
+	metricsAddr string
+	version     bool
+}
+
+// parseConfig reads the flags in args (args[0] is the program's name) and
+// the environment. Errors: the flag package's, flag.ErrHelp for -h.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{}
+	fs.StringVar(&c.natsURL, "nats", envOr(getenv, "NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
+	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "worker id ($HARNESS_ID; default random)")
+	fs.Var(&c.pools, "pool", "a pool to serve (repeatable; default \"default\")")
+	fs.IntVar(&c.concurrency, "concurrency", 0, "provider calls at once (default 8)")
+	fs.StringVar(&c.replay, "replay", getenv("HARNESS_REPLAY"), "answer from this cassette instead of a live provider ($HARNESS_REPLAY)")
+	fs.DurationVar(&c.turnDelay, "turn-delay", durationEnv(getenv, "HARNESS_TURN_DELAY"), "answer no turn sooner than this after the call began: a cassette that takes as long as a model ($HARNESS_TURN_DELAY)")
+	fs.DurationVar(&c.ackWait, "ack-wait", durationEnv(getenv, "HARNESS_ACK_WAIT"), "how long a step task this worker holds may go unacknowledged before another worker gets it; the worker signals progress every third of it (default 60s) ($HARNESS_ACK_WAIT)")
+	fs.StringVar(&c.metricsAddr, "metrics", getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
+	fs.BoolVar(&c.version, "version", false, "print the module, version, revision and Go version of this build, and exit")
+	c.nats = streams.RoleFlags(fs, getenv)
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// run is the command from its arguments to its exit code: it parses the
+// configuration, builds the provider and the metrics server, and answers
+// step tasks until SIGINT or SIGTERM.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	// The worker holds the provider keys: keep them out of its
-	// /proc/PID/environ and out of reach of ptrace.
+	// /proc/PID/environ and out of reach of ptrace, before anything else.
 	if err := procguard.Protect(); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "worker:", err)
+		return exitError
 	}
-	natsURL := flag.String("nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
-	id := flag.String("id", os.Getenv("HARNESS_ID"), "worker id ($HARNESS_ID; default random)")
-	var pools listFlag
-	flag.Var(&pools, "pool", "a pool to serve (repeatable; default \"default\")")
-	conc := flag.Int("concurrency", 0, "provider calls at once (default 8)")
-	replay := flag.String("replay", os.Getenv("HARNESS_REPLAY"), "answer from this cassette instead of a live provider ($HARNESS_REPLAY)")
-	turnDelay := flag.Duration("turn-delay", durationEnv("HARNESS_TURN_DELAY"), "answer no turn sooner than this after the call began: a cassette that takes as long as a model ($HARNESS_TURN_DELAY)")
-	ackWait := flag.Duration("ack-wait", durationEnv("HARNESS_ACK_WAIT"), "how long a step task this worker holds may go unacknowledged before another worker gets it; the worker signals progress every third of it (default 60s) ($HARNESS_ACK_WAIT)")
-	metricsAddr := flag.String("metrics", os.Getenv("HARNESS_METRICS"), "serve Prometheus metrics on http://ADDR/metrics ($HARNESS_METRICS)")
-	natsFlags := streams.RoleFlags(flag.CommandLine, os.Getenv)
-	flag.Parse()
-	if err := fault.Arm(os.Getenv(fault.EnvVar)); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := natsFlags.Options()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
+		return exitUsage // the flag package has said why
+	}
+	if cfg.version {
+		fmt.Fprintln(stdout, "worker", version.Get())
+		return exitOK
+	}
+	failed := func(code int, err error) int {
+		fmt.Fprintln(stderr, "worker:", err)
+		return code
+	}
+	if err := fault.Arm(getenv(fault.EnvVar)); err != nil {
+		return failed(exitUsage, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts, err := cfg.nats.Options()
+	if err != nil {
+		return failed(exitUsage, err)
 	}
 	opts.Logger = log
-	p, primary, err := newProvider(*replay)
+	p, primary, err := newProvider(cfg.replay, getenv)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
+		return failed(exitUsage, err)
 	}
-	if *turnDelay > 0 {
-		p = &delayed{p: p, d: *turnDelay}
+	if cfg.turnDelay > 0 {
+		p = &delayed{p: p, d: cfg.turnDelay}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	reg := prometheus.NewRegistry()
-	msrv, err := metrics.ServeRole(*metricsAddr, reg)
+	msrv, err := metrics.ServeRole(cfg.metricsAddr, reg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
+		return failed(exitUsage, err)
 	}
 	defer func() { _ = msrv.Close() }()
 	if msrv != nil {
 		log.Info("serving metrics", "url", msrv.URL())
 	}
-	if err := run(ctx, log, *natsURL, opts, p, worker.Config{ID: *id, Pools: pools, Concurrency: *conc, AckWait: *ackWait, Primary: primary, Logger: log, Metrics: reg}); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+	wcfg := worker.Config{ID: cfg.id, Pools: cfg.pools, Concurrency: cfg.concurrency, AckWait: cfg.ackWait, Primary: primary, Logger: log, Metrics: reg}
+	if err := serve(ctx, log, cfg.natsURL, opts, p, wcfg); err != nil {
+		return failed(exitError, err)
 	}
+	return exitOK
 }
 
-func newProvider(replay string) (worker.Provider, string, error) {
+// newProvider is the cassette at replay, else the vendors whose keys are
+// set.
+func newProvider(replay string, getenv func(string) string) (worker.Provider, string, error) {
 	if replay != "" {
 		r, err := provider.LoadReplay(replay)
 		if err != nil {
@@ -98,10 +152,11 @@ func newProvider(replay string) (worker.Provider, string, error) {
 		}
 		return r, r.Name(), nil
 	}
-	return provider.FromEnv(os.Getenv)
+	return provider.FromEnv(getenv)
 }
 
-func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options, p worker.Provider, cfg worker.Config) error {
+// serve connects to NATS and runs the worker until ctx ends.
+func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, p worker.Provider, cfg worker.Config) error {
 	nc, js, assets, err := streams.Connect(ctx, url, "harness-worker", opts)
 	if err != nil {
 		return err
@@ -117,13 +172,13 @@ func run(ctx context.Context, log *slog.Logger, url string, opts streams.Options
 
 // durationEnv reads a duration from the environment; zero when unset or
 // unreadable, which the flag's default then stands for.
-func durationEnv(k string) time.Duration {
-	d, _ := time.ParseDuration(os.Getenv(k))
+func durationEnv(getenv func(string) string, k string) time.Duration {
+	d, _ := time.ParseDuration(getenv(k))
 	return d
 }
 
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
+func envOr(getenv func(string) string, k, d string) string {
+	if v := getenv(k); v != "" {
 		return v
 	}
 	return d

@@ -79,10 +79,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Dir = d
 	}
 	ws := filepath.Join(cfg.Dir, "ws")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("a small file to read\n"), 0o644); err != nil {
+	if err := writeNotes(ws, cfg.Steps); err != nil {
 		return nil, err
 	}
 	cl, err := harness.Start(ctx, harness.Config{DataDir: filepath.Join(cfg.Dir, "data"), Provider: agent(cfg.Steps), Roots: []string{ws}})
@@ -104,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Latency: one run alone, step to step.
 	run := harness.NewRunID()
-	if err := finish(ctx, cl, contract, run); err != nil {
+	if err := finish(ctx, cl, contract, run, cfg.Steps); err != nil {
 		return nil, err
 	}
 	recs, err := cl.Trace(ctx, run)
@@ -130,7 +127,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- finish(ctx, cl, contract, harness.NewRunID()+"-"+fmt.Sprint(time.Now().UnixNano()))
+			errs <- finish(ctx, cl, contract, harness.NewRunID()+"-"+fmt.Sprint(time.Now().UnixNano()), cfg.Steps)
 		}()
 	}
 	wg.Wait()
@@ -144,8 +141,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// finish runs one contract and checks it ran every step.
-func finish(ctx context.Context, cl *harness.Cluster, contract []byte, id string) error {
+// finish runs one contract and checks it finished after every step, so
+// that no figure comes from a run cut short.
+func finish(ctx context.Context, cl *harness.Cluster, contract []byte, id string, steps int) error {
 	res, err := cl.RunContract(ctx, contract, id, nil)
 	if err != nil {
 		return err
@@ -153,12 +151,36 @@ func finish(ctx context.Context, cl *harness.Cluster, contract []byte, id string
 	if res.Outcome != protocol.OutcomeFinished {
 		return fmt.Errorf("bench run %s ended %s: %s", res.Run, res.Outcome, res.Reason)
 	}
+	if res.Steps != steps {
+		return fmt.Errorf("bench run %s finished after %d steps, not %d", res.Run, res.Steps, steps)
+	}
 	return nil
 }
 
-// agent answers at once: read the notes for steps-1 turns, then stop.
+// notePath is the small file the agent reads at its i-th step.
+func notePath(i int) string { return fmt.Sprintf("notes/%d.txt", i) }
+
+// writeNotes lays out the workspace: one small file for each step of a
+// run, so that no step repeats another (see agent).
+func writeNotes(ws string, steps int) error {
+	if err := os.MkdirAll(filepath.Join(ws, "notes"), 0o755); err != nil {
+		return err
+	}
+	for i := range steps {
+		if err := os.WriteFile(filepath.Join(ws, notePath(i)), []byte("a small file to read\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// agent answers at once: for steps-1 turns it reads the next of the
+// notes, then stops. Each turn reads a file no earlier turn read, as an
+// agent finding its way around a workspace does: a run that reads the same
+// file over and over changes nothing and is stalled by the coordinator's
+// stall detection (a window of 3 by default), which the measurement keeps
+// on, since its check is part of every step.
 func agent(steps int) *provider.Scripted {
-	read := json.RawMessage(`{"path":"notes.txt"}`)
 	return provider.NewScriptedFunc(func(req *protocol.CompletionRequest, _ int) (*protocol.Turn, error) {
 		done := 0
 		for _, m := range req.Messages {
@@ -168,6 +190,10 @@ func agent(steps int) *provider.Scripted {
 		}
 		if done+1 >= steps {
 			return &protocol.Turn{Text: "done", Usage: protocol.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+		}
+		read, err := json.Marshal(map[string]string{"path": notePath(done)})
+		if err != nil {
+			return nil, err
 		}
 		return &protocol.Turn{Usage: protocol.Usage{InputTokens: 1, OutputTokens: 1},
 			ToolCalls: []protocol.ToolCall{{ID: fmt.Sprintf("c%d", done), Name: "read_file", Arguments: read}}}, nil

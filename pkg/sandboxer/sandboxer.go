@@ -23,31 +23,28 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ioharness/harness/internal/fault"
-	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
-	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
 	"github.com/ioharness/harness/pkg/snapshot"
 	"github.com/ioharness/harness/pkg/tools"
 )
-
-// Version is reported by the sandboxer's micro service.
-const Version = "0.1.0"
 
 // Config configures a sandboxer. The zero value means the defaults.
 type Config struct {
@@ -68,6 +65,15 @@ type Config struct {
 	Reserved []string
 	// MaxConcurrent bounds operations running at once; default 4.
 	MaxConcurrent int
+	// MaxQueued bounds the operations waiting for one of the
+	// MaxConcurrent slots; default 16 times MaxConcurrent. Operations come
+	// on a NATS subscription that delivers them one at a time, so the
+	// sandboxer never waits there for a slot (every later operation,
+	// repeats included, would wait behind it): an operation beyond
+	// MaxConcurrent+MaxQueued is left unanswered, and its coordinator,
+	// which asks again while an operation is unanswered, sends it again
+	// later. A repeat of an operation admitted here takes no place.
+	MaxQueued int
 	// Backends run commands, best first: a contract's "auto" takes the
 	// first that isolates its commands, a named backend ("native",
 	// "docker", "floor") the one of that name. Default: the floor alone,
@@ -175,12 +181,20 @@ func (c *Config) setDefaults() error {
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 4
 	}
-	if len(c.Backends) == 0 {
-		c.Backends = []sandbox.Backend{sandbox.NewFloor()}
+	if c.MaxQueued == 0 {
+		c.MaxQueued = 16 * c.MaxConcurrent
 	}
+	// Copies of the caller's slices and map, as of Roots and Reserved: a
+	// caller that changes its own afterwards changes nothing here.
+	c.Backends = slices.Clone(c.Backends)
+	if len(c.Backends) == 0 {
+		c.Backends = []sandbox.Backend{floor.New()}
+	}
+	c.Missing = maps.Clone(c.Missing)
 	if c.Tools == nil {
 		c.Tools = tools.Builtins()
 	}
+	c.CmdEnv = slices.Clone(c.CmdEnv)
 	if c.CmdEnv == nil {
 		c.CmdEnv = sandbox.MinimalEnv()
 	}
@@ -201,15 +215,22 @@ func (c *Config) Validate() error {
 	if c.MaxConcurrent < 0 {
 		return errors.New("sandboxer: MaxConcurrent must not be negative")
 	}
+	if c.MaxQueued < 0 {
+		return errors.New("sandboxer: MaxQueued must not be negative")
+	}
 	return nil
 }
 
 // Sandboxer serves workspace operations. Create it with New.
 type Sandboxer struct {
-	cfg   Config
-	nc    *nats.Conn
-	log   *slog.Logger
-	slots chan struct{}
+	cfg Config
+	nc  *nats.Conn
+	log *slog.Logger
+	// admitted holds a place for each operation with a goroutine, running
+	// or waiting for a slot: MaxConcurrent+MaxQueued in all. slots holds
+	// one for each running: MaxConcurrent.
+	admitted chan struct{}
+	slots    chan struct{}
 
 	inflight atomic.Int64
 	wg       sync.WaitGroup
@@ -221,23 +242,15 @@ type Sandboxer struct {
 	snapMu sync.Mutex
 	m      *metrics.Sandboxer
 
-	mu         sync.Mutex // guards workspaces, ops and opOrder
+	mu         sync.Mutex // guards workspaces, ops (and their entries' reply and waiters) and opOrder
 	workspaces map[string]*workspace
-	ops        map[string]*opEntry
+	ops        map[string]*opEntry // the op journal (journal.go)
 	opOrder    []string
 }
 
-type workspace struct {
-	dir string
-	ws  *tools.Workspace
-}
-
-type opEntry struct {
-	done  chan struct{}
-	reply *protocol.SandboxReply
-}
-
-// New returns a sandboxer. Errors: an invalid Config or an unusable root.
+// New returns a sandboxer. It keeps copies of cfg's slices and map, so the
+// caller's Config stays its own. Errors: an invalid Config or an unusable
+// root.
 func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -249,6 +262,7 @@ func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
 		cfg:        cfg,
 		nc:         nc,
 		log:        cfg.Logger.With("sandboxer", cfg.ID),
+		admitted:   make(chan struct{}, cfg.MaxConcurrent+cfg.MaxQueued),
 		slots:      make(chan struct{}, cfg.MaxConcurrent),
 		workspaces: make(map[string]*workspace),
 		ops:        make(map[string]*opEntry),
@@ -265,7 +279,7 @@ func (s *Sandboxer) ID() string { return s.cfg.ID }
 func (s *Sandboxer) Run(ctx context.Context) error {
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        "harness-sandboxer",
-		Version:     Version,
+		Version:     version.Semver(),
 		Description: "workspaces, tools and sandboxed commands for harness runs",
 		Metadata:    map[string]string{"id": s.cfg.ID, "backends": strings.Join(s.backendNames(), ","), "roots": strings.Join(s.cfg.Roots, ":")},
 		StatsHandler: func(*micro.Endpoint) any {
@@ -294,17 +308,7 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		}
 	}
 	// Containers a previous life of this node left behind go first.
-	for _, b := range s.cfg.Backends {
-		if r, ok := b.(interface {
-			Reconcile(ctx context.Context, live func(run string) bool) (int, error)
-		}); ok {
-			if n, err := r.Reconcile(ctx, nil); err != nil {
-				s.log.Warn("reconcile sandboxes", "backend", b.Name(), "err", err)
-			} else if n > 0 {
-				s.log.Info("removed leftover sandboxes", "backend", b.Name(), "count", n)
-			}
-		}
-	}
+	s.reconcile(ctx)
 	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backends", s.backendNames())
 	<-ctx.Done()
 	if err := svc.Stop(); err != nil {
@@ -315,100 +319,118 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	s.stopping = true
 	s.stopMu.Unlock()
 	s.wg.Wait()
-	for _, b := range s.cfg.Backends {
-		switch c := b.(type) {
-		case interface{ Close() error }:
-			_ = c.Close()
-		case interface{ Shutdown(context.Context) error }:
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_ = c.Shutdown(sctx)
-			cancel()
-		}
-	}
-	s.mu.Lock()
-	for run, w := range s.workspaces {
-		_ = w.ws.Close()
-		delete(s.workspaces, run)
-	}
-	s.mu.Unlock()
+	s.closeBackends()
+	s.closeWorkspaces()
 	return nil
 }
 
-// handle decodes one operation and runs it on its own goroutine, bounded by
-// MaxConcurrent, so a long command does not hold up the others.
+// handle takes one operation from the micro service. It runs on the
+// goroutine of the endpoint's subscription, which delivers the endpoint's
+// requests one at a time: whatever handle waited for, every request after
+// this one would wait for too, repeats that could be answered at once
+// included, and beyond the subscription's pending limits they would be
+// dropped. So handle never waits. It decodes the operation, answers a
+// repeat of an operation admitted here from that operation (at once, or
+// when it ends), and gives a new one a goroutine of its own, where it
+// waits for one of the MaxConcurrent slots, only while fewer than
+// MaxConcurrent+MaxQueued have one; beyond that the operation is left
+// unanswered, and its coordinator asks again.
 func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
+	op, ok := s.decode(r, open)
+	if !ok {
+		return
+	}
+	e, first := s.entry(op)
+	if !first {
+		// A repeat (its coordinator asked again, its first answer lost or
+		// slow): no slot, no goroutine, no place among the admitted.
+		s.await(r, e)
+		return
+	}
+	select {
+	case s.admitted <- struct{}{}:
+	default:
+		s.finish(op, e, nil) // not admitted: the next ask is a new op
+		s.log.Warn("too many operations waiting; this one is left for its coordinator to ask again",
+			"run", op.Run, "op", op.OpID, "running", s.cfg.MaxConcurrent, "waiting", s.cfg.MaxQueued)
+		return
+	}
+	s.stopMu.Lock()
+	if s.stopping {
+		s.stopMu.Unlock()
+		<-s.admitted
+		s.finish(op, e, nil)
+		return
+	}
+	s.wg.Add(1)
+	s.stopMu.Unlock()
+	go s.serve(ctx, r, op, e)
+}
+
+// decode reads an operation, and for an open that came to every sandboxer
+// (open) resolves its workspace root among the roots this node serves.
+// It answers what it refuses, except an open of a root that is not ours,
+// which another sandboxer may serve, and reports whether to go on.
+func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, bool) {
 	var op protocol.SandboxOp
 	if err := json.Unmarshal(r.Data(), &op); err != nil || op.OpID == "" || !protocol.ValidToken(op.Run) {
 		s.respond(r, &protocol.SandboxReply{Error: protocol.Errorf(protocol.CodeMalformed, "undecodable sandbox operation")})
-		return
+		return nil, false
 	}
 	if open {
 		dir, err := s.resolveRoot(op.Workspace)
 		if errors.Is(err, protocol.ErrWorkspaceRefused) {
-			return // not ours: another sandboxer may serve it
+			return nil, false // not ours: another sandboxer may serve it
 		}
 		if err != nil {
 			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.AsError(err)})
-			return
+			return nil, false
 		}
 		op.Workspace = dir
 	}
 	if op.Kind == protocol.OpOpen {
 		if err := s.admit(&op); err != nil {
 			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.AsError(err)})
-			return
+			return nil, false
 		}
 	}
-	s.stopMu.Lock()
-	if s.stopping {
-		s.stopMu.Unlock()
+	return &op, true
+}
+
+// serve runs an admitted operation on its own goroutine, so that a long
+// command does not hold up the others: it waits for a slot, runs the
+// operation (a journaled one at most once, see durably), and answers it
+// and the repeats that came meanwhile.
+func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry) {
+	defer s.wg.Done()
+	defer func() { <-s.admitted }()
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		s.finish(op, e, nil)
 		return
 	}
-	s.wg.Add(1)
-	s.stopMu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		if e := s.running(&op); e != nil {
-			// A repeat of an operation still running here (its coordinator
-			// asked again, its first answer lost or slow): it waits for that
-			// one's answer without taking a slot of its own.
-			select {
-			case <-e.done:
-				if e.reply != nil {
-					s.respond(r, e.reply)
-				}
-			case <-ctx.Done():
-			}
-			return
-		}
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		defer func() { <-s.slots }()
-		s.inflight.Add(1)
-		defer s.inflight.Add(-1)
-		reply := s.once(ctx, &op)
-		if reply == nil {
-			return // not run: the coordinator asks again
-		}
-		s.m.Op(op.Kind, reply.Error != nil)
-		s.respond(r, reply)
-	}()
-}
-
-// running returns the entry of op if an operation with its id is running
-// or done in this process, for a tool or verification.
-func (s *Sandboxer) running(op *protocol.SandboxOp) *opEntry {
-	if op.Kind == protocol.OpOpen || op.Kind == protocol.OpClose {
-		return nil
+	defer func() { <-s.slots }()
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	var reply *protocol.SandboxReply
+	if journaled(op.Kind) {
+		reply = s.durably(ctx, op)
+	} else {
+		reply = s.do(ctx, op)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ops[op.OpID]
+	repeats := s.finish(op, e, reply)
+	if reply == nil {
+		return // not run: the coordinator asks again
+	}
+	s.m.Op(op.Kind, reply.Error != nil)
+	s.respond(r, reply)
+	for _, w := range repeats {
+		s.respond(w, reply)
+	}
 }
 
+// respond answers r with reply, naming this node in it.
 func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
 	if reply.Node == "" { // set when an open was passed on to the node holding the run
 		// A copy: one reply may answer an op and its repeats at once.
@@ -426,167 +448,7 @@ func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
 	}
 }
 
-// once runs an operation at most once per op id: a repeat waits for the
-// first and gets its result. It returns nil for an operation it did not
-// run because it could not be recorded first (see durably); a repeat then
-// tries again.
-func (s *Sandboxer) once(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
-	if op.Kind == protocol.OpOpen || op.Kind == protocol.OpClose {
-		return s.do(ctx, op)
-	}
-	s.mu.Lock()
-	if e, ok := s.ops[op.OpID]; ok {
-		s.mu.Unlock()
-		select {
-		case <-e.done:
-			return e.reply
-		case <-ctx.Done():
-			return &protocol.SandboxReply{OpID: op.OpID, Error: protocol.Errorf(protocol.CodeUnavailable, "sandboxer shutting down")}
-		}
-	}
-	e := &opEntry{done: make(chan struct{})}
-	s.ops[op.OpID] = e
-	s.opOrder = append(s.opOrder, op.OpID)
-	if len(s.opOrder) > s.cfg.RememberOps {
-		delete(s.ops, s.opOrder[0])
-		s.opOrder = s.opOrder[1:]
-	}
-	s.mu.Unlock()
-	e.reply = s.durably(ctx, op)
-	if e.reply == nil {
-		s.mu.Lock()
-		if s.ops[op.OpID] == e {
-			delete(s.ops, op.OpID)
-		}
-		s.mu.Unlock()
-	}
-	close(e.done)
-	return e.reply
-}
-
-// opRecord is what the ops bucket holds for one operation: that it began,
-// and once it ended, its reply.
-type opRecord struct {
-	Done  bool                   `json:"done"`
-	Reply *protocol.SandboxReply `json:"reply,omitempty"`
-}
-
-// durably runs an operation at most once across restarts of this node,
-// and of any node serving the same roots, when an ops bucket is
-// configured: a completed op's reply is kept there and returned again; a
-// tool call that began but never ended (the node died under it) is
-// reported as indeterminate, never silently run again. A verification or a
-// read-only tool's call (read_file, grep, find, view_image) cut off that
-// way is simply run again: it changes nothing.
-//
-// A call that may change the workspace runs only once its start is
-// recorded: while the bucket cannot say whether the op began elsewhere, or
-// cannot take the record, durably returns nil without running it, and the
-// coordinator's next ask tries again. Run unrecorded, a call whose answer
-// was lost would be run a second time by whichever node was asked next.
-func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
-	if s.cfg.Ops == nil {
-		return s.do(ctx, op)
-	}
-	key := opKey(op.OpID)
-	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.cfg.Tools.ReadOnly(op.Call.Name))
-	e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
-	switch {
-	case err == nil:
-		var rec opRecord
-		if json.Unmarshal(e.Value(), &rec) == nil {
-			if rec.Done && rec.Reply != nil {
-				return rec.Reply
-			}
-			if changes {
-				return indeterminate(op)
-			}
-		}
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case changes:
-		s.log.Warn("the ops bucket does not answer; the op waits to be asked again", "op", op.OpID, "err", err)
-		return nil
-	}
-	// Created, not put: of two nodes asked for one op at once (a run
-	// taken over while its first node still worked), one records the
-	// start and the other sees it.
-	begun, _ := json.Marshal(opRecord{})
-	_, err = opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Create(ctx, key, begun) })
-	switch {
-	case err == nil:
-	case errors.Is(err, jetstream.ErrKeyExists):
-		if changes {
-			return s.begunElsewhere(ctx, op, key)
-		}
-	case changes:
-		s.log.Warn("could not record the op's start; it waits to be asked again", "op", op.OpID, "err", err)
-		return nil
-	default:
-		s.log.Warn("record op start", "op", op.OpID, "err", err)
-	}
-	reply := s.do(ctx, op)
-	done, _ := json.Marshal(opRecord{Done: true, Reply: reply})
-	// Kept in this process either way; in the bucket it spares another
-	// node reporting the op as indeterminate.
-	if _, err := opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Put(ctx, key, done) }); err != nil {
-		s.log.Warn("record op result", "op", op.OpID, "err", err)
-	}
-	return reply
-}
-
-// begunElsewhere answers a call that may change the workspace whose start
-// another node recorded a moment ago: with its result once that node has
-// one, as indeterminate if it has none within the op's time.
-func (s *Sandboxer) begunElsewhere(ctx context.Context, op *protocol.SandboxOp, key string) *protocol.SandboxReply {
-	for range 30 {
-		e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
-		if err == nil {
-			var rec opRecord
-			if json.Unmarshal(e.Value(), &rec) == nil && rec.Done && rec.Reply != nil {
-				return rec.Reply
-			}
-		}
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-	return indeterminate(op)
-}
-
-// opsTimeout bounds each call to the ops bucket.
-const opsTimeout = 5 * time.Second
-
-// opsCall runs one call to the ops bucket, bounded by opsTimeout.
-func opsCall[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, opsTimeout)
-	defer cancel()
-	return f(ctx)
-}
-
-// indeterminate is the reply for a tool call cut off by a restart.
-func indeterminate(op *protocol.SandboxOp) *protocol.SandboxReply {
-	obs := &protocol.Observation{IsError: true,
-		Content: "[indeterminate] this call was cut off when the sandboxer stopped: it did not finish, and its effects are unknown. Look at the workspace before you repeat it."}
-	if op.Call != nil {
-		obs.CallID, obs.Tool = op.Call.ID, op.Call.Name
-	}
-	return &protocol.SandboxReply{OpID: op.OpID, Observation: obs}
-}
-
-// opKey turns an op id into a bucket key.
-func opKey(id string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '=' {
-			return r
-		}
-		return '_'
-	}, id)
-}
-
+// do carries out an operation, once it is admitted and has a slot.
 func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.SandboxReply {
 	reply := &protocol.SandboxReply{OpID: op.OpID}
 	log := s.log.With("run", op.Run, "op", op.OpID)
@@ -602,12 +464,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 		reply.Tools = s.cfg.Tools.Specs()
 		log.Info("workspace opened", "dir", op.Workspace)
 	case protocol.OpClose:
-		s.mu.Lock()
-		if w, ok := s.workspaces[op.Run]; ok {
-			_ = w.ws.Close()
-			delete(s.workspaces, op.Run)
-		}
-		s.mu.Unlock()
+		s.closeWorkspace(op.Run)
 		s.closeSnapshot(ctx, op.Run)
 	case protocol.OpCollect:
 		p, err := s.collect(ctx, op)
@@ -635,278 +492,6 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 		reply.Error = protocol.Errorf(protocol.CodeUnsupported, "unknown operation %q", op.Kind)
 	}
 	return reply
-}
-
-// workspaceFor returns the run's open workspace, opening it again from the
-// op's root if this node lost it (a restart).
-func (s *Sandboxer) workspaceFor(op *protocol.SandboxOp) (*workspace, error) {
-	s.mu.Lock()
-	w, ok := s.workspaces[op.Run]
-	s.mu.Unlock()
-	if ok {
-		return w, nil
-	}
-	if op.Workspace == "" {
-		return s.snapshotWorkspace(op.Run)
-	}
-	dir, err := s.resolveRoot(op.Workspace)
-	if err != nil {
-		return nil, err
-	}
-	return s.workspace(op.Run, dir)
-}
-
-func (s *Sandboxer) workspace(run, dir string) (*workspace, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w, ok := s.workspaces[run]; ok {
-		return w, nil
-	}
-	ws, err := tools.OpenWorkspace(dir)
-	if err != nil {
-		return nil, err
-	}
-	w := &workspace{dir: dir, ws: ws}
-	s.workspaces[run] = w
-	return w, nil
-}
-
-// resolveRoot turns a contract's workspace root into a directory this node
-// serves. Errors: CodeWorkspaceRefused when it lies outside every root,
-// CodeNotFound when it does not exist or is not a directory.
-func (s *Sandboxer) resolveRoot(root string) (string, error) {
-	if root == "" || strings.ContainsRune(root, 0) {
-		return "", protocol.Errorf(protocol.CodeWorkspaceRefused, "no workspace root")
-	}
-	dir := root
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(s.cfg.Base, dir)
-	}
-	dir = filepath.Clean(dir)
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
-	served := false
-	for _, r := range s.cfg.Roots {
-		if dir == r || strings.HasPrefix(dir, r+string(filepath.Separator)) {
-			served = true
-			break
-		}
-	}
-	if !served {
-		return "", protocol.Errorf(protocol.CodeWorkspaceRefused, "workspace %s is outside the roots this sandboxer serves", root)
-	}
-	if err := RefuseRoot(dir, s.cfg.Reserved...); err != nil {
-		return "", err
-	}
-	if s.inSnapshots(dir) {
-		return "", protocol.Errorf(protocol.CodePathEscape, "workspace %s reaches this sandboxer's snapshot workspaces (%s); use a directory apart from them", root, s.cfg.SnapshotDir)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return "", protocol.Errorf(protocol.CodeNotFound, "workspace %s: %s", root, err.Error())
-	}
-	if !fi.IsDir() {
-		return "", protocol.Errorf(protocol.CodeNotFound, "workspace %s is not a directory", root)
-	}
-	return dir, nil
-}
-
-func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
-	var spec protocol.SandboxSpec
-	if op.Sandbox != nil {
-		spec = *op.Sandbox
-	}
-	backend, err := s.backend(spec.Backend)
-	if err != nil {
-		backend = refusing{err}
-	}
-	env := &tools.Env{
-		Workspace: w.ws,
-		Sandbox:   s.metered(backend),
-		Limits:    spec.Limits.WithDefaults(),
-		Network:   spec.Network,
-		CmdEnv:    s.cfg.CmdEnv,
-	}
-	// Every file tool asks the run's policy about each path it would
-	// touch, link targets included; grep and find omit what it refuses.
-	// A policy that is missing or does not compile allows nothing. (tool
-	// puts in a judge of its own, the same but keeping the verdict.)
-	env.Judge = toolJudge(op, new(policy.Verdict))
-	return env
-}
-
-// tool runs one tool call. A failure is an observation, written for the
-// model.
-func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.Observation {
-	call := op.Call
-	if call == nil {
-		return &protocol.Observation{IsError: true, Content: "[tool failed] no tool call"}
-	}
-	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
-	t, ok := s.cfg.Tools.Get(call.Name)
-	if !ok {
-		obs.IsError = true
-		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, strings.Join(s.cfg.Tools.Names(), ", "))
-		return obs
-	}
-	// The coordinator decided; the sandboxer decides again, where the
-	// effect would happen, and performs nothing its verdict does not cover.
-	if refusal := s.covered(op); refusal != "" {
-		obs.IsError, obs.Content = true, refusal
-		return obs
-	}
-	env := s.env(op, w)
-	// The sandboxer's own verdict on what the call really touches: the
-	// targets of the links on its path, which only this node can see; a
-	// refusal is recorded with the rule that made it.
-	var refused policy.Verdict
-	env.Judge = toolJudge(op, &refused)
-	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), env, call.Arguments)
-	fault.Hit(fault.AfterToolEffect)
-	if errors.Is(err, protocol.ErrRefused) {
-		obs.IsError, obs.Content = true, protocol.AsError(err).Message
-		if refused.Effect == policy.Ask || refused.Effect == policy.Deny { // unset when no policy covers the op
-			obs.Refused = &protocol.Refusal{Act: refused.Act.String(), Target: refused.Target, Effect: refused.Effect.String(), Rule: refused.Rule, Layer: refused.Layer}
-		}
-		return obs
-	}
-	if err != nil {
-		obs.IsError = true
-		msg := err.Error()
-		var pe *protocol.Error
-		if errors.As(err, &pe) {
-			msg = pe.Message
-			if pe.Hint != "" {
-				msg += " (" + pe.Hint + ")"
-			}
-		}
-		obs.Content = fmt.Sprintf("[%s failed] %s", call.Name, msg)
-		return obs
-	}
-	obs.Content, obs.Changed, obs.Exec, obs.Image = out.Content, out.Changed, out.Exec, out.Image
-	return obs
-}
-
-// covered takes the sandboxer's own verdict on a tool call and returns why
-// it is refused, or "" when the policy allows it (or asks, and a person's
-// approval comes with it).
-func (s *Sandboxer) covered(op *protocol.SandboxOp) string {
-	if op.Policy == nil {
-		return "[refused by the sandboxer] no policy verdict covers this operation"
-	}
-	pol, err := policy.FromProtocol(op.Policy)
-	if err != nil {
-		return "[refused by the sandboxer] the run's policy does not compile: " + err.Error()
-	}
-	v, bad := gate.Verdict(pol, op.Call)
-	switch {
-	case bad != "":
-		return bad
-	case v.Effect == policy.Deny, v.Effect == policy.Ask && op.Approval == "":
-		return v.Refusal()
-	}
-	return ""
-}
-
-// verify runs the contract's check. A command killed by a cap or a signal
-// never passes, whatever it printed.
-func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.CheckResult {
-	defer fault.During(fault.DuringVerification)()
-	v := op.Verification
-	res := &protocol.CheckResult{Kind: v.Kind()}
-	switch {
-	case v.Command != nil:
-		pol, err := policy.FromProtocol(orEmpty(op.Policy))
-		if op.Policy == nil || err != nil {
-			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
-			return res
-		}
-		if ok, why := gate.Allowed(pol, *v); !ok {
-			res.Detail = why
-			return res
-		}
-		env := s.env(op, w)
-		r, err := env.Sandbox.Run(sandbox.WithRun(ctx, op.Run, op.OpID), sandbox.Spec{Argv: v.Command.Argv, Dir: w.dir, Env: env.CmdEnv, Limits: env.Limits})
-		cmd := "`" + strings.Join(v.Command.Argv, " ") + "`"
-		if err != nil {
-			res.Detail = fmt.Sprintf("%s could not start: %s", cmd, protocol.AsError(err).Message)
-			return res
-		}
-		rep := r.Report
-		res.Exec = &rep
-		res.Output = boundBoth(r.Stdout+r.Stderr, 4000)
-		switch {
-		case rep.CapHit != "":
-			res.Detail = fmt.Sprintf("%s was killed by the %s cap; a killed command never passes.", cmd, rep.CapHit)
-		case !rep.Exited:
-			res.Detail = fmt.Sprintf("%s was killed by %s; a killed command never passes.", cmd, orWord(rep.Signal, "a signal"))
-		case rep.ExitCode == v.Command.ExpectExit:
-			res.Passed = true
-			res.Detail = fmt.Sprintf("%s exited %d as expected.", cmd, rep.ExitCode)
-		default:
-			res.Detail = fmt.Sprintf("%s exited %d (expected %d).", cmd, rep.ExitCode, v.Command.ExpectExit)
-		}
-	case v.FileContains != nil:
-		path := v.FileContains.Path
-		pol, err := policy.FromProtocol(orEmpty(op.Policy))
-		if op.Policy == nil || err != nil {
-			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
-			return res
-		}
-		// The file is read as the agent's read_file would find it, and
-		// every path its resolution passes through must be explicitly
-		// allowed: a link must not let the check answer questions about a
-		// file the policy hides.
-		data, err := (&tools.Env{Workspace: w.ws, Judge: verifyJudge(pol)}).ReadFile(path)
-		switch {
-		case errors.Is(err, protocol.ErrRefused):
-			res.Detail = protocol.AsError(err).Message
-		case errors.Is(err, protocol.ErrNotFound):
-			res.Detail = fmt.Sprintf("%s does not exist yet.", path)
-		case err != nil:
-			res.Detail = fmt.Sprintf("%s cannot be checked: %s", path, protocol.AsError(err).Message)
-		case strings.Contains(string(data), v.FileContains.Needle):
-			res.Passed = true
-			res.Detail = fmt.Sprintf("%s contains the expected text.", path)
-		default:
-			res.Detail = fmt.Sprintf("%s does not contain the expected text.", path)
-		}
-	default:
-		res.Detail = "this sandboxer cannot run a " + v.Kind() + " verification"
-	}
-	return res
-}
-
-// refusing is the backend of an op whose contract asks for one this node
-// does not have: every command fails to start, saying so.
-type refusing struct{ err error }
-
-func (r refusing) Name() string { return "none" }
-
-func (r refusing) Run(context.Context, sandbox.Spec) (*sandbox.Result, error) { return nil, r.err }
-
-func orEmpty(p *protocol.Policy) *protocol.Policy {
-	if p == nil {
-		return &protocol.Policy{}
-	}
-	return p
-}
-
-func orWord(s, w string) string {
-	if s == "" {
-		return w
-	}
-	return s
-}
-
-// boundBoth keeps the head and the tail of s within n bytes.
-func boundBoth(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	h := n / 2
-	return s[:h] + fmt.Sprintf("\n…[elided %d bytes]…\n", len(s)-n) + s[len(s)-(n-h):]
 }
 
 func randomHex(n int) string {

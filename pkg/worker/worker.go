@@ -32,12 +32,10 @@ import (
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
-
-// Version is reported by the worker's micro service.
-const Version = "0.1.0"
 
 // Provider answers one completion request. provider.Provider implements it.
 type Provider interface {
@@ -156,7 +154,7 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, p Provid
 func (w *Worker) Run(ctx context.Context) error {
 	svc, err := micro.AddService(w.nc, micro.Config{
 		Name:        "harness-worker",
-		Version:     Version,
+		Version:     version.Semver(),
 		Description: "provider turns for harness runs",
 		Metadata:    map[string]string{"id": w.cfg.ID, "provider": w.p.Name()},
 		StatsHandler: func(*micro.Endpoint) any {

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"math"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// TestBench runs `harness bench` as docs/benchmarks.md does, for a few
+// steps and runs: every run must finish after all its steps (a run stalled
+// or cut short is an error, exit 1), and it prints the three figures. Ten
+// steps are enough for an agent that repeats itself to be stalled under
+// the default stall detection (a window of 3, one re-plan). Nothing here
+// times anything: the figures are only checked to be there.
+func TestBench(t *testing.T) {
+	code, out, errOut := cli(t, t.Context(), nil, "bench", "--steps", "10", "--runs", "3")
+	if code != exitOK {
+		t.Fatalf("bench: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, re := range []string{
+		`(?m)^bare JetStream publish\+ack \(synced\): p50 \S+  p99 \S+$`,
+		`(?m)^harness step \(scripted provider, read_file, durable trace\): p50 \S+  p99 \S+  \(\S+× a bare publish\)$`,
+		`(?m)^throughput: \d+ steps/s from one coordinator across 3 concurrent runs of 10 steps$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("bench output lacks a line matching %s:\n%s", re, out)
+		}
+	}
+	m := regexp.MustCompile(`\((\S+)× a bare publish\)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no ratio in the output:\n%s", out)
+	}
+	if r, err := strconv.ParseFloat(m[1], 64); err != nil || r <= 0 || math.IsInf(r, 0) {
+		t.Errorf("step/publish ratio = %q, want a positive number", m[1])
+	}
+	if m := regexp.MustCompile(`throughput: (\d+) steps/s`).FindStringSubmatch(out); m != nil && m[1] == "0" {
+		t.Errorf("throughput is 0 steps/s:\n%s", out)
+	}
+}
+
+// TestBenchUsage: steps and runs below one are a usage error, not a
+// silent default.
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{{"--steps", "0"}, {"--runs", "-1"}} {
+		if code, _, errOut := cli(t, t.Context(), nil, append([]string{"bench"}, args...)...); code != exitUsage {
+			t.Errorf("bench %v: exit %d, want %d\nstderr: %s", args, code, exitUsage, errOut)
+		}
+	}
+}
