@@ -31,8 +31,10 @@ type Snapshot struct {
 }
 
 // PackSnapshot packs the directory dir into a temporary file, ready for
-// Client.PutSnapshot. Errors: those of snapshot.Pack, each a
-// *protocol.Error naming the entry (a symbolic link leading out, a FIFO or
+// Client.PutSnapshot. A symbolic link leading out of dir and a file with
+// more than one hard link are left out, each listed with its reason in the
+// snapshot's Info.LeftOut: the sandboxer would refuse them. Errors: those
+// of snapshot.Pack, each a *protocol.Error naming the entry (a FIFO or
 // device, too large); an unwritable temporary directory.
 func PackSnapshot(dir string, opts snapshot.PackOptions) (*Snapshot, error) {
 	f, err := os.CreateTemp("", "harness-snapshot-*.tar.gz")

@@ -6,8 +6,14 @@
 //
 // It resolves every path itself, whatever the coordinator decided: a path
 // that climbs out of the workspace, is absolute, or resolves through a
-// symlink to outside is refused here. Each operation carries an op id, and
-// an operation repeated with the same id is answered from the first result
+// symlink to outside is refused here, and a path is judged by the run's
+// policy on its name and on every link target along its resolution,
+// strictest wins. It serves no workspace that is /, a system directory or
+// the data directory, runs nothing on the floor backend unless its
+// operator allows it (Config.AllowFloor), and refuses a contract whose
+// policy allows every command by default unless its operator allows that
+// (Config.AllowPermissive). Each operation carries an op id, and an
+// operation repeated with the same id is answered from the first result
 // instead of running again.
 //
 // Sandboxers hold workspaces and sandboxes, never provider keys or run
