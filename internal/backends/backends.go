@@ -8,6 +8,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +32,46 @@ type Options struct {
 	// GoCache is a host Go build cache the native backend's sandboxes
 	// read through an overlay (native.Config.GoCache); "" for none.
 	GoCache string
+	// Unreachable are addresses a native sandbox that may use the network
+	// must not reach (native.Config.Unreachable): the cluster's, from
+	// ControlPlane.
+	Unreachable []string
+}
+
+// ControlPlane returns the IP addresses of the servers the given URLs name
+// (NATS URLs, comma-separated lists of them, a Redis URL, a tcp:// Docker
+// host), for Options.Unreachable: what no sandboxed command may dial. A
+// host name is resolved now; one that does not resolve is left out, and so
+// is a URL that does not parse.
+func ControlPlane(urls ...string) []string {
+	var out []string
+	for _, list := range urls {
+		for _, raw := range strings.Split(list, ",") {
+			raw = strings.TrimSpace(raw)
+			if raw == "" {
+				continue
+			}
+			if !strings.Contains(raw, "://") {
+				raw = "nats://" + raw
+			}
+			u, err := url.Parse(raw)
+			if err != nil || u.Hostname() == "" {
+				continue
+			}
+			if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+				out = append(out, ip.String())
+				continue
+			}
+			ips, err := net.LookupIP(u.Hostname())
+			if err != nil {
+				continue
+			}
+			for _, ip := range ips {
+				out = append(out, ip.String())
+			}
+		}
+	}
+	return out
 }
 
 // UserGoCache returns the Go build cache of this user, for Options.GoCache:
@@ -62,7 +105,7 @@ func Build(ctx context.Context, names string, o Options, log *slog.Logger) ([]sa
 	for _, name := range strings.Split(names, ",") {
 		switch strings.TrimSpace(name) {
 		case "native":
-			b, err := native.New(native.Config{GoCache: o.GoCache})
+			b, err := native.New(native.Config{GoCache: o.GoCache, Unreachable: o.Unreachable})
 			if err != nil {
 				log.Warn("native sandbox unavailable; leaving it out", "err", err)
 				missing["native"] = err.Error()

@@ -60,6 +60,14 @@ type Config struct {
 	// PATH. Without one, such a command is refused (CodeUnsupported), never
 	// run in the host's network namespace.
 	NetworkHelper string
+	// Unreachable lists addresses (an IP, or a prefix such as
+	// 10.1.0.0/16) that a command which may use the network must not
+	// reach through its route out: the cluster's NATS and Redis, a Docker
+	// engine's TCP socket (cmd/sandboxer gives those of its own NATS,
+	// REDIS_URL and DOCKER_HOST). Each sandbox's network namespace routes
+	// them nowhere. The host's loopback is out of reach whatever this
+	// says; its other addresses are not, unless listed. Default none.
+	Unreachable []string
 	// Warm is how many sandboxes for network-denied commands are kept
 	// started and waiting, each used by one command only, so that a
 	// command does not wait for the sandbox's init to start (the

@@ -73,17 +73,20 @@ const probeTimeout = 10 * time.Second
 // A Backend has no per-command state outside Run; one value runs any number
 // of commands at once.
 type Backend struct {
-	cfg        Config
-	owner      string        // "<pid>-<number>", naming this Backend's cgroups
-	cg         *cgroupLayout // nil without any usable cgroup hierarchy
-	userns     bool
-	netHelper  string // slirp4netns, "" without: no command may use the network
-	landlock   int    // Landlock ABI, 0 without
-	seccomp    bool
-	readOnly   []string
-	hide       []string
-	enforces   []string
-	unenforced []string // caps no command gets (cgroups missing)
+	cfg       Config
+	owner     string        // "<pid>-<number>", naming this Backend's cgroups
+	cg        *cgroupLayout // nil without any usable cgroup hierarchy
+	userns    bool
+	netHelper string // slirp4netns, "" without: no command may use the network
+	// unreachable are the prefixes every sandbox routes nowhere
+	// (Config.Unreachable).
+	unreachable []string
+	landlock    int // Landlock ABI, 0 without
+	seccomp     bool
+	readOnly    []string
+	hide        []string
+	enforces    []string
+	unenforced  []string // caps no command gets (cgroups missing)
 
 	warm      chan *shimProc // started shims, network denied; nil without a pool
 	stopFill  context.CancelFunc
@@ -146,6 +149,9 @@ func New(cfg Config) (*Backend, error) {
 
 	// A helper that is not there means no command may use the network.
 	n.netHelper, _ = exec.LookPath(cmp.Or(cfg.NetworkHelper, NetworkHelperName))
+	if n.unreachable, err = unreachablePrefixes(cfg.Unreachable); err != nil {
+		return nil, err
+	}
 	n.readOnly = append(slices.Clone(systemDirs), cfg.ReadOnly...)
 	for _, g := range secretPaths {
 		m, _ := filepath.Glob(g)
@@ -456,7 +462,7 @@ func (n *Backend) startShim(cg *cgroup) (*shimProc, error) {
 	}
 	sp.mntNS, _ = os.Open(fmt.Sprintf("/proc/%d/ns/mnt", sp.cmd.Process.Pid)) // nil: torn down at exit instead
 	// The shim assembles the root while it waits for the command.
-	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache}
+	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache, Unreachable: n.unreachable}
 	b, _ := json.Marshal(rc)
 	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
 	return sp, nil

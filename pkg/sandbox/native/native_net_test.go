@@ -4,6 +4,7 @@ package native_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -125,5 +126,46 @@ func TestNativeGoCacheIsReadThroughAnOverlay(t *testing.T) {
 	}
 	if out := run(`cat "$GOCACHE/planted" 2>&1; cat "$GOCACHE/marker"`); strings.Contains(out, "planted\n") || !strings.Contains(out, "warm") {
 		t.Errorf("the next sandbox sees %q; want the host's cache as it was", out)
+	}
+}
+
+// TestNativeNetworkRoutesTheControlPlaneNowhere: a sandbox that may use
+// the network routes the addresses its operator names (the cluster's NATS
+// and Redis) nowhere, so its route out cannot reach them; a loopback
+// address among them stays the sandbox's own. Checked in the sandbox's
+// routing table, with no traffic sent.
+func TestNativeNetworkRoutesTheControlPlaneNowhere(t *testing.T) {
+	requireNetHelper(t)
+	n := newNative(t, native.Config{Unreachable: []string{"192.0.2.0/24", "198.51.100.7", "127.0.0.1"}})
+	res, err := n.Run(t.Context(), sandbox.Spec{Argv: []string{"/bin/cat", "/proc/net/route"}, Dir: t.TempDir(), Env: sandbox.MinimalEnv(), Network: true})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	routes := map[string]bool{} // destination/mask in /proc/net/route's hex, with the reject flag
+	for _, line := range strings.Split(res.Stdout, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		flags, _ := strconv.ParseUint(f[3], 16, 32)
+		if flags&0x0200 != 0 { // RTF_REJECT
+			routes[f[1]+"/"+f[7]] = true
+		}
+	}
+	hexOf := func(ip net.IP) string {
+		ip = ip.To4()
+		return strings.ToUpper(fmt.Sprintf("%02x%02x%02x%02x", ip[3], ip[2], ip[1], ip[0]))
+	}
+	all := hexOf(net.IPv4(255, 255, 255, 255))
+	for name, key := range map[string]string{
+		"192.0.2.0/24": hexOf(net.IPv4(192, 0, 2, 0)) + "/" + hexOf(net.IPv4(255, 255, 255, 0)),
+		"198.51.100.7": hexOf(net.IPv4(198, 51, 100, 7)) + "/" + all,
+	} {
+		if !routes[key] {
+			t.Errorf("no unreachable route for %s (%s) in the sandbox:\n%s", name, key, res.Stdout)
+		}
+	}
+	if routes[hexOf(net.IPv4(127, 0, 0, 1))+"/"+all] {
+		t.Errorf("the sandbox's own loopback was routed nowhere:\n%s", res.Stdout)
 	}
 }

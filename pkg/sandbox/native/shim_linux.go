@@ -82,6 +82,11 @@ type rootConfig struct {
 	Hide     []string `json:"hide"`      // paths inside ReadOnly masked with an empty file or directory
 	TmpBytes int64    `json:"tmp_bytes"` // size of the private /tmp and /dev/shm
 	GoCache  string   `json:"go_cache"`  // host Go build cache shown through an overlay at SandboxGoCache; "" for none
+	// Unreachable are the prefixes the sandbox's network namespace routes
+	// nowhere: the host's own addresses and the cluster's (NATS, Redis), so
+	// a command that may use the network reaches neither through its route
+	// out.
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // shimConfig is the second JSON value on shimConfigFD, written once the
@@ -495,6 +500,9 @@ func prepareRoot(rc *rootConfig) error {
 	}
 	if err := loopbackUp(); err != nil {
 		return fmt.Errorf("bring up the loopback interface: %w", err)
+	}
+	if err := unreachableRoutes(rc.Unreachable); err != nil {
+		return err
 	}
 	return nil
 }
