@@ -29,7 +29,8 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "pkg/sandbox/native", ours: sandboxBackend},
 		{pkg: "pkg/sandbox/docker", ours: sandboxBackend, modules: dockerClient},
 		{pkg: "pkg/tools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/glob"}},
-		{pkg: "pkg/provider", ours: []string{"pkg/protocol"}, modules: []string{"github.com/sashabaranov/go-openai"}},
+		{pkg: "pkg/provider", ours: []string{"pkg/protocol", "pkg/retry"}, modules: []string{"github.com/sashabaranov/go-openai"}},
+		{pkg: "pkg/retry", ours: []string{"pkg/protocol"}, noDirect: []string{"os", "net", "net/http"}},
 		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
 		{pkg: "pkg/snapshot", ours: []string{"pkg/protocol"}, noDirect: []string{"os/exec", "net", "net/http"}},
 	}
@@ -75,6 +76,21 @@ func TestDockerClientStaysInItsBackend(t *testing.T) {
 	}
 	if deps := goList(t, "-deps", "./pkg/sandbox/docker"); !slices.Contains(deps, "github.com/moby/moby/client") {
 		t.Errorf("pkg/sandbox/docker does not link github.com/moby/moby/client; the rule above tests nothing")
+	}
+}
+
+// TestCoordinatorHoldsNoProviderSDK checks the role that never holds a
+// provider key links no provider's SDK nor the provider package: it
+// decides when a failed turn is tried again from pkg/retry alone.
+func TestCoordinatorHoldsNoProviderSDK(t *testing.T) {
+	deps := goList(t, "-deps", "./pkg/coordinator")
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "github.com/sashabaranov/") || strings.Contains(dep, "openai") || strings.Contains(dep, "anthropic") || dep == modPrefix+"pkg/provider" {
+			t.Errorf("pkg/coordinator links %s", dep)
+		}
+	}
+	if !slices.Contains(deps, modPrefix+"pkg/retry") {
+		t.Errorf("pkg/coordinator does not link pkg/retry; the rule above tests nothing")
 	}
 }
 

@@ -315,7 +315,7 @@ func (d *driver) estimate(requestBytes int) ledger.Usage {
 func (d *driver) withLedger(ctx context.Context, what string, op func() error) error {
 	waiting := false
 	rebuilt := 0
-	return retry(ctx, ledgerBackoff, func() error {
+	return retrying(ctx, ledgerBackoff, func() error {
 		err := op()
 		switch {
 		case errors.Is(err, ledger.ErrTreeUnknown) && rebuilt < 3:

@@ -24,7 +24,7 @@ import (
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
-	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/retry"
 	"github.com/ioharness/harness/pkg/trace"
 )
 
@@ -56,9 +56,9 @@ type Config struct {
 	// failures, with doubling back-off from Base to Max, a server's
 	// Retry-After honoured as is, at most MaxRetries times, and never a
 	// wait that would outlast the run's wall clock (the run escalates at
-	// once instead). The zero value is provider.RetryPolicy's defaults:
+	// once instead). The zero value is retry.Policy's defaults:
 	// 500 ms, 30 s, 2 retries.
-	Retry provider.RetryPolicy
+	Retry retry.Policy
 	// InlineLimit is the largest observation or turn text kept inside a
 	// trace record; larger content goes to the blob store; default 4 KiB.
 	InlineLimit int

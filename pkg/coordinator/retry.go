@@ -24,15 +24,15 @@ type backoff struct {
 	sleep func(ctx context.Context, d time.Duration) error
 }
 
-// retry calls try until it succeeds or ends. A try returns nil when it
+// retrying calls try until it succeeds or ends. A try returns nil when it
 // succeeded, done(err) to end the retry with err at once, again(d) to be tried
 // again after d (at once for zero) whatever the schedule says, and any
 // other error to be tried again after the schedule's next wait.
 //
-// retry returns nil once try succeeds; done's error; the last try's error
+// retrying returns nil once try succeeds; done's error; the last try's error
 // when the waits are spent; or ctx's error when ctx ends before a try
 // (never before the first: try sees ctx itself) or during a wait.
-func retry(ctx context.Context, b backoff, try func() error) error {
+func retrying(ctx context.Context, b backoff, try func() error) error {
 	pause := b.sleep
 	if pause == nil {
 		pause = sleep
@@ -152,7 +152,7 @@ func (d *driver) append(ctx context.Context, rec *protocol.Record) error {
 func (d *driver) persist(ctx context.Context, what string, write func() error, attrs ...any) error {
 	deadline := time.Now().Add(appendWindow)
 	var err error
-	_ = retry(ctx, persistBackoff, func() error {
+	_ = retrying(ctx, persistBackoff, func() error {
 		err = write()
 		if err == nil || errors.Is(err, protocol.ErrFenced) || ctx.Err() != nil || time.Now().After(deadline) {
 			return done(err)

@@ -65,7 +65,7 @@ func TestRetrySchedules(t *testing.T) {
 		var waits *[]time.Duration
 		b.sleep, waits = waitsOf()
 		calls := 0
-		err := retry(t.Context(), b, failing(tt.fails, &calls))
+		err := retrying(t.Context(), b, failing(tt.fails, &calls))
 		if !errors.Is(err, tt.err) || (tt.err == nil && err != nil) {
 			t.Errorf("%s: retry = %v, want %v", tt.name, err, tt.err)
 		}
@@ -102,7 +102,7 @@ func TestRetryAnswers(t *testing.T) {
 		var waits *[]time.Duration
 		b.sleep, waits = waitsOf()
 		n := 0
-		err := retry(t.Context(), b, func() error {
+		err := retrying(t.Context(), b, func() error {
 			if n == len(tt.answers) {
 				t.Fatalf("%s: tried again after the last answer", tt.name)
 			}
@@ -131,7 +131,7 @@ func TestRetryEndsWithContext(t *testing.T) {
 		var waits *[]time.Duration
 		b.sleep, waits = waitsOf()
 		n := 0
-		err := retry(ctx, b, func() error {
+		err := retrying(ctx, b, func() error {
 			if n++; n > 1 {
 				return done(errors.New("tried again after the context ended"))
 			}
@@ -151,7 +151,7 @@ func TestRetryEndsWithContext(t *testing.T) {
 		return sleep(ctx, d)
 	}}
 	done := make(chan error, 1)
-	go func() { done <- retry(ctx, b, func() error { return errDown }) }()
+	go func() { done <- retrying(ctx, b, func() error { return errDown }) }()
 	<-waiting
 	cancel()
 	select {

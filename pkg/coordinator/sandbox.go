@@ -39,7 +39,7 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 	// every sandboxer or a queue group, and are asked again by open.
 	direct := subject != streams.SandboxOpenSubject && subject != streams.SandboxSnapshotSubject
 	var m *nats.Msg
-	_ = retry(rctx, requestBackoff, func() error {
+	_ = retrying(rctx, requestBackoff, func() error {
 		actx, acancel := rctx, context.CancelFunc(func() {})
 		if direct {
 			actx, acancel = context.WithTimeout(rctx, resendInterval)

@@ -55,7 +55,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 	}
 	var turn *protocol.Turn
 	retries := 0
-	err := retry(ctx, publishBackoff, func() error {
+	err := retrying(ctx, publishBackoff, func() error {
 		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: attempt, Request: *s.request(d.tools), Deadline: s.deadline(),
 			Policy: d.pol.Protocol(), Expires: time.Now().Add(d.c.cfg.TurnTimeout)}
 		data, err := json.Marshal(task)
@@ -273,7 +273,7 @@ var lookupBackoff = backoff{wait: 250 * time.Millisecond, max: 8 * time.Second, 
 // none would make the call again.
 func (d *driver) lookupTurn(ctx context.Context, step, attempt int) *protocol.TurnResult {
 	var tr *protocol.TurnResult
-	_ = retry(ctx, lookupBackoff, func() error {
+	_ = retrying(ctx, lookupBackoff, func() error {
 		m, err := d.lastTurn(ctx, step, attempt)
 		if err == nil {
 			var t protocol.TurnResult

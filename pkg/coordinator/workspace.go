@@ -24,7 +24,7 @@ func (d *driver) open(ctx context.Context) error {
 	op, subject := d.openOp()
 	holder := ""
 	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
-	return retry(ctx, openBackoff, func() error {
+	return retrying(ctx, openBackoff, func() error {
 		wait := time.Until(deadline)
 		if subject == streams.SandboxOpenSubject {
 			// Opening a directory is quick: an answer lost to a NATS

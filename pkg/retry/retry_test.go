@@ -1,4 +1,4 @@
-package provider
+package retry
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
-func TestRetryPolicyNext(t *testing.T) {
+func TestPolicyNext(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	server := protocol.Errorf(protocol.CodeProviderServer, "down")
 	limited := func(ms int64) *protocol.Error {
@@ -17,7 +17,7 @@ func TestRetryPolicyNext(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		policy    RetryPolicy
+		policy    Policy
 		attempt   int
 		err       *protocol.Error
 		deadline  time.Time
@@ -28,16 +28,16 @@ func TestRetryPolicyNext(t *testing.T) {
 		{name: "second retry doubles", attempt: 2, err: server, wantWait: time.Second, wantRetry: true},
 		{name: "past MaxRetries", attempt: 3, err: server},
 		{name: "attempt 0 counts as 1", attempt: 0, err: server, wantWait: 500 * time.Millisecond, wantRetry: true},
-		{name: "back-off capped at Max", policy: RetryPolicy{Base: time.Second, Max: 5 * time.Second, MaxRetries: 10},
+		{name: "back-off capped at Max", policy: Policy{Base: time.Second, Max: 5 * time.Second, MaxRetries: 10},
 			attempt: 4, err: server, wantWait: 5 * time.Second, wantRetry: true},
-		{name: "huge attempt does not overflow", policy: RetryPolicy{MaxRetries: 1000},
+		{name: "huge attempt does not overflow", policy: Policy{MaxRetries: 1000},
 			attempt: 900, err: server, wantWait: 30 * time.Second, wantRetry: true},
-		{name: "custom base", policy: RetryPolicy{Base: 100 * time.Millisecond}, attempt: 2, err: server,
+		{name: "custom base", policy: Policy{Base: 100 * time.Millisecond}, attempt: 2, err: server,
 			wantWait: 200 * time.Millisecond, wantRetry: true},
 		{name: "Retry-After honoured", attempt: 1, err: limited(7000), wantWait: 7 * time.Second, wantRetry: true},
 		{name: "Retry-After above Max honoured as is", attempt: 1, err: limited(90_000), wantWait: 90 * time.Second, wantRetry: true},
 		{name: "rate limit without Retry-After backs off", attempt: 2, err: limited(0), wantWait: time.Second, wantRetry: true},
-		{name: "negative MaxRetries: none", policy: RetryPolicy{MaxRetries: -1}, attempt: 1, err: server},
+		{name: "negative MaxRetries: none", policy: Policy{MaxRetries: -1}, attempt: 1, err: server},
 		{name: "auth is not retried", attempt: 1, err: protocol.Errorf(protocol.CodeProviderAuth, "bad key")},
 		{name: "request is not retried", attempt: 1, err: protocol.Errorf(protocol.CodeProviderRequest, "bad role")},
 		{name: "context overflow is not retried", attempt: 1, err: protocol.Errorf(protocol.CodeContextOverflow, "too long")},
@@ -57,7 +57,7 @@ func TestRetryPolicyNext(t *testing.T) {
 			deadline: now.Add(999 * time.Millisecond), wantWait: time.Second},
 		{name: "deadline already past", attempt: 1, err: server,
 			deadline: now.Add(-time.Second), wantWait: 500 * time.Millisecond},
-		{name: "negative durations count as defaults", policy: RetryPolicy{Base: -1, Max: -1}, attempt: 1, err: server,
+		{name: "negative durations count as defaults", policy: Policy{Base: -1, Max: -1}, attempt: 1, err: server,
 			wantWait: 500 * time.Millisecond, wantRetry: true},
 	}
 	for _, tt := range tests {
@@ -71,11 +71,11 @@ func TestRetryPolicyNext(t *testing.T) {
 	}
 }
 
-// TestRetryPolicySchedule walks a whole retry schedule with a clock that
+// TestPolicySchedule walks a whole retry schedule with a clock that
 // only the test moves: the waits double up to Max, and the run's deadline
 // ends it early.
-func TestRetryPolicySchedule(t *testing.T) {
-	p := RetryPolicy{Base: time.Second, Max: 4 * time.Second, MaxRetries: 6}
+func TestPolicySchedule(t *testing.T) {
+	p := Policy{Base: time.Second, Max: 4 * time.Second, MaxRetries: 6}
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	deadline := start.Add(10 * time.Second)
 	err := protocol.Errorf(protocol.CodeProviderTimeout, "slow")
@@ -100,15 +100,15 @@ func TestRetryPolicySchedule(t *testing.T) {
 	}
 }
 
-func TestRetryPolicyValidate(t *testing.T) {
+func TestPolicyValidate(t *testing.T) {
 	tests := []struct {
-		policy RetryPolicy
+		policy Policy
 		field  string
 	}{
-		{policy: RetryPolicy{}},
-		{policy: RetryPolicy{Base: time.Second, Max: time.Minute, MaxRetries: -1}},
-		{policy: RetryPolicy{Base: -time.Second}, field: "Base"},
-		{policy: RetryPolicy{Max: -time.Second}, field: "Max"},
+		{policy: Policy{}},
+		{policy: Policy{Base: time.Second, Max: time.Minute, MaxRetries: -1}},
+		{policy: Policy{Base: -time.Second}, field: "Base"},
+		{policy: Policy{Max: -time.Second}, field: "Max"},
 	}
 	for _, tt := range tests {
 		err := tt.policy.Validate()
