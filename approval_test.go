@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // askContract has no rule for writes or commands, so every write and
@@ -320,13 +320,13 @@ type bucketLoser struct {
 
 func (b *bucketLoser) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
 	b.once.Do(func() {
-		if err := b.js.DeleteKeyValue(ctx, streams.BucketApprovals); err != nil {
+		if err := b.js.DeleteKeyValue(ctx, wire.BucketApprovals); err != nil {
 			b.back <- err
 			return
 		}
 		go func() {
 			time.Sleep(1500 * time.Millisecond)
-			_, err := streams.Ensure(context.Background(), b.js, streams.Config{})
+			_, err := wire.Ensure(context.Background(), b.js, wire.Config{})
 			b.back <- err
 		}()
 	})

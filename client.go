@@ -16,6 +16,7 @@ import (
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Client submits contracts to a harness cluster, waits for their outcomes
@@ -23,7 +24,7 @@ import (
 type Client struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
-	assets    *streams.Assets
+	assets    *wire.Assets
 	trace     *trace.Trace
 	index     *trace.Index
 	blobs     *trace.Blobs
@@ -56,7 +57,7 @@ func NewClient(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	assets, err := streams.Ensure(ctx, js, streams.Config{})
+	assets, err := wire.Ensure(ctx, js, wire.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +102,8 @@ func (c *Client) Submit(ctx context.Context, contract []byte, id string) (string
 		return "", fmt.Errorf("subscribe for the answer: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	msg := &nats.Msg{Subject: streams.SubjectSubmit, Data: contract, Header: nats.Header{}}
-	msg.Header.Set(streams.HeaderReply, inbox)
+	msg := &nats.Msg{Subject: wire.SubjectSubmit, Data: contract, Header: nats.Header{}}
+	msg.Header.Set(wire.HeaderReply, inbox)
 	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err != nil {
 		var apiErr *jetstream.APIError
@@ -174,7 +175,7 @@ func (c *Client) Trace(ctx context.Context, run string) ([]protocol.Record, erro
 // called. Events are notifications: one published before Watch began is
 // not seen; the trace has everything.
 func (c *Client) Watch(run string, fn func(*protocol.Event)) (stop func(), err error) {
-	sub, err := c.nc.Subscribe(streams.EventsPrefix+run+".>", func(m *nats.Msg) {
+	sub, err := c.nc.Subscribe(wire.EventsPrefix+run+".>", func(m *nats.Msg) {
 		var ev protocol.Event
 		if json.Unmarshal(m.Data, &ev) == nil {
 			fn(&ev)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/pkg/coordinator"
@@ -175,7 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	co, err := coordinator.New(nc, mustJS(nc), c.assets, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices,
+	co, err := coordinator.New(nc, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices,
 		Ledger: cfg.Ledger, Metrics: c.regs.coordinator})
 	if err != nil {
 		return fail(err)
@@ -184,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if nc, err = connect("harness-worker"); err != nil {
 		return fail(err)
 	}
-	wk, err := worker.New(nc, mustJS(nc), c.assets, cfg.Provider, worker.Config{Logger: cfg.Logger, Metrics: c.regs.worker})
+	wk, err := worker.New(nc, cfg.Provider, worker.Config{Logger: cfg.Logger, Metrics: c.regs.worker})
 	if err != nil {
 		return fail(err)
 	}
@@ -231,14 +230,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 func Reserved(dataDir string) []string {
 	r := []string{filepath.Join(dataDir, "jetstream"), filepath.Join(dataDir, "server.json"), filepath.Join(dataDir, "nats.env")}
 	return append(r, SocketPath(dataDir))
-}
-
-func mustJS(nc *nats.Conn) jetstream.JetStream {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		panic(err) // jetstream.New fails only on invalid options
-	}
-	return js
 }
 
 // StartServer starts an in-process NATS server with JetStream storing in

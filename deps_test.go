@@ -1,7 +1,15 @@
 package harness_test
 
 import (
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +40,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "pkg/provider", ours: []string{"pkg/protocol", "pkg/retry"}, modules: []string{"github.com/sashabaranov/go-openai"}},
 		{pkg: "pkg/retry", ours: []string{"pkg/protocol"}, noDirect: []string{"os", "net", "net/http"}},
 		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
+		{pkg: "pkg/wire", ours: []string{"pkg/protocol", "pkg/trace"}, modules: natsClient},
 		{pkg: "pkg/snapshot", ours: []string{"pkg/protocol"}, noDirect: []string{"os/exec", "net", "net/http"}},
 	}
 	for _, r := range rules {
@@ -125,4 +134,166 @@ func TestEveryPackageIsDocumented(t *testing.T) {
 			t.Errorf("package %s has no doc comment", path)
 		}
 	}
+}
+
+// TestNoExportedSignatureNamesInternal checks the roles can be embedded:
+// no exported function, method, type, struct field, variable or constant
+// of a package under pkg/ has a type that mentions a package under an
+// internal/ directory, which no other module can name. It type-checks
+// each package against the compiled export data of its imports.
+func TestNoExportedSignatureNamesInternal(t *testing.T) {
+	exports := map[string]string{}
+	for _, line := range goListLines(t, "-deps", "-export", "-f", "{{.ImportPath}}\t{{.Export}}", "./pkg/...") {
+		path, file, _ := strings.Cut(line, "\t")
+		exports[path] = file
+	}
+	fset := token.NewFileSet()
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) { return os.Open(exports[path]) })
+	checked := 0
+	for _, line := range goListLines(t, "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", "./pkg/...") {
+		f := strings.Split(line, "\t")
+		path, dir := f[0], f[1]
+		if isInternal(path) {
+			continue
+		}
+		var files []*ast.File
+		for _, name := range strings.Fields(f[2]) {
+			af, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, af)
+		}
+		pkg, err := (&types.Config{Importer: imp}).Check(path, fset, files, nil)
+		if err != nil {
+			t.Fatalf("type-check %s: %v", path, err)
+		}
+		checked++
+		for _, problem := range internalInExports(pkg) {
+			t.Errorf("%s: %s", strings.TrimPrefix(path, modPrefix), problem)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("checked no package under pkg/; the rule tests nothing")
+	}
+}
+
+// TestRoleExampleImportsNothingInternal checks the example that embeds the
+// roles uses only what another module could: its external test package
+// imports no internal/ package.
+func TestRoleExampleImportsNothingInternal(t *testing.T) {
+	imports := goList(t, "-f", `{{join .XTestImports "\n"}}`, "./pkg/coordinator")
+	if !slices.Contains(imports, modPrefix+"pkg/worker") || !slices.Contains(imports, modPrefix+"pkg/sandboxer") {
+		t.Fatalf("pkg/coordinator's external tests import %v: the roles' example is not there; the rule tests nothing", imports)
+	}
+	for _, imp := range imports {
+		if isInternal(imp) {
+			t.Errorf("pkg/coordinator's example package imports %s, which an embedder cannot", imp)
+		}
+	}
+}
+
+func isInternal(path string) bool {
+	return strings.HasPrefix(path, "internal/") || strings.Contains(path, "/internal/") || strings.HasSuffix(path, "/internal")
+}
+
+// internalInExports names each exported object of pkg whose type mentions
+// an internal package, walking into the exported fields and methods of the
+// package's own named types.
+func internalInExports(pkg *types.Package) []string {
+	var problems []string
+	seen := map[types.Type]bool{}
+	var mentions func(t types.Type) string
+	mentions = func(t types.Type) string {
+		if seen[t] {
+			return ""
+		}
+		seen[t] = true
+		switch t := t.(type) {
+		case *types.Alias:
+			return mentions(types.Unalias(t))
+		case *types.Named:
+			obj := t.Obj()
+			if obj.Pkg() != nil && isInternal(obj.Pkg().Path()) {
+				return obj.Pkg().Path() + "." + obj.Name()
+			}
+			if args := t.TypeArgs(); args != nil {
+				for i := range args.Len() {
+					if m := mentions(args.At(i)); m != "" {
+						return m
+					}
+				}
+			}
+			if obj.Pkg() != pkg {
+				return "" // another package's type: its own rule holds, or it is not ours
+			}
+			for i := range t.NumMethods() {
+				if m := t.Method(i); m.Exported() {
+					if s := mentions(m.Type()); s != "" {
+						return s
+					}
+				}
+			}
+			return mentions(t.Underlying())
+		case *types.Pointer:
+			return mentions(t.Elem())
+		case *types.Slice:
+			return mentions(t.Elem())
+		case *types.Array:
+			return mentions(t.Elem())
+		case *types.Chan:
+			return mentions(t.Elem())
+		case *types.Map:
+			if m := mentions(t.Key()); m != "" {
+				return m
+			}
+			return mentions(t.Elem())
+		case *types.Signature:
+			for _, tup := range []*types.Tuple{t.Params(), t.Results()} {
+				for i := range tup.Len() {
+					if m := mentions(tup.At(i).Type()); m != "" {
+						return m
+					}
+				}
+			}
+		case *types.Struct:
+			for i := range t.NumFields() {
+				if f := t.Field(i); f.Exported() {
+					if m := mentions(f.Type()); m != "" {
+						return m
+					}
+				}
+			}
+		case *types.Interface:
+			for i := range t.NumMethods() {
+				if m := t.Method(i); m.Exported() {
+					if s := mentions(m.Type()); s != "" {
+						return s
+					}
+				}
+			}
+		}
+		return ""
+	}
+	scope := pkg.Scope()
+	for _, name := range scope.Names() {
+		obj := scope.Lookup(name)
+		if !obj.Exported() {
+			continue
+		}
+		clear(seen)
+		if m := mentions(obj.Type()); m != "" {
+			problems = append(problems, name+" mentions "+m)
+		}
+	}
+	return problems
+}
+
+func goListLines(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }

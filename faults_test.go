@@ -25,10 +25,10 @@ import (
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/redistest"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // The fault-injection suite (issue 6). For each role, and for NATS itself,
@@ -506,7 +506,7 @@ func (l *faultLoop) submit(ctx context.Context, r *faultRun) {
 	data := faultContract(l.t, r)
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := l.js.PublishMsg(pctx, &nats.Msg{Subject: streams.SubjectSubmit, Data: data}, jetstream.WithMsgID(r.id))
+		_, err := l.js.PublishMsg(pctx, &nats.Msg{Subject: wire.SubjectSubmit, Data: data}, jetstream.WithMsgID(r.id))
 		cancel()
 		if err == nil {
 			return
@@ -722,7 +722,7 @@ func (l *faultLoop) stop() {
 // record.
 func (l *faultLoop) measureTakeover(id string, died time.Time) {
 	ctx := l.t.Context()
-	kv, err := l.js.KeyValue(ctx, streams.BucketLeases)
+	kv, err := l.js.KeyValue(ctx, wire.BucketLeases)
 	if err != nil {
 		l.t.Logf("takeover after %s: %v", id, err)
 		return
@@ -777,7 +777,7 @@ func (l *faultLoop) measureTakeover(id string, died time.Time) {
 
 // watchEvents counts the live events that trigger the NATS kills.
 func (l *faultLoop) watchEvents(ctx context.Context) {
-	sub, err := l.client.Conn().Subscribe(streams.EventsPrefix+">", func(m *nats.Msg) {
+	sub, err := l.client.Conn().Subscribe(wire.EventsPrefix+">", func(m *nats.Msg) {
 		kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		if l.natsObserve(kind) {
 			go l.bounceNATS(ctx)

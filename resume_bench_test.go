@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // BenchmarkResume is the cost of resuming a run whose trace holds 100,
@@ -46,7 +46,7 @@ func BenchmarkResume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	assets, err := streams.Ensure(b.Context(), js, streams.Config{})
+	assets, err := wire.Ensure(b.Context(), js, wire.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/snapshot"
 	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Snapshot is a workspace packed for upload: the archive in a temporary
@@ -137,7 +137,7 @@ func (c *Client) Patch(ctx context.Context, run string) (*protocol.Patch, []byte
 // lastRecord returns a run's last trace record. Errors:
 // protocol.ErrUnknownRun when it has none.
 func (c *Client) lastRecord(ctx context.Context, run string) (*protocol.Record, error) {
-	m, err := c.assets.Trace.GetLastMsgForSubject(ctx, streams.Trace(run))
+	m, err := c.assets.Trace.GetLastMsgForSubject(ctx, wire.Trace(run))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
 	}

@@ -19,11 +19,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/snapshot"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestSnapshotWorkspaceComesBackAsAPatch carries the example's workspace
@@ -88,7 +88,7 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	// A patch replaced in the object store after the run (anyone who may
 	// write the store could) is refused, not handed out.
 	js, _ := jetstream.New(cl.Conn())
-	store, err := js.ObjectStore(ctx, streams.BucketWorkspaces)
+	store, err := js.ObjectStore(ctx, wire.BucketWorkspaces)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	assets, err := streams.Ensure(ctx, js, streams.Config{})
+	assets, err := wire.Ensure(ctx, js, wire.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestHostileSnapshotFailsTheRun(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	store, err := js.ObjectStore(ctx, streams.BucketWorkspaces)
+	store, err := js.ObjectStore(ctx, wire.BucketWorkspaces)
 	if err != nil {
 		t.Fatal(err)
 	}

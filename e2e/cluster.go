@@ -18,6 +18,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // NATSCLI is the nats command line the suite drives the cluster with,
@@ -367,7 +368,7 @@ func (c *Cluster) NATS(user string, args ...string) (string, error) {
 // it, so a caller can time the command alone.
 func (c *Cluster) NATSCommand(ctx context.Context, user string, args ...string) (run func() (string, error)) {
 	if user != "admin" {
-		args = append([]string{"--inbox-prefix", streams.InboxPrefix + natsUser(user)}, args...)
+		args = append([]string{"--inbox-prefix", wire.InboxPrefix + natsUser(user)}, args...)
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "nats"), args...)
 	cmd.Env = append(os.Environ(), "NATS_URL="+c.NATSURL(), "NATS_USER="+natsUser(user), "NATS_PASSWORD="+c.passwords[user])

@@ -28,6 +28,7 @@ import (
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // kind is one sort of contract the suite submits.
@@ -234,7 +235,7 @@ func runEmbedded(t *testing.T, dir string, k kind, p provider.Provider, up *uplo
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, err := js.ObjectStore(t.Context(), streams.BucketWorkspaces)
+	obs, err := js.ObjectStore(t.Context(), wire.BucketWorkspaces)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +536,7 @@ func TestCluster(t *testing.T) {
 	t.Run("burst", func(t *testing.T) {
 		// A tenant uploads the workspace with its own credentials, then
 		// submits twenty contracts naming it, all at once.
-		out, err := c.NATS("tenant-acme", "object", "put", streams.BucketWorkspaces, up.archive, "--name", up.ref, "--force")
+		out, err := c.NATS("tenant-acme", "object", "put", wire.BucketWorkspaces, up.archive, "--name", up.ref, "--force")
 		if err != nil {
 			t.Fatalf("nats object put as tenant acme: %v\n%s", err, out)
 		}
@@ -544,7 +545,7 @@ func TestCluster(t *testing.T) {
 		kindOf := map[string]kind{}
 		for i, k := range burst {
 			id := fmt.Sprintf("burst-%02d", i)
-			bodies[id], kindOf[streams.TenantRun("acme", id)] = contract(k, up.ref, "replay"), k
+			bodies[id], kindOf[wire.TenantRun("acme", id)] = contract(k, up.ref, "replay"), k
 		}
 		at := submit(t, c, "tenant-acme", "harness.submit.acme", bodies)
 		runs := slices.Sorted(maps.Keys(kindOf))
@@ -714,8 +715,8 @@ func TestCluster(t *testing.T) {
 		// A worker's credentials may not append to the trace: the server
 		// drops the publish and tells the connection, and the trace does
 		// not grow.
-		victim := streams.TenantRun("acme", "burst-00")
-		subject := streams.Trace(victim)
+		victim := wire.TenantRun("acme", "burst-00")
+		subject := wire.Trace(victim)
 		before := len(traceOf(t, c, victim))
 		out, _ := c.NATS("worker", "pub", subject, `{"kind":"finished"}`)
 		t.Logf("nats pub %s as the worker: %s", subject, strings.TrimSpace(out))
@@ -773,7 +774,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel = context.WithTimeout(t.Context(), 3*time.Second)
-		obs, err := bjs.ObjectStore(ctx, streams.BucketWorkspaces)
+		obs, err := bjs.ObjectStore(ctx, wire.BucketWorkspaces)
 		if err == nil {
 			_, err = obs.GetBytes(ctx, up.ref)
 		}
@@ -879,7 +880,7 @@ func capture(t *testing.T, c *Cluster, up *upload, dir string) {
 		{"micro", "ls"}, {"micro", "info", "harness-coordinator"}, {"micro", "stats", "harness-worker"},
 		{"stream", "report"}, {"consumer", "report", "HARNESS_STEPS"}, {"consumer", "report", "HARNESS_SUBMIT"},
 		{"kv", "ls", "harness-runs"}, {"kv", "get", "harness-runs", "t-acme-burst-00", "--raw"}, {"kv", "ls", "harness-approvals"},
-		{"kv", "status", "harness-runs"}, {"object", "ls", streams.BucketWorkspaces}, {"object", "info", streams.BucketWorkspaces, up.ref},
+		{"kv", "status", "harness-runs"}, {"object", "ls", wire.BucketWorkspaces}, {"object", "info", wire.BucketWorkspaces, up.ref},
 	}
 	var b strings.Builder
 	for _, cmd := range cmds {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Auth are the credentials and TLS settings a role or the CLI connects
@@ -111,7 +113,7 @@ func (a Auth) options() ([]nats.Option, error) {
 	}
 	inbox := a.Inbox
 	if inbox == "" && a.User != "" {
-		inbox = InboxPrefix + a.User
+		inbox = wire.InboxPrefix + a.User
 	}
 	if inbox != "" {
 		opts = append(opts, nats.CustomInboxPrefix(inbox))

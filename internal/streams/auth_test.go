@@ -23,6 +23,7 @@ import (
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/snapshot"
+	"github.com/ioharness/harness/pkg/wire"
 	"github.com/ioharness/harness/pkg/worker"
 )
 
@@ -129,15 +130,14 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	// The worker comes up first and waits for the coordinator.
 	type bound struct {
 		nc  *nats.Conn
-		a   *streams.Assets
 		err error
 	}
 	workerUp := make(chan bound, 1)
 	go func() {
-		nc, _, a, err := streams.Connect(ctx, url, "harness-worker", streams.Options{Auth: as("worker"), Bind: true})
-		workerUp <- bound{nc, a, err}
+		nc, _, _, err := streams.Connect(ctx, url, "harness-worker", streams.Options{Auth: as("worker"), Bind: true})
+		workerUp <- bound{nc, err}
 	}()
-	cnc, cjs, cassets, err := streams.Connect(ctx, url, "harness-coordinator", streams.Options{Auth: as("coordinator"), Pools: []string{"default"}})
+	cnc, _, _, err := streams.Connect(ctx, url, "harness-coordinator", streams.Options{Auth: as("coordinator"), Pools: []string{"default"}})
 	if err != nil {
 		t.Fatalf("coordinator: %v", err)
 	}
@@ -157,15 +157,11 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	write := &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"done\n"}`)}},
 		Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}}
 	script := provider.NewScripted(write, write) // the root run's, then the snapshot run's
-	co, err := coordinator.New(cnc, cjs, cassets, coordinator.Config{ID: "c1"})
+	co, err := coordinator.New(cnc, coordinator.Config{ID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wjs, err := jetstream.New(w.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wk, err := worker.New(w.nc, wjs, w.a, script, worker.Config{ID: "w1"})
+	wk, err := worker.New(w.nc, script, worker.Config{ID: "w1", Bind: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +252,7 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs, err := tjs.ObjectStore(ctx, streams.BucketWorkspaces)
+	obs, err := tjs.ObjectStore(ctx, wire.BucketWorkspaces)
 	if err != nil {
 		t.Fatalf("the tenant binding the workspaces object store: %v", err)
 	}
@@ -290,7 +286,7 @@ func TestTheServerRefuses(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, _, _, err := streams.Connect(wctx, url, "harness-worker", streams.Options{Auth: as("worker")})
-	var pe *streams.PermissionError
+	var pe *wire.PermissionError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "--bind-streams") {
 		t.Errorf("worker creating streams: %v, want a permission error that points at --bind-streams", err)
 	}

@@ -1,3 +1,8 @@
+// Package streams connects a harness role to NATS: credentials, TLS, the
+// flags and environment every role and the CLI share, and Connect, which
+// dials, reconnects for ever and ensures (or binds to) the streams of
+// pkg/wire, again after every reconnect. The names and topology themselves
+// are public, in pkg/wire; this is the plumbing a role's main needs.
 package streams
 
 import (
@@ -10,19 +15,21 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Options configure Connect. The zero value connects without credentials
 // and ensures single-node streams, as every role did before there were
 // options.
 type Options struct {
-	// Streams tunes what Ensure creates (the replication factor).
-	Streams Config
+	// Streams tunes what wire.Ensure creates (the replication factor).
+	Streams wire.Config
 	// Bind makes the role create nothing: it waits for the coordinators to
 	// create the streams, buckets and pool consumers, and binds to them.
 	// For roles whose credentials may not manage streams.
 	Bind bool
-	// BindWait bounds that wait; default DefaultBindWait.
+	// BindWait bounds that wait; default wire.DefaultBindWait.
 	BindWait time.Duration
 	// Pools are the worker pools whose consumers this role creates (and
 	// creates again after a NATS restart lost the in-memory steps
@@ -47,7 +54,7 @@ type Options struct {
 // variable to set (see Auth.ExplainConnect); the server cannot be reached;
 // JetStream is not enabled; a *PermissionError when the credentials may
 // not do what the role needs.
-func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jetstream.JetStream, *Assets, error) {
+func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jetstream.JetStream, *wire.Assets, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -111,9 +118,9 @@ func Connect(ctx context.Context, url, name string, o Options) (*nats.Conn, jets
 		return nil, nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	handle.Store(&js)
-	var assets *Assets
+	var assets *wire.Assets
 	if o.Bind {
-		assets, err = Bind(ctx, js, o.BindWait)
+		assets, err = wire.Bind(ctx, js, o.BindWait)
 	} else {
 		assets, err = ensureWhileForming(ctx, js, o, log)
 	}
@@ -131,11 +138,11 @@ const formingWait = 2 * time.Minute
 // ensureWhileForming ensures the streams and pools, trying again while
 // the server cannot place them yet (a cluster coming up together with the
 // roles), but not after a refusal of permission, which will not change.
-func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, log *slog.Logger) (*Assets, error) {
+func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, log *slog.Logger) (*wire.Assets, error) {
 	deadline := time.Now().Add(formingWait)
 	waited := false
 	for {
-		a, err := Ensure(ctx, js, o.Streams)
+		a, err := wire.Ensure(ctx, js, o.Streams)
 		if err == nil {
 			if err = ensurePools(ctx, a, o.Pools); err == nil {
 				if waited {
@@ -144,7 +151,7 @@ func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, 
 				return a, nil
 			}
 		}
-		var pe *PermissionError
+		var pe *wire.PermissionError
 		if errors.As(err, &pe) || ctx.Err() != nil || time.Now().After(deadline) {
 			return nil, err
 		}
@@ -156,11 +163,22 @@ func ensureWhileForming(ctx context.Context, js jetstream.JetStream, o Options, 
 	}
 }
 
-func ensurePools(ctx context.Context, a *Assets, pools []string) error {
+func ensurePools(ctx context.Context, a *wire.Assets, pools []string) error {
 	for _, p := range pools {
-		if _, err := EnsureWorkerConsumer(ctx, a, p, DefaultWorkerAckWait); err != nil {
+		if _, err := wire.EnsureWorkerConsumer(ctx, a, p, wire.DefaultWorkerAckWait); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Flags are the NATS settings every role and the harness CLI take, each
@@ -45,7 +47,7 @@ func RoleFlags(fs *flag.FlagSet, getenv func(string) string) *Flags {
 	bind, _ := strconv.ParseBool(getenv("HARNESS_BIND_STREAMS"))
 	fs.IntVar(&f.Replicas, "replicas", replicas, "replication factor of the streams and buckets this role creates: 3 on a three-node cluster (default: 1 when creating, and what exists is left alone) ($HARNESS_REPLICAS)")
 	fs.BoolVar(&f.Bind, "bind-streams", bind, "create no stream, bucket or consumer: wait for the coordinators' and bind to them, for credentials that may only use them ($HARNESS_BIND_STREAMS)")
-	fs.DurationVar(&f.BindWait, "bind-wait", DefaultBindWait, "how long --bind-streams waits for the coordinators to create what it binds to")
+	fs.DurationVar(&f.BindWait, "bind-wait", wire.DefaultBindWait, "how long --bind-streams waits for the coordinators to create what it binds to")
 	return f
 }
 
@@ -77,7 +79,7 @@ func (f *Flags) Options() (Options, error) {
 	if f.Replicas < 0 || f.Replicas > 5 {
 		return Options{}, fmt.Errorf("--replicas %d: JetStream replicates 1 to 5 times", f.Replicas)
 	}
-	return Options{Auth: a, Streams: Config{Replicas: f.Replicas}, Bind: f.Bind, BindWait: f.BindWait}, nil
+	return Options{Auth: a, Streams: wire.Config{Replicas: f.Replicas}, Bind: f.Bind, BindWait: f.BindWait}, nil
 }
 
 // Redact returns a NATS URL list with any password in it replaced, for

@@ -19,13 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ioharness/harness/internal/metrics"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/retry"
 	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // DefaultLeaseTTL is Config.LeaseTTL's default.
@@ -93,6 +93,9 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
+	// Streams tunes the streams and buckets New ensures (wire.Ensure):
+	// their replication factor, how long turns are kept.
+	Streams wire.Config
 }
 
 func (c *Config) setDefaults() {
@@ -153,7 +156,7 @@ type Coordinator struct {
 	cfg       Config
 	nc        *nats.Conn
 	js        jetstream.JetStream
-	assets    *streams.Assets
+	assets    *wire.Assets
 	trace     *trace.Trace
 	index     *trace.Index
 	blobs     *trace.Blobs
@@ -172,13 +175,26 @@ type Coordinator struct {
 	active map[string]bool // runs this coordinator is driving
 }
 
-// New returns a coordinator over an established NATS connection and the
-// streams from streams.Ensure. Errors: an invalid Config.
-func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, cfg Config) (*Coordinator, error) {
+// New returns a coordinator over an established NATS connection. It
+// ensures the streams and buckets of pkg/wire (cfg.Streams tunes them), so
+// it may come up before any other role.
+//
+// Errors: an invalid Config; JetStream is not enabled; those of
+// wire.Ensure (a *wire.PermissionError when these credentials may not
+// create the streams).
+func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
+	}
+	assets, err := wire.Ensure(context.Background(), js, cfg.Streams)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
 	traces := trace.New(js, assets.Trace)
 	return &Coordinator{
 		cfg:       cfg,
@@ -216,15 +232,15 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	defer svc.Stop()
 	if err := svc.AddEndpoint("decide", micro.HandlerFunc(func(r micro.Request) { c.handleDecide(ctx, r) }),
-		micro.WithEndpointSubject(DecidePrefix+">")); err != nil {
+		micro.WithEndpointSubject(wire.DecidePrefix+">")); err != nil {
 		return fmt.Errorf("register decide endpoint: %w", err)
 	}
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(c.handleStatus),
-		micro.WithEndpointSubject("harness.coordinator."+c.cfg.ID+".status")); err != nil {
+		micro.WithEndpointSubject(wire.CoordinatorStatus(c.cfg.ID))); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
 	}
 
-	cons, err := streams.EnsureCoordinatorConsumer(ctx, c.assets)
+	cons, err := wire.EnsureCoordinatorConsumer(ctx, c.assets)
 	if err != nil {
 		return err
 	}
@@ -241,7 +257,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		c.accept(ctx, msg)
 	}, jetstream.PullMaxMessages(1))
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", streams.StreamSubmit, err)
+		return fmt.Errorf("consume %s: %w", wire.StreamSubmit, err)
 	}
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
 	if !c.cfg.NoTakeover {
@@ -264,18 +280,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	return nil
 }
 
-// DecidePrefix starts the subject a plain NATS client decides an approval
-// on: harness.decide.<approval id>, with a JSON protocol.Decision as the
-// body. The reply is {"approval": ...} or {"error": ...}.
-const DecidePrefix = "harness.decide."
-
 // handleDecide records a decision sent as a plain NATS request.
 func (c *Coordinator) handleDecide(ctx context.Context, r micro.Request) {
 	type answer struct {
 		Approval *protocol.Approval `json:"approval,omitempty"`
 		Error    *protocol.Error    `json:"error,omitempty"`
 	}
-	id := strings.TrimPrefix(r.Subject(), DecidePrefix)
+	id := strings.TrimPrefix(r.Subject(), wire.DecidePrefix)
 	if _, _, _, err := protocol.ParseApprovalID(id); err != nil {
 		_ = r.RespondJSON(answer{Error: protocol.AsError(err)})
 		return
@@ -339,8 +350,8 @@ func (c *Coordinator) handleStatus(req micro.Request) {
 func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 	sl := c.heldSlot()
 	defer sl.release()
-	reply := msg.Headers().Get(streams.HeaderReply)
-	if tenant, _ := streams.SubmitTenant(msg.Subject()); reply != "" && !streams.ReplyAllowed(tenant, reply) {
+	reply := msg.Headers().Get(wire.HeaderReply)
+	if tenant, _ := wire.SubmitTenant(msg.Subject()); reply != "" && !wire.ReplyAllowed(tenant, reply) {
 		// Answering anywhere else would let a submitter make this
 		// coordinator, whose permissions are wide, publish where the
 		// submitter may not.
@@ -445,7 +456,7 @@ func (c *Coordinator) treeOf(ctx context.Context, run string, contract *protocol
 	if contract.Parent == run {
 		return "", 0, protocol.FieldError(protocol.CodeInvalidField, "parent", "name another run", "a run cannot be its own parent")
 	}
-	if streams.TenantOf(contract.Parent) != streams.TenantOf(run) {
+	if wire.TenantOf(contract.Parent) != wire.TenantOf(run) {
 		// Another tenant's run is as unknown to this one as a missing run.
 		return "", 0, protocol.FieldError(protocol.CodeUnknownRun, "parent", "name a run of your own",
 			"no run %s to be a sub-agent of", contract.Parent)
@@ -821,11 +832,11 @@ func (c *Coordinator) runIDOf(msg jetstream.Msg) string {
 	} else {
 		id = meta.Timestamp.UTC().Format("20060102-150405") + "-s" + strconv.FormatUint(meta.Sequence.Stream, 10)
 	}
-	if tenant, ok := streams.SubmitTenant(msg.Subject()); ok {
-		if strings.HasPrefix(id, streams.TenantRun(tenant, "")) {
+	if tenant, ok := wire.SubmitTenant(msg.Subject()); ok {
+		if strings.HasPrefix(id, wire.TenantRun(tenant, "")) {
 			return id // already the tenant's: a sub-agent's id, submitted by its parent's coordinator
 		}
-		return streams.TenantRun(tenant, id)
+		return wire.TenantRun(tenant, id)
 	}
 	return id
 }
@@ -858,12 +869,12 @@ func (c *Coordinator) emit(run string, step int, kind string, ev *protocol.Event
 	if err != nil {
 		return
 	}
-	if err := c.nc.Publish(streams.Event(run, kind), data); err != nil {
+	if err := c.nc.Publish(wire.Event(run, kind), data); err != nil {
 		c.log.Debug("publish event", "run", run, "kind", kind, "err", err)
 	}
 	// A tenant may read its own runs' events only, so they are copied
 	// under its name, where its permissions let it subscribe.
-	if tenant := streams.TenantOf(run); tenant != "" {
-		_ = c.nc.Publish(streams.TenantEvent(tenant, run, kind), data)
+	if tenant := wire.TenantOf(run); tenant != "" {
+		_ = c.nc.Publish(wire.TenantEvent(tenant, run, kind), data)
 	}
 }

@@ -16,6 +16,7 @@
 // own, fixed in its started record and carried by every sandbox op, so no
 // sub-agent at any depth may do what its root may not.
 //
-// To embed: connect to NATS, call streams.Ensure, then New and Run. Run
-// returns when its context ends; Shutdown waits for the runs in hand.
+// To embed: connect to NATS, then New (which ensures the streams of
+// pkg/wire) and Run. Run returns when its context ends; Shutdown waits for
+// the runs in hand.
 package coordinator

@@ -9,10 +9,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // A run is driven by one driver, on its own goroutine, from the state its
@@ -76,7 +76,7 @@ func (c *Coordinator) drive(ctx context.Context, run string, recs []protocol.Rec
 		log.Error("compile the run's policy", "err", err)
 		return
 	}
-	sub, err := c.nc.ChanSubscribe(streams.Turns(run), d.turns)
+	sub, err := c.nc.ChanSubscribe(wire.Turns(run), d.turns)
 	if err != nil {
 		log.Error("subscribe to turns", "err", err)
 		return

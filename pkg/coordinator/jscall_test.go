@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // silentStream is a turns stream whose lookups are never answered: the
@@ -26,7 +26,7 @@ func (silentStream) GetLastMsgForSubject(ctx context.Context, _ string) (*jetstr
 func TestTurnLookupIsBounded(t *testing.T) {
 	defer func(old time.Duration) { jsTimeout = old }(jsTimeout)
 	jsTimeout = 50 * time.Millisecond
-	d := &driver{c: &Coordinator{assets: &streams.Assets{Turns: silentStream{}}}, s: &runState{run: "r1"}, log: slog.New(slog.DiscardHandler)}
+	d := &driver{c: &Coordinator{assets: &wire.Assets{Turns: silentStream{}}}, s: &runState{run: "r1"}, log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
 	defer cancel()
 	done := make(chan struct{})

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness/internal/fault"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // resendInterval is how long a sandbox operation's request waits for an
@@ -37,7 +37,7 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 	// also sent again every resendInterval while unanswered, since its
 	// reply may be what was lost (NATS restarted under it). Opens go to
 	// every sandboxer or a queue group, and are asked again by open.
-	direct := subject != streams.SandboxOpenSubject && subject != streams.SandboxSnapshotSubject
+	direct := subject != wire.SandboxOpenSubject && subject != wire.SandboxSnapshotSubject
 	var m *nats.Msg
 	_ = retrying(rctx, requestBackoff, func() error {
 		actx, acancel := rctx, context.CancelFunc(func() {})
@@ -80,7 +80,7 @@ func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolC
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
 		Workspace: d.s.contract.Workspace.Root, Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval}
-	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, d.opTimeout())
+	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:
 		obs.IsError = true
@@ -101,7 +101,7 @@ func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
 	v := d.s.contract.Verification
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
 		Workspace: d.s.contract.Workspace.Root, Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
-	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, d.opTimeout())
+	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:
 		return &protocol.CheckResult{Kind: v.Kind(), Detail: "the verification could not run: " + err.Error()}

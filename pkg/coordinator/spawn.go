@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/internal/gate"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // SpawnTool is the tool an agent of a tree starts a sub-agent with. It is
@@ -185,9 +185,9 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	// id of the spawning call, tenant prefix included, so two tenants'
 	// runs never share one.
 	run := protocol.RunIDFor(fmt.Sprintf("%s-s%dc%d", s.run, step, i))
-	tenant := streams.TenantOf(s.run)
-	if tenant != "" && !strings.HasPrefix(run, streams.TenantRun(tenant, "")) {
-		run = streams.TenantRun(tenant, run) // a long id hashed: keep it the tenant's
+	tenant := wire.TenantOf(s.run)
+	if tenant != "" && !strings.HasPrefix(run, wire.TenantRun(tenant, "")) {
+		run = wire.TenantRun(tenant, run) // a long id hashed: keep it the tenant's
 	}
 	if r := d.roomForChild(ctx, run, &child); r != nil {
 		obs.Content = "[spawn refused] " + r.Error()
@@ -321,9 +321,9 @@ func exceeds(c ledger.Limits, used, est ledger.Usage) *ledger.Refusal {
 // stream's duplicate window submits nothing new, and one replayed later is
 // answered by the coordinator that holds the sub-agent.
 func (d *driver) submitChild(ctx context.Context, tenant, id string, data []byte) error {
-	subject := streams.SubjectSubmit
+	subject := wire.SubjectSubmit
 	if tenant != "" {
-		subject = streams.SubmitTenantPrefix + tenant
+		subject = wire.SubmitTenantPrefix + tenant
 	}
 	pctx, cancel := jsCall(ctx)
 	defer cancel()

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Getting the model's turn for a step: the step task published to the
@@ -81,7 +81,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			err = nats.ErrMaxPayload // known before it is sent
 		} else {
 			pctx, cancel := jsCall(ctx)
-			_, err = d.c.js.PublishMsg(pctx, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data},
+			_, err = d.c.js.PublishMsg(pctx, &nats.Msg{Subject: wire.Steps(s.contract.Provider.Pool), Data: data},
 				jetstream.WithMsgID(task.Key()))
 			cancel()
 		}
@@ -100,7 +100,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			d.log.Warn("publish step task", "step", step, "err", err)
 			return err // published again, the same attempt, after publishBackoff's wait
 		}
-		tr, err := d.await(ctx, step, attempt, &nats.Msg{Subject: streams.Steps(s.contract.Provider.Pool), Data: data}, task.Key())
+		tr, err := d.await(ctx, step, attempt, &nats.Msg{Subject: wire.Steps(s.contract.Provider.Pool), Data: data}, task.Key())
 		if err != nil {
 			if ctx.Err() != nil {
 				return done(ctx.Err())
@@ -260,7 +260,7 @@ func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnRe
 func (d *driver) lastTurn(ctx context.Context, step, attempt int) (*jetstream.RawStreamMsg, error) {
 	ctx, cancel := jsCall(ctx)
 	defer cancel()
-	return d.c.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(d.s.run, step, attempt))
+	return d.c.assets.Turns.GetLastMsgForSubject(ctx, wire.Turn(d.s.run, step, attempt))
 }
 
 // lookupBackoff is how lookupTurn waits between its six lookups, and

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // openBackoff is how open waits before it asks again for a sandboxer to
@@ -26,7 +26,7 @@ func (d *driver) open(ctx context.Context) error {
 	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
 	return retrying(ctx, openBackoff, func() error {
 		wait := time.Until(deadline)
-		if subject == streams.SandboxOpenSubject {
+		if subject == wire.SandboxOpenSubject {
 			// Opening a directory is quick: an answer lost to a NATS
 			// restart is asked for again rather than waited for until the
 			// deadline.
@@ -36,7 +36,7 @@ func (d *driver) open(ctx context.Context) error {
 		switch {
 		case err == nil && reply.Error == nil && reply.Holder != "" && holder == "" && protocol.ValidToken(reply.Holder):
 			// Another sandboxer holds the run's snapshot workspace: ask it.
-			holder, subject = reply.Holder, streams.SandboxOps(reply.Holder)
+			holder, subject = reply.Holder, wire.SandboxOps(reply.Holder)
 			return again(0)
 		case err == nil && reply.Error != nil && reply.Error.Retryable() && time.Now().Before(deadline):
 			d.log.Info("the workspace cannot be opened yet; asking again", "err", reply.Error)
@@ -63,7 +63,7 @@ func (d *driver) close() {
 	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = d.c.request(ctx, streams.SandboxOps(d.node), op, 5*time.Second)
+	_, _ = d.c.request(ctx, wire.SandboxOps(d.node), op, 5*time.Second)
 }
 
 // openOp is the operation that opens the run's workspace and the subject
@@ -79,10 +79,10 @@ func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
 		Workspace: c.Workspace.Root, Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification}
 	if c.Workspace.Snapshot == "" {
-		return op, streams.SandboxOpenSubject
+		return op, wire.SandboxOpenSubject
 	}
 	op.Snapshot, op.Commit = c.Workspace.Snapshot, d.commitSpec()
-	return op, streams.SandboxSnapshotSubject
+	return op, wire.SandboxSnapshotSubject
 }
 
 // noSandboxer says why no sandboxer took the run's workspace; holder is
@@ -127,7 +127,7 @@ func (d *driver) collect(ctx context.Context) *protocol.Patch {
 	}
 	op := &protocol.SandboxOp{OpID: d.s.run + ".collect", Run: d.s.run, Kind: protocol.OpCollect,
 		Snapshot: c.Workspace.Snapshot, Commit: d.commitSpec(), Sandbox: &c.Sandbox}
-	reply, err := d.c.request(ctx, streams.SandboxOps(d.node), op, 2*d.opTimeout())
+	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, 2*d.opTimeout())
 	switch {
 	case err != nil:
 		return &protocol.Patch{Node: d.node, Error: protocol.Errorf(protocol.CodeUnavailable, "the sandboxer %s holding the workspace did not answer: %s", d.node, err.Error())}

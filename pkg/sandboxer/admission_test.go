@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestAdmissionIsBounded: with one slot and one place to wait, an
@@ -43,7 +43,7 @@ func TestAdmissionIsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := nc.PublishRequest(streams.SandboxOps("sb1"), reply, data); err != nil {
+		if err := nc.PublishRequest(wire.SandboxOps("sb1"), reply, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -128,7 +128,7 @@ func TestAdmissionIsBounded(t *testing.T) {
 		t.Errorf("ran = %q, want a and b once each and none of the operations turned away", got)
 	}
 
-	r, err := do(t, nc, streams.SandboxOps("sb1"), script("r1.3.0.1", "echo c >> ran"), 10*time.Second)
+	r, err := do(t, nc, wire.SandboxOps("sb1"), script("r1.3.0.1", "echo c >> ran"), 10*time.Second)
 	if err != nil || r.Observation == nil || r.Observation.IsError {
 		t.Fatalf("an operation turned away, asked again = %+v, %v; want it run", r, err)
 	}
@@ -160,7 +160,7 @@ func TestConfigIsTheCallers(t *testing.T) {
 	cfg.Missing["docker"] = "changed by the caller"
 
 	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
-	r, err := do(t, nc, streams.SandboxOps("sb1"), &protocol.SandboxOp{OpID: "r1.1.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
+	r, err := do(t, nc, wire.SandboxOps("sb1"), &protocol.SandboxOp{OpID: "r1.1.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
 		Call: call("exec", `{"argv":["env"]}`), Policy: allowAll}, 10*time.Second)
 	if err != nil || r.Observation == nil {
 		t.Fatalf("exec env = %+v, %v", r, err)
@@ -168,7 +168,7 @@ func TestConfigIsTheCallers(t *testing.T) {
 	if !strings.Contains(r.Observation.Content, "MARK=before") {
 		t.Errorf("exec env printed %q, want the CmdEnv New was given (MARK=before)", r.Observation.Content)
 	}
-	r, err = do(t, nc, streams.SandboxOpenSubject, &protocol.SandboxOp{OpID: "r2.open", Run: "r2", Kind: protocol.OpOpen, Workspace: root,
+	r, err = do(t, nc, wire.SandboxOpenSubject, &protocol.SandboxOp{OpID: "r2.open", Run: "r2", Kind: protocol.OpOpen, Workspace: root,
 		Sandbox: &protocol.SandboxSpec{Backend: "docker"}, Verification: &protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"true"}}}}, 10*time.Second)
 	if err != nil || r.Error == nil {
 		t.Fatalf("open naming docker = %+v, %v; want it refused", r, err)

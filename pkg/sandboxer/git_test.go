@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandbox/native"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // noExec is the policy of the attack in issue 12: the agent may read and
@@ -177,7 +177,7 @@ func TestCommitRunsNothingTheRepositoryNames(t *testing.T) {
 			}
 			ref := c.put(src)
 			commit := &protocol.CommitSpec{Message: "the run's changes"}
-			r, err := do(t, c.nc, streams.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref, Commit: commit, Policy: noExec}, 30*time.Second)
+			r, err := do(t, c.nc, wire.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref, Commit: commit, Policy: noExec}, 30*time.Second)
 			if err != nil || r.Error != nil {
 				t.Fatalf("open = %+v, %v", r, err)
 			}
@@ -275,7 +275,7 @@ func TestCommitIntoTheSnapshotsRepository(t *testing.T) {
 	commit := &protocol.CommitSpec{Message: "on top of mine"}
 	open := func(run, ref string) string {
 		t.Helper()
-		r, err := do(t, c.nc, streams.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: run + ".open", Run: run, Kind: protocol.OpOpen, Snapshot: ref, Commit: commit, Policy: noExec}, 30*time.Second)
+		r, err := do(t, c.nc, wire.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: run + ".open", Run: run, Kind: protocol.OpOpen, Snapshot: ref, Commit: commit, Policy: noExec}, 30*time.Second)
 		if err != nil || r.Error != nil {
 			t.Fatalf("open %s = %+v, %v", run, r, err)
 		}

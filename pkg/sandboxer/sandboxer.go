@@ -43,13 +43,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ioharness/harness/internal/metrics"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandbox/floor"
 	"github.com/ioharness/harness/pkg/snapshot"
 	"github.com/ioharness/harness/pkg/tools"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Config configures a sandboxer. The zero value means the defaults.
@@ -299,17 +299,17 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	// Every sandboxer hears every open and answers only for the roots it
 	// serves, so the open must not go through a queue group.
 	if err := svc.AddEndpoint("open", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, true) }),
-		micro.WithEndpointSubject(streams.SandboxOpenSubject), micro.WithEndpointQueueGroupDisabled()); err != nil {
+		micro.WithEndpointSubject(wire.SandboxOpenSubject), micro.WithEndpointQueueGroupDisabled()); err != nil {
 		return fmt.Errorf("register open endpoint: %w", err)
 	}
 	if err := svc.AddEndpoint("op", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, false) }),
-		micro.WithEndpointSubject(streams.SandboxOps(s.cfg.ID))); err != nil {
+		micro.WithEndpointSubject(wire.SandboxOps(s.cfg.ID))); err != nil {
 		return fmt.Errorf("register op endpoint: %w", err)
 	}
 	if s.cfg.Workspaces != nil {
 		// One sandboxer of the queue group takes each snapshot's open.
 		if err := svc.AddEndpoint("snapshot", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, false) }),
-			micro.WithEndpointSubject(streams.SandboxSnapshotSubject)); err != nil {
+			micro.WithEndpointSubject(wire.SandboxSnapshotSubject)); err != nil {
 			return fmt.Errorf("register snapshot endpoint: %w", err)
 		}
 	}

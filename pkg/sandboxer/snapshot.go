@@ -14,9 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/snapshot"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // A snapshot workspace lives in SnapshotDir/<run>: base/ is the snapshot
@@ -200,7 +200,7 @@ func (s *Sandboxer) fetch(ctx context.Context, ref, path string, max int64) erro
 	info, err := s.cfg.Workspaces.GetInfo(ctx, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return protocol.FieldError(protocol.CodeNotFound, "workspace.snapshot", "upload the workspace with harness submit --workspace DIR, or Client.PutSnapshot",
-			"no snapshot %s in %s", ref, streams.BucketWorkspaces)
+			"no snapshot %s in %s", ref, wire.BucketWorkspaces)
 	}
 	if err != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "look up snapshot %s: %s", ref, err.Error())

@@ -16,10 +16,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/snapshot"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // cluster is a real NATS server with JetStream and the harness streams,
@@ -28,7 +28,7 @@ type cluster struct {
 	t      *testing.T
 	srv    *server.Server
 	nc     *nats.Conn
-	assets *streams.Assets
+	assets *wire.Assets
 }
 
 func startJS(t *testing.T) *cluster {
@@ -48,7 +48,7 @@ func startJS(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.assets, err = streams.Ensure(context.Background(), js, streams.Config{}); err != nil {
+	if c.assets, err = wire.Ensure(context.Background(), js, wire.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -134,7 +134,7 @@ func TestSnapshotWorkspace(t *testing.T) {
 	}
 	ref := c.put(src)
 	commit := &protocol.CommitSpec{Message: "friendlier"}
-	r, err := do(t, c.nc, streams.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref, Commit: commit}, 20*time.Second)
+	r, err := do(t, c.nc, wire.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref, Commit: commit}, 20*time.Second)
 	if err != nil || r.Error != nil || r.Node != "sb1" || len(r.Tools) == 0 {
 		t.Fatalf("open snapshot = %+v, %v; want sb1 with its tools", r, err)
 	}
@@ -232,7 +232,7 @@ func TestSnapshotHeldByOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := c.put(src)
-	r, err := do(t, c.nc, streams.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref}, 20*time.Second)
+	r, err := do(t, c.nc, wire.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref}, 20*time.Second)
 	if err != nil || r.Error != nil {
 		t.Fatalf("open = %+v, %v", r, err)
 	}
@@ -289,7 +289,7 @@ func TestSnapshotRefused(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			run := "bad" + string(rune('a'+i))
-			r, err := do(t, c.nc, streams.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: run + ".open", Run: run, Kind: protocol.OpOpen, Snapshot: tt.ref}, 20*time.Second)
+			r, err := do(t, c.nc, wire.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: run + ".open", Run: run, Kind: protocol.OpOpen, Snapshot: tt.ref}, 20*time.Second)
 			if err != nil || !errors.Is(r.Error, tt.want) {
 				t.Fatalf("open = %+v, %v; want %s", r, err, tt.want.Code)
 			}
@@ -311,7 +311,7 @@ func TestRootReachingSnapshotsRefused(t *testing.T) {
 		if err := os.MkdirAll(ws, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		r, err := do(t, c.nc, streams.SandboxOpenSubject, &protocol.SandboxOp{OpID: "o", Run: "r9", Kind: protocol.OpOpen, Workspace: ws}, 5*time.Second)
+		r, err := do(t, c.nc, wire.SandboxOpenSubject, &protocol.SandboxOp{OpID: "o", Run: "r9", Kind: protocol.OpOpen, Workspace: ws}, 5*time.Second)
 		if err != nil || !errors.Is(r.Error, protocol.ErrPathEscape) {
 			t.Errorf("open root %s = %+v, %v; want path_escape", ws, r, err)
 		}

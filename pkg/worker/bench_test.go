@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/wire"
 	"github.com/ioharness/harness/pkg/worker"
 )
 
@@ -63,21 +63,20 @@ func BenchmarkWorkerTurn(b *testing.B) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	assets, err := streams.Ensure(ctx, js, streams.Config{})
-	if err != nil {
+	if _, err := wire.Ensure(ctx, js, wire.Config{}); err != nil {
 		b.Fatal(err)
 	}
 	p, err := provider.NewOpenAI(provider.OpenAIConfig{APIKey: "k", BaseURL: srv.URL + "/v1", Model: "m"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := worker.New(nc, js, assets, p, worker.Config{NoStream: true})
+	w, err := worker.New(nc, p, worker.Config{NoStream: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	go func() { _ = w.Run(ctx) }()
 	turns := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(streams.Turns("bench"), turns)
+	sub, err := nc.ChanSubscribe(wire.Turns("bench"), turns)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func BenchmarkWorkerTurn(b *testing.B) {
 	turn := func(i int) {
 		task := &protocol.StepTask{Run: "bench", Step: i + 1, Attempt: 1, Request: *request()}
 		data, _ := json.Marshal(task)
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
 			b.Fatal(err)
 		}
 		select {

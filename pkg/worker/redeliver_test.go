@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 	"github.com/ioharness/harness/pkg/worker"
 )
 
@@ -48,19 +48,19 @@ func TestRedeliveredTask(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	ctx := t.Context()
-	assets, err := streams.Ensure(ctx, js, streams.Config{})
+	assets, err := wire.Ensure(ctx, js, wire.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ackWait = time.Second
-	cons, err := streams.EnsureWorkerConsumer(ctx, assets, "default", ackWait)
+	cons, err := wire.EnsureWorkerConsumer(ctx, assets, "default", ackWait)
 	if err != nil {
 		t.Fatal(err)
 	}
 	publish := func(task *protocol.StepTask) {
 		t.Helper()
 		data, _ := json.Marshal(task)
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,26 +82,26 @@ func TestRedeliveredTask(t *testing.T) {
 		t.Fatalf("the first worker took %d tasks, want 2", n)
 	}
 	first, _ := json.Marshal(&protocol.TurnResult{Run: "r1", Step: 1, Attempt: 1, Turn: &protocol.Turn{Text: "first"}, Worker: "dead"})
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turn("r1", 1, 1), Data: first}, jetstream.WithMsgID(answered.Key())); err != nil {
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn("r1", 1, 1), Data: first}, jetstream.WithMsgID(answered.Key())); err != nil {
 		t.Fatal(err)
 	}
 	// The run moved on before the task came back: its next step's turn is
 	// out too.
 	next, _ := json.Marshal(&protocol.TurnResult{Run: "r1", Step: 2, Attempt: 1, Turn: &protocol.Turn{Text: "next"}, Worker: "other"})
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: streams.Turn("r1", 2, 1), Data: next}, jetstream.WithMsgID("r1.2.1")); err != nil {
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn("r1", 2, 1), Data: next}, jetstream.WithMsgID("r1.2.1")); err != nil {
 		t.Fatal(err)
 	}
 	// A task the coordinator gave up on before any worker took it.
 	publish(&protocol.StepTask{Run: "r3", Step: 1, Attempt: 1, Request: *request(), Expires: time.Now().Add(-time.Second)})
 
 	turns := make(chan *nats.Msg, 4)
-	sub, err := nc.ChanSubscribe(streams.TurnsPrefix+">", turns)
+	sub, err := nc.ChanSubscribe(wire.TurnsPrefix+">", turns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
 	p := &countingProvider{}
-	w, err := worker.New(nc, js, assets, p, worker.Config{ID: "second", NoStream: true, AckWait: ackWait})
+	w, err := worker.New(nc, p, worker.Config{ID: "second", NoStream: true, AckWait: ackWait})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,8 @@
 //
 // Workers hold provider keys and nothing else: no workspace, no run state.
 //
-// To embed: connect to NATS, call streams.Ensure, then New and Run.
+// To embed: connect to NATS, then New (which ensures the streams of
+// pkg/wire, or with Config.Bind binds to them) and Run.
 package worker
 
 import (
@@ -31,10 +32,10 @@ import (
 
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/metrics"
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // Provider answers one completion request. provider.Provider implements it.
@@ -77,6 +78,16 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Logger receives structured logs; default discards them.
 	Logger *slog.Logger
+	// Streams tunes the streams and buckets New ensures (wire.Ensure);
+	// ignored with Bind.
+	Streams wire.Config
+	// Bind makes the worker create nothing: New waits for the
+	// coordinators to create the streams and buckets (wire.Bind), and Run
+	// for them to create the consumers of its pools (coordinator --pools).
+	// For credentials that may only use the streams.
+	Bind bool
+	// BindWait bounds those waits; default wire.DefaultBindWait.
+	BindWait time.Duration
 }
 
 // Validate reports a configuration that cannot work.
@@ -121,7 +132,7 @@ type Worker struct {
 	cfg    Config
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	assets *streams.Assets
+	assets *wire.Assets
 	p      Provider
 	log    *slog.Logger
 	m      *metrics.Worker
@@ -135,8 +146,13 @@ type Worker struct {
 	notBefore atomic.Int64
 }
 
-// New returns a worker calling p. Errors: an invalid Config.
-func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, p Provider, cfg Config) (*Worker, error) {
+// New returns a worker calling p over an established NATS connection. It
+// ensures the streams and buckets of pkg/wire, or with cfg.Bind binds to
+// them, waiting for the coordinators to create them.
+//
+// Errors: an invalid Config; JetStream is not enabled; those of
+// wire.Ensure or wire.Bind.
+func New(nc *nats.Conn, p Provider, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -144,6 +160,19 @@ func New(nc *nats.Conn, js jetstream.JetStream, assets *streams.Assets, p Provid
 		return nil, errors.New("worker: no provider")
 	}
 	cfg.setDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("worker: jetstream: %w", err)
+	}
+	var assets *wire.Assets
+	if cfg.Bind {
+		assets, err = wire.Bind(context.Background(), js, cfg.BindWait)
+	} else {
+		assets, err = wire.Ensure(context.Background(), js, cfg.Streams)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, log: cfg.Logger.With("worker", cfg.ID)}
 	w.m = metrics.NewWorker(cfg.Metrics, func() float64 { return float64(w.inflight.Load()) })
 	return w, nil
@@ -168,7 +197,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
 		_ = r.RespondJSON(map[string]any{"id": w.cfg.ID, "pools": w.cfg.Pools, "provider": w.p.Name(),
 			"inflight": w.inflight.Load(), "concurrency": w.cfg.Concurrency})
-	}), micro.WithEndpointSubject("harness.worker."+w.cfg.ID+".status")); err != nil {
+	}), micro.WithEndpointSubject(wire.WorkerStatus(w.cfg.ID))); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
 	}
 
@@ -203,7 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	// The first consumer of each pool must come up, or the worker fails.
 	for _, pool := range w.cfg.Pools {
-		if _, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait); err != nil {
+		if _, err := wire.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait); err != nil {
 			return err
 		}
 	}
@@ -232,13 +261,13 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 	failing := false
 	for ctx.Err() == nil {
 		lost := make(chan struct{}, 1)
-		cons, err := streams.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
+		cons, err := wire.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
 		if err != nil {
 			if !failing && ctx.Err() == nil {
 				w.log.Warn("the consumer of pool is not there yet; trying again every second", "pool", pool, "err", err)
 			}
 			failing = true
-			if _, eerr := streams.Ensure(ctx, w.js, streams.Config{}); eerr != nil {
+			if _, eerr := wire.Ensure(ctx, w.js, wire.Config{}); eerr != nil {
 				w.log.Debug("ensure streams", "err", eerr)
 			}
 			_ = sleepCtx(ctx, time.Second)
@@ -345,7 +374,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	subject := streams.Turn(task.Run, task.Step, task.Attempt)
+	subject := wire.Turn(task.Run, task.Step, task.Attempt)
 	if limit := w.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit-turnHeadroom {
 		// Known too large before it is sent: published, it would fail the
 		// same way on every redelivery, each one paying the provider again.
@@ -407,7 +436,7 @@ func isTooLarge(err error) bool {
 // answered reports whether the turn of task's attempt is already in the
 // turns stream.
 func (w *Worker) answered(ctx context.Context, task *protocol.StepTask) bool {
-	_, err := w.assets.Turns.GetLastMsgForSubject(ctx, streams.Turn(task.Run, task.Step, task.Attempt))
+	_, err := w.assets.Turns.GetLastMsgForSubject(ctx, wire.Turn(task.Run, task.Step, task.Attempt))
 	return err == nil
 }
 
@@ -507,7 +536,7 @@ func (w *Worker) event(task *protocol.StepTask, kind string, ev *protocol.Event)
 	if err != nil {
 		return
 	}
-	_ = w.nc.Publish(streams.Event(task.Run, kind), data)
+	_ = w.nc.Publish(wire.Event(task.Run, kind), data)
 }
 
 // egress checks net on each of the provider's endpoints against the run's

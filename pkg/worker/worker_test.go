@@ -30,7 +30,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want an error about %q", tt.name, err, tt.bad)
 		}
 	}
-	if _, err := New(nil, nil, nil, nil, Config{}); err == nil {
+	if _, err := New(nil, nil, Config{}); err == nil {
 		t.Error("New without a provider succeeded")
 	}
 }

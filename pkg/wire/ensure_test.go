@@ -1,4 +1,4 @@
-package streams_test
+package wire_test
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestEnsureLeavesUnchangedStreamsAlone ensures the streams twice and
@@ -29,7 +29,7 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := streams.Ensure(t.Context(), js, streams.Config{}); err != nil {
+	if _, err := wire.Ensure(t.Context(), js, wire.Config{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -45,7 +45,7 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 	if err := watch.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := streams.Ensure(t.Context(), js, streams.Config{}); err != nil {
+	if _, err := wire.Ensure(t.Context(), js, wire.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	seen := 0
@@ -63,4 +63,18 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 	if seen == 0 {
 		t.Fatal("saw no JetStream API calls at all: the watch is not working")
 	}
+}
+
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
 }

@@ -1,90 +1,17 @@
-// Package streams declares the JetStream streams, consumers, key-value
-// buckets and object store that the harness roles share, and creates them
-// idempotently. Every role calls Ensure at start, so any role may come up
-// first. The names here are the wire names documented in docs/protocol.md.
-package streams
+package wire
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/pkg/protocol"
-	"github.com/ioharness/harness/pkg/trace"
 )
-
-// Subjects and their prefixes.
-const (
-	SubjectSubmit      = "harness.submit"
-	StepsPrefix        = "harness.steps."
-	TurnsPrefix        = "harness.turns."
-	TracePrefix        = "harness.trace."
-	EventsPrefix       = "harness.events."
-	SandboxOpenSubject = "harness.sandbox.open"
-	SandboxPrefix      = "harness.sandbox."
-
-	// SandboxSnapshotSubject takes the open of a snapshot workspace, in a
-	// queue group: one sandboxer materialises it.
-	SandboxSnapshotSubject = "harness.sandbox.snapshot"
-)
-
-// Stream, bucket and consumer names.
-const (
-	StreamSubmit    = "HARNESS_SUBMIT"
-	StreamSteps     = "HARNESS_STEPS"
-	StreamTurns     = "HARNESS_TURNS"
-	StreamTrace     = trace.StreamName
-	BucketRuns      = "harness-runs"
-	BucketLeases    = "harness-leases"
-	BucketApprovals = "harness-approvals"
-	BucketOps       = "harness-ops"
-	BucketBlobs     = "harness-blobs"
-	// BucketWorkspaces holds workspace snapshots and the patches runs bring
-	// back, apart from the trace's blobs so it can be sized and pruned on
-	// its own.
-	BucketWorkspaces = "harness-workspaces"
-
-	ConsumerCoordinators = "coordinators"
-)
-
-// Headers.
-const (
-	// HeaderReply names the subject a submitter wants its answer on: the run
-	// id, or a typed error. JetStream keeps no reply subject of its own for
-	// a stored message, so it travels as a header.
-	HeaderReply = "Harness-Reply"
-)
-
-// Steps returns the subject of a worker pool's step tasks.
-func Steps(pool string) string { return StepsPrefix + pool }
-
-// Turn returns the subject the turn of one provider call is published on:
-// harness.turns.<run>.<step>.<attempt>, so the answer to any one call can
-// be looked up exactly, whatever was published after it.
-func Turn(run string, step, attempt int) string {
-	return TurnsPrefix + run + "." + strconv.Itoa(step) + "." + strconv.Itoa(attempt)
-}
-
-// Turns returns the wildcard subject of every turn of a run.
-func Turns(run string) string { return TurnsPrefix + run + ".>" }
-
-// Trace returns the subject of a run's trace.
-func Trace(run string) string { return TracePrefix + run }
-
-// Event returns the subject of one live event of a run.
-func Event(run, kind string) string { return EventsPrefix + run + "." + kind }
-
-// SandboxOps returns the subject a sandboxer node takes operations on.
-func SandboxOps(node string) string { return SandboxPrefix + node + ".op" }
-
-// WorkerConsumer names the durable consumer of a worker pool.
-func WorkerConsumer(pool string) string { return "workers-" + pool }
 
 // Config tunes the streams for a deployment. The zero value suits one node.
 type Config struct {
@@ -357,7 +284,7 @@ const DefaultWorkerAckWait = 60 * time.Second
 // EnsureWorkerConsumer creates or updates the durable consumer of a pool.
 // ackWait bounds how long a task may go unacknowledged before another
 // worker gets it. On Assets from Bind it only looks the consumer up,
-// waiting for a coordinator to create it (Options.Pools), and then the
+// waiting for a coordinator to create it (coordinator --pools), and then the
 // consumer's own AckWait holds.
 //
 // Errors: a *PermissionError when the server refuses the call; on bound

@@ -1,0 +1,96 @@
+// Package wire holds the names and topology of harness on NATS: the
+// subjects every role publishes and subscribes on, the JetStream streams,
+// consumers, key-value buckets and object stores they share, and Ensure,
+// which creates them idempotently. Every role ensures (or, with Bind,
+// binds to) them at start, so any role may come up first. The names here
+// are the wire names documented in docs/protocol.md; operators and the
+// e2e suite type them, so they do not change.
+//
+// Connecting, credentials and TLS are not here: a role is given a
+// *nats.Conn.
+package wire
+
+import (
+	"strconv"
+
+	"github.com/ioharness/harness/pkg/trace"
+)
+
+// Subjects and their prefixes.
+const (
+	SubjectSubmit      = "harness.submit"
+	StepsPrefix        = "harness.steps."
+	TurnsPrefix        = "harness.turns."
+	TracePrefix        = "harness.trace."
+	EventsPrefix       = "harness.events."
+	SandboxOpenSubject = "harness.sandbox.open"
+	SandboxPrefix      = "harness.sandbox."
+
+	// SandboxSnapshotSubject takes the open of a snapshot workspace, in a
+	// queue group: one sandboxer materialises it.
+	SandboxSnapshotSubject = "harness.sandbox.snapshot"
+)
+
+// Stream, bucket and consumer names.
+const (
+	StreamSubmit    = "HARNESS_SUBMIT"
+	StreamSteps     = "HARNESS_STEPS"
+	StreamTurns     = "HARNESS_TURNS"
+	StreamTrace     = trace.StreamName
+	BucketRuns      = "harness-runs"
+	BucketLeases    = "harness-leases"
+	BucketApprovals = "harness-approvals"
+	BucketOps       = "harness-ops"
+	BucketBlobs     = "harness-blobs"
+	// BucketWorkspaces holds workspace snapshots and the patches runs bring
+	// back, apart from the trace's blobs so it can be sized and pruned on
+	// its own.
+	BucketWorkspaces = "harness-workspaces"
+
+	ConsumerCoordinators = "coordinators"
+)
+
+// Headers.
+const (
+	// HeaderReply names the subject a submitter wants its answer on: the run
+	// id, or a typed error. JetStream keeps no reply subject of its own for
+	// a stored message, so it travels as a header.
+	HeaderReply = "Harness-Reply"
+)
+
+// Steps returns the subject of a worker pool's step tasks.
+func Steps(pool string) string { return StepsPrefix + pool }
+
+// Turn returns the subject the turn of one provider call is published on:
+// harness.turns.<run>.<step>.<attempt>, so the answer to any one call can
+// be looked up exactly, whatever was published after it.
+func Turn(run string, step, attempt int) string {
+	return TurnsPrefix + run + "." + strconv.Itoa(step) + "." + strconv.Itoa(attempt)
+}
+
+// Turns returns the wildcard subject of every turn of a run.
+func Turns(run string) string { return TurnsPrefix + run + ".>" }
+
+// Trace returns the subject of a run's trace.
+func Trace(run string) string { return TracePrefix + run }
+
+// Event returns the subject of one live event of a run.
+func Event(run, kind string) string { return EventsPrefix + run + "." + kind }
+
+// SandboxOps returns the subject a sandboxer node takes operations on.
+func SandboxOps(node string) string { return SandboxPrefix + node + ".op" }
+
+// WorkerConsumer names the durable consumer of a worker pool.
+func WorkerConsumer(pool string) string { return "workers-" + pool }
+
+// DecidePrefix starts the subject a plain NATS client decides an approval
+// on: harness.decide.<approval id>, with a JSON protocol.Decision as the
+// body. The reply is {"approval": ...} or {"error": ...}.
+const DecidePrefix = "harness.decide."
+
+// CoordinatorStatus returns the subject a coordinator answers its status
+// on.
+func CoordinatorStatus(id string) string { return "harness.coordinator." + id + ".status" }
+
+// WorkerStatus returns the subject a worker answers its status on.
+func WorkerStatus(id string) string { return "harness.worker." + id + ".status" }
