@@ -1,0 +1,149 @@
+package coordinator
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// leaseBucket is a real key-value bucket on an embedded server, as the
+// harness-leases bucket is.
+func leaseBucket(t *testing.T) jetstream.KeyValue {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), DontListen: true, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "leases"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// clock is an injected clock a test moves by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// TestLeaseOneWriterPerRun walks one run's lease between two coordinators
+// on an injected clock: one holder at a time, each takeover a new
+// generation, a superseded holder's renewal refused, a live lease never
+// taken, and only expired leases listed.
+func TestLeaseOneWriterPerRun(t *testing.T) {
+	kv := leaseBucket(t)
+	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	const ttl = 5 * time.Second
+	a := &leases{kv: kv, owner: "a", ttl: ttl, now: clk.Now}
+	b := &leases{kv: kv, owner: "b", ttl: ttl, now: clk.Now}
+	ctx := t.Context()
+
+	la, err := a.acquire(ctx, "r1")
+	if err != nil || la.gen != 1 {
+		t.Fatalf("a takes a free run: %+v, %v; want generation 1", la, err)
+	}
+	if _, err := b.acquire(ctx, "r1"); !errors.Is(err, errHeld) {
+		t.Fatalf("b takes a live lease: %v, want errHeld", err)
+	}
+	clk.advance(ttl - time.Second)
+	if err := a.renew(ctx, la); err != nil {
+		t.Fatalf("a renews before expiry: %v", err)
+	}
+	clk.advance(ttl - time.Second) // past the first expiry, within the renewed one
+	if _, err := b.acquire(ctx, "r1"); !errors.Is(err, errHeld) {
+		t.Fatalf("b takes a renewed lease: %v, want errHeld", err)
+	}
+	if got, err := a.expired(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("expired with a live lease = %q, %v; want none", got, err)
+	}
+
+	clk.advance(ttl) // a stops renewing: its lease runs out
+	if got, err := b.expired(ctx); err != nil || !slices.Equal(got, []string{"r1"}) {
+		t.Fatalf("expired after the TTL = %q, %v; want [r1]", got, err)
+	}
+	lb, err := b.acquire(ctx, "r1")
+	if err != nil || lb.gen != 2 {
+		t.Fatalf("b takes the expired lease: %+v, %v; want generation 2", lb, err)
+	}
+	if err := a.renew(ctx, la); !errors.Is(err, errHeld) {
+		t.Fatalf("a renews a lease b took over: %v, want errHeld", err)
+	}
+	a.release(ctx, la) // a stale release leaves b's lease alone
+	if _, err := a.acquire(ctx, "r1"); !errors.Is(err, errHeld) {
+		t.Fatalf("a takes b's live lease after releasing its stale one: %v, want errHeld", err)
+	}
+
+	// Its own lease a coordinator takes again, as on resume.
+	again, err := b.acquire(ctx, "r1")
+	if err != nil || again.gen != 3 {
+		t.Fatalf("b takes its own lease again: %+v, %v; want generation 3", again, err)
+	}
+	b.release(ctx, again)
+	la2, err := a.acquire(ctx, "r1")
+	if err != nil || la2.gen != 1 {
+		t.Fatalf("a takes a released run: %+v, %v; want a fresh lease, generation 1", la2, err)
+	}
+}
+
+// TestLeaseRaceHasOneWinner: coordinators taking one free run at once end
+// with exactly one holder.
+func TestLeaseRaceHasOneWinner(t *testing.T) {
+	kv := leaseBucket(t)
+	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	const n = 8
+	var wg sync.WaitGroup
+	won := make(chan string, n)
+	for i := range n {
+		l := &leases{kv: kv, owner: string(rune('a' + i)), ttl: 5 * time.Second, now: clk.Now}
+		wg.Go(func() {
+			if _, err := l.acquire(t.Context(), "r1"); err == nil {
+				won <- l.owner
+			} else if !errors.Is(err, errHeld) {
+				t.Errorf("acquire by %s: %v", l.owner, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(won)
+	var winners []string
+	for w := range won {
+		winners = append(winners, w)
+	}
+	if len(winners) != 1 {
+		t.Errorf("%d coordinators hold r1 (%q), want exactly one", len(winners), winners)
+	}
+}
