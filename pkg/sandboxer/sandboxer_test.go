@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,19 +64,17 @@ func startWith(t *testing.T, cfg sandboxer.Config) (*nats.Conn, *sandboxer.Sandb
 	nc := connect()
 	// Wait until the service lists its op endpoint: it answers pings
 	// before its endpoints are registered.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if m, err := nc.Request("$SRV.INFO.harness-sandboxer", nil, time.Second); err == nil {
-			var info micro.Info
-			if json.Unmarshal(m.Data, &info) == nil && slices.ContainsFunc(info.Endpoints, func(e micro.EndpointInfo) bool { return e.Name == "op" }) {
-				break
-			}
+	waitFor(t, 5*time.Second, func() error {
+		m, err := nc.Request("$SRV.INFO.harness-sandboxer", nil, time.Second)
+		if err != nil {
+			return fmt.Errorf("sandboxer did not come up: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("sandboxer did not come up")
+		var info micro.Info
+		if json.Unmarshal(m.Data, &info) != nil || !slices.ContainsFunc(info.Endpoints, func(e micro.EndpointInfo) bool { return e.Name == "op" }) {
+			return errors.New("sandboxer did not come up: no op endpoint yet")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	return nc, sb
 }
 

@@ -123,7 +123,7 @@ func testDockerSettings(t *testing.T, td *testDocker) {
 		done <- outcome{res, err}
 	}()
 	var id string
-	waitFor(t, 20*time.Second, func() bool {
+	sandboxtest.WaitUntil(t, 20*time.Second, func() bool {
 		for _, c := range td.containers(t, docker.LabelRun+"="+run) {
 			if c.State == container.StateRunning {
 				id = c.ID
@@ -192,7 +192,7 @@ func testDockerSettings(t *testing.T, td *testDocker) {
 	if r := o.res.Report; r.Exited || r.CapHit != "" {
 		t.Errorf("Run(sleep 30) cancelled = %+v, want killed with no cap", r)
 	}
-	waitFor(t, 20*time.Second, func() bool { return len(td.containers(t, docker.LabelRun+"="+run)) == 0 })
+	sandboxtest.WaitUntil(t, 20*time.Second, func() bool { return len(td.containers(t, docker.LabelRun+"="+run)) == 0 })
 }
 
 // testDockerReconcile plants containers as a crashed sandboxer would leave
@@ -237,7 +237,7 @@ func testDockerReconcile(t *testing.T, td *testDocker) {
 		done <- res
 	}()
 	var running string
-	waitFor(t, 20*time.Second, func() bool {
+	sandboxtest.WaitUntil(t, 20*time.Second, func() bool {
 		for _, c := range td.containers(t, docker.LabelSandboxer+"="+td.id) {
 			if c.State == container.StateRunning && c.Labels[docker.LabelRun] == prefix+"dead" {
 				running = c.ID
@@ -386,15 +386,4 @@ func BenchmarkDockerTrue(b *testing.B) {
 	}
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-median")
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -74,12 +74,12 @@ func TestFloorOpenFilesLimit(t *testing.T) {
 		done <- outcome{res, err}
 	}()
 	var pid int
-	waitFor(t, 10*time.Second, func() bool {
+	sandboxtest.WaitUntil(t, 10*time.Second, func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, "pid"))
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && pid > 0
 	})
-	waitFor(t, 10*time.Second, func() bool {
+	sandboxtest.WaitUntil(t, 10*time.Second, func() bool {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/limits")
 		for _, l := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(l); strings.HasPrefix(l, "Max open files") && len(f) >= 5 && f[3] == "37" {
@@ -134,17 +134,6 @@ func TestFloorDefaultSearchPath(t *testing.T) {
 	}
 	if res.Stdout != "" {
 		t.Errorf("env with an empty Spec.Env printed %q, want nothing", res.Stdout)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

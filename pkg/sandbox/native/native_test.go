@@ -259,7 +259,7 @@ func TestNativeClose(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	waitUntil(t, 10*time.Second, func() bool { return childCount(t) >= before+3 })
+	sandboxtest.WaitUntil(t, 10*time.Second, func() bool { return childCount(t) >= before+3 })
 	n.Close()
 	n.Close()
 	if got := childCount(t); got != before {
@@ -373,15 +373,4 @@ func childCount(t testing.TB) int {
 		}
 	}
 	return n
-}
-
-func waitUntil(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -382,7 +382,19 @@ func findProcess(cmdline string) int {
 }
 
 // waitFor polls fn until it returns nil or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
+// WaitUntil polls cond until it holds, failing the test after timeout: the
+// one polling helper of the backends' tests.
+func WaitUntil(t testing.TB, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	waitFor(t, timeout, func() error {
+		if cond() {
+			return nil
+		}
+		return fmt.Errorf("condition not met")
+	})
+}
+
+func waitFor(t testing.TB, timeout time.Duration, fn func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
