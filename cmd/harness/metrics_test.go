@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ioharness/harness/internal/testkit"
 )
 
 // TestUpServesMetricsAndSubmitCarriesAWorkspace brings a cluster up with
@@ -21,7 +24,7 @@ func TestUpServesMetricsAndSubmitCarriesAWorkspace(t *testing.T) {
 	cassette, _ := filepath.Abs(filepath.Join(example, "cassette.json"))
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
-	done := make(chan int)
+	done := make(chan int, 1) // up need not wait for a test that failed early
 	go func() {
 		env := &environ{stdout: pw, stderr: io.Discard, getenv: func(string) string { return "" }}
 		done <- dispatch(ctx, env, []string{"up", "--listen", "127.0.0.1:0", "--data", data, "--replay", cassette, "--metrics", "127.0.0.1:0"})
@@ -53,15 +56,14 @@ func TestUpServesMetricsAndSubmitCarriesAWorkspace(t *testing.T) {
 	}
 	// Roles count once they have done their part, which may be a moment
 	// after the result is out: scrape until the numbers settle.
-	var missing []string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testkit.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		resp, err := http.Get(metricsURL)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		missing = nil
+		var missing []string
 		for _, want := range []string{
 			`harness_coordinator_runs_finished_total{outcome="success"} 1`,
 			`harness_coordinator_steps_total 3`,
@@ -73,14 +75,11 @@ func TestUpServesMetricsAndSubmitCarriesAWorkspace(t *testing.T) {
 				missing = append(missing, want)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
+		if len(missing) > 0 {
+			return fmt.Errorf("metrics lack %q", missing)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for _, want := range missing {
-		t.Errorf("metrics lack %q", want)
-	}
+		return nil
+	})
 	if b, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !strings.Contains(string(b), "a - b") {
 		t.Error("the example's workspace changed")
 	}

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/internal/tlstest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
@@ -26,21 +25,7 @@ func TestStatusOverTLS(t *testing.T) {
 	if err := os.WriteFile(conf, fmt.Appendf(nil, "tls {\n  cert_file: %q\n  key_file: %q\n}\n", cert.CertFile, cert.KeyFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
-	opts.JetStream, opts.StoreDir, opts.NoLog, opts.NoSigs = true, t.TempDir(), true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testkit.NATS(t, testkit.Config(t, conf), testkit.Listen)
 	url := strings.Replace(srv.ClientURL(), "tls://", "nats://", 1)
 
 	// A coordinator's connection records a finished run in the index.

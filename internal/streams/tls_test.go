@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/internal/tlstest"
 )
 
@@ -32,27 +32,7 @@ func startTLS(t *testing.T, ca *tlstest.CA, verify bool, hosts ...string) *serve
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("%s: %v", conf, err)
-	}
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
-	opts.JetStream, opts.StoreDir, opts.NoLog, opts.NoSigs = true, t.TempDir(), true, true
-	return startServer(t, opts)
-}
-
-func startServer(t *testing.T, opts *server.Options) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
+	return testkit.NATS(t, testkit.Config(t, path), testkit.Listen)
 }
 
 // roleOptions builds Connect's options the way cmd/worker and the other
@@ -153,7 +133,7 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("a server without TLS", func(t *testing.T) {
-		plain := startServer(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true}).ClientURL()
+		plain := testkit.NATS(t, testkit.Listen, func(o *server.Options) { o.JetStream = false }).ClientURL()
 		err := dialRefused(t, plain, roleOptions(t, nil, "--nats-ca", ca.File))
 		wantSays(t, err, "does not offer TLS", "--nats-ca")
 	})

@@ -3,11 +3,10 @@ package version
 import (
 	"runtime/debug"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/ioharness/harness/internal/testkit"
 )
 
 const rev = "bd80886807c31fd97b9f023b9b4b0a849c44edd3"
@@ -75,20 +74,7 @@ func TestModulePath(t *testing.T) {
 // among them: micro refuses a version that is not semver, and a role
 // whose service does not register does not run.
 func TestMicroAcceptsEveryShape(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Port: -1, NoSigs: true, NoLog: true, DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testkit.Conn(t, testkit.NATS(t))
 	for _, v := range []string{Semver(), Info{Revision: rev}.Semver(), Info{Revision: rev, Modified: true}.Semver(),
 		Info{Version: "v0.0.0-20261201221742-bd80886807c3+dirty"}.Semver(), Info{Version: "v1.2.3-rc.1"}.Semver()} {
 		svc, err := micro.AddService(nc, micro.Config{Name: "version-test", Version: v})

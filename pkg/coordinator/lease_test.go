@@ -2,35 +2,21 @@ package coordinator
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/testkit"
 )
 
 // leaseBucket is a real key-value bucket on an embedded server, as the
 // harness-leases bucket is.
 func leaseBucket(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: filepath.Join(t.TempDir(), "js"), DontListen: true, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Conn(t, testkit.NATS(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

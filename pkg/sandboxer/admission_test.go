@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/wire"
@@ -67,7 +68,7 @@ func TestAdmissionIsBounded(t *testing.T) {
 	}
 	waitHandled := func(n int) {
 		t.Helper()
-		waitFor(t, 10*time.Second, func() error {
+		testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 			if got := handled(); got != n {
 				return fmt.Errorf("the op endpoint handled %d requests, want %d", got, n)
 			}
@@ -78,7 +79,7 @@ func TestAdmissionIsBounded(t *testing.T) {
 	a := script("r1.1.0.1", "touch a-started; while [ ! -e release ]; do sleep 0.01; done; echo a >> ran")
 	b := script("r1.2.0.1", "echo b >> ran")
 	send("answers.a.0", a)
-	waitFor(t, 10*time.Second, func() error {
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		_, err := os.Stat(filepath.Join(root, "a-started"))
 		return err
 	})
@@ -175,20 +176,5 @@ func TestConfigIsTheCallers(t *testing.T) {
 	}
 	if !strings.Contains(r.Error.Message, "no engine answers here") {
 		t.Errorf("refusal = %q, want the reason New was given", r.Error.Message)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
 )
@@ -31,23 +32,9 @@ func start(t *testing.T, root string) (*nats.Conn, *sandboxer.Sandboxer) {
 // startWith runs a real in-process NATS server and a sandboxer of cfg.
 func startWith(t *testing.T, cfg sandboxer.Config) (*nats.Conn, *sandboxer.Sandboxer) {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Port: -1, NoSigs: true, NoLog: true, DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	connect := func() *nats.Conn {
-		nc, err := nats.Connect("", nats.InProcessServer(srv))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	// A server without JetStream: these sandboxers keep no ops bucket.
+	srv := testkit.NATS(t, func(o *server.Options) { o.JetStream = false })
+	connect := func() *nats.Conn { return testkit.Conn(t, srv) }
 	sb, err := sandboxer.New(connect(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +51,7 @@ func startWith(t *testing.T, cfg sandboxer.Config) (*nats.Conn, *sandboxer.Sandb
 	nc := connect()
 	// Wait until the service lists its op endpoint: it answers pings
 	// before its endpoints are registered.
-	waitFor(t, 5*time.Second, func() error {
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		m, err := nc.Request("$SRV.INFO.harness-sandboxer", nil, time.Second)
 		if err != nil {
 			return fmt.Errorf("sandboxer did not come up: %w", err)
@@ -330,20 +317,7 @@ func TestExecArgvTricks(t *testing.T) {
 // tool call the old one died under is reported as indeterminate, not run,
 // unless the tool only reads.
 func TestOpsOutliveTheSandboxer(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testkit.Conn(t, testkit.NATS(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -367,17 +341,10 @@ func TestOpsOutliveTheSandboxer(t *testing.T) {
 		go func() { done <- sb.Run(ctx) }()
 		defer func() { cancel(); <-done }()
 		var r *protocol.SandboxReply
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() (err error) {
 			r, err = do(t, nc, "harness.sandbox.sb1.op", op, 5*time.Second)
-			if err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+			return err
+		})
 		return r
 	}
 	first := runOnce(appendOp)
@@ -443,20 +410,7 @@ func (u *unrecordable) Create(ctx context.Context, key string, value []byte, opt
 // unrecorded, the command would run again on whichever node was asked
 // after an answer was lost (the e2e suite saw lines appended twice).
 func TestAChangeRunsOnlyOnceRecorded(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testkit.Conn(t, testkit.NATS(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/snapshot"
@@ -33,15 +35,7 @@ type cluster struct {
 
 func startJS(t *testing.T) *cluster {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Port: -1, NoSigs: true, NoLog: true, DontListen: true, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testkit.NATS(t)
 	c := &cluster{t: t, srv: srv}
 	c.nc = c.connect()
 	js, err := jetstream.New(c.nc)
@@ -54,14 +48,7 @@ func startJS(t *testing.T) *cluster {
 	return c
 }
 
-func (c *cluster) connect() *nats.Conn {
-	nc, err := nats.Connect("", nats.InProcessServer(c.srv))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(nc.Close)
-	return nc
-}
+func (c *cluster) connect() *nats.Conn { return testkit.Conn(c.t, c.srv) }
 
 // sandboxer starts a sandboxer serving snapshots (and root, if given).
 func (c *cluster) sandboxer(id string, cfg sandboxer.Config) *sandboxer.Sandboxer {
@@ -87,17 +74,13 @@ func (c *cluster) sandboxer(id string, cfg sandboxer.Config) *sandboxer.Sandboxe
 			t.Errorf("Run: %v", err)
 		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		// Any answer on its op subject, even to an empty op, means it is up.
-		if _, err := c.nc.Request("harness.sandbox."+id+".op", []byte("{}"), time.Second); err == nil {
-			break
+	// Any answer on its op subject, even to an empty op, means it is up.
+	testkit.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if _, err := c.nc.Request("harness.sandbox."+id+".op", []byte("{}"), time.Second); err != nil {
+			return fmt.Errorf("sandboxer %s did not come up: %w", id, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandboxer %s did not come up", id)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	return sb
 }
 

@@ -3,13 +3,13 @@ package trace_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
 )
@@ -18,20 +18,7 @@ import (
 // stream over it.
 func open(t *testing.T) (jetstream.JetStream, *trace.Trace, jetstream.Stream) {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := testkit.Conn(t, testkit.NATS(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -185,15 +172,26 @@ func TestBlobs(t *testing.T) {
 }
 
 // deafKV is a real bucket whose watches cannot be begun, as when a
-// restarted cluster has not elected the bucket's leader yet.
-type deafKV struct{ jetstream.KeyValue }
+// restarted cluster has not elected the bucket's leader yet. It counts the
+// reads that have returned.
+type deafKV struct {
+	jetstream.KeyValue
+	reads *atomic.Int32
+}
 
 func (deafKV) Watch(context.Context, string, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
 	return nil, errors.New("nats: JetStream not ready")
 }
 
+func (d deafKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	defer d.reads.Add(1)
+	return d.KeyValue.Get(ctx, key)
+}
+
 // TestIndexWaitOutlastsAWatchThatFails waits for a run over a bucket whose
 // watch cannot start: Wait still sees the run finish, by reading its state.
+// The run finishes only after Wait has read it running, so Wait cannot
+// pass by finding it finished at its first read.
 func TestIndexWaitOutlastsAWatchThatFails(t *testing.T) {
 	defer trace.SetWaitPollForTest(20 * time.Millisecond)()
 	js, _, _ := open(t)
@@ -201,7 +199,8 @@ func TestIndexWaitOutlastsAWatchThatFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := trace.NewIndex(deafKV{kv}, nil)
+	deaf := deafKV{kv, new(atomic.Int32)}
+	x := trace.NewIndex(deaf, nil)
 	if err := x.Put(t.Context(), &protocol.RunState{Run: "r1", Status: protocol.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +214,19 @@ func TestIndexWaitOutlastsAWatchThatFails(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The run is running until the Put below: a read that has returned
+	// without Wait returning is Wait's, and found it running.
+	testkit.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if deaf.reads.Load() == 0 {
+			return errors.New("Wait has not read the run's state")
+		}
+		return nil
+	})
+	select {
+	case err := <-got:
+		t.Fatalf("Wait returned (%v) before the run finished", err)
+	default:
+	}
 	if err := x.Put(t.Context(), &protocol.RunState{Run: "r1", Status: protocol.StatusCompleted, Outcome: protocol.OutcomeSuccess}); err != nil {
 		t.Fatal(err)
 	}

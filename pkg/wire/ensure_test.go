@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/wire"
 )
 
@@ -18,13 +17,8 @@ import (
 // time raced with consumers being created inside the server (a data race
 // in its file store) and is needless work besides.
 func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
-	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}
-	srv := startServer(t, opts)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv := testkit.NATS(t)
+	nc := testkit.Conn(t, srv)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -33,11 +27,7 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	watch, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Close()
+	watch := testkit.Conn(t, srv)
 	calls, err := watch.SubscribeSync("$JS.API.>")
 	if err != nil {
 		t.Fatal(err)
@@ -63,18 +53,4 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 	if seen == 0 {
 		t.Fatal("saw no JetStream API calls at all: the watch is not working")
 	}
-}
-
-func startServer(t *testing.T, opts *server.Options) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv
 }

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
@@ -46,20 +46,7 @@ func request() *protocol.CompletionRequest {
 // worker's own overhead.
 func BenchmarkWorkerTurn(b *testing.B) {
 	srv := fastServer(b)
-	ns, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: b.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		b.Fatal("nats server not ready")
-	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testkit.Conn(b, testkit.NATS(b))
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -3,14 +3,15 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
 	"github.com/ioharness/harness/pkg/worker"
@@ -32,20 +33,7 @@ func (p *countingProvider) Complete(context.Context, *protocol.CompletionRequest
 // second call would be paid twice); if not, it calls and reports how often
 // the task was delivered, so the coordinator can charge the lost call.
 func TestRedeliveredTask(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testkit.Conn(t, testkit.NATS(t))
 	js, _ := jetstream.New(nc)
 	ctx := t.Context()
 	assets, err := wire.Ensure(ctx, js, wire.Config{})
@@ -122,20 +110,16 @@ func TestRedeliveredTask(t *testing.T) {
 		t.Fatal("the lost task was never answered again")
 	}
 	// Every task leaves the queue; only the lost one cost a call.
-	waitFor := time.Now().Add(10 * time.Second)
-	for {
+	testkit.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		info, err := assets.Steps.Info(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if info.State.Msgs == 0 {
-			break
+		if info.State.Msgs != 0 {
+			return fmt.Errorf("%d step tasks still queued", info.State.Msgs)
 		}
-		if time.Now().After(waitFor) {
-			t.Fatalf("%d step tasks still queued", info.State.Msgs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if c := p.calls.Load(); c != 1 {
 		t.Errorf("%d provider calls, want 1: the answered task must not be paid for twice", c)
 	}

@@ -88,6 +88,10 @@ type Config struct {
 	Bind bool
 	// BindWait bounds those waits; default wire.DefaultBindWait.
 	BindWait time.Duration
+	// Assets are the streams and buckets when the caller has ensured or
+	// bound them already on this connection (as a role's main does); nil
+	// has New ensure or bind them.
+	Assets *wire.Assets
 }
 
 // Validate reports a configuration that cannot work.
@@ -164,10 +168,12 @@ func New(nc *nats.Conn, p Provider, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
-	var assets *wire.Assets
-	if cfg.Bind {
+	assets := cfg.Assets
+	switch {
+	case assets != nil:
+	case cfg.Bind:
 		assets, err = wire.Bind(context.Background(), js, cfg.BindWait)
-	} else {
+	default:
 		assets, err = wire.Ensure(context.Background(), js, cfg.Streams)
 	}
 	if err != nil {

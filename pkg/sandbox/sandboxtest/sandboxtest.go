@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 )
@@ -381,30 +382,16 @@ func findProcess(cmdline string) int {
 	return 0
 }
 
-// waitFor polls fn until it returns nil or timeout passes.
 // WaitUntil polls cond until it holds, failing the test after timeout: the
-// one polling helper of the backends' tests.
+// backends' tests wait with testkit's one polling helper.
 func WaitUntil(t testing.TB, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	waitFor(t, timeout, func() error {
-		if cond() {
-			return nil
-		}
-		return fmt.Errorf("condition not met")
-	})
+	testkit.Until(t, timeout, cond)
 }
 
+// waitFor polls fn until it returns nil, failing the test with its last
+// error after timeout.
 func waitFor(t testing.TB, timeout time.Duration, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.CheckFor(t, timeout, 10*time.Millisecond, fn)
 }
