@@ -79,7 +79,7 @@ func waitSettled(t *testing.T, c *harness.Client, run string) *protocol.RunState
 	var st *protocol.RunState
 	waitFor(t, 30*time.Second, func() error {
 		var err error
-		st, err = c.Status(t.Context(), run)
+		st, err = c.Run(run).Status(t.Context())
 		if err != nil {
 			return err
 		}
@@ -96,7 +96,7 @@ func waitPaused(t *testing.T, c *harness.Client, run string) *protocol.RunState 
 	var st *protocol.RunState
 	waitFor(t, 30*time.Second, func() error {
 		var err error
-		st, err = c.Status(t.Context(), run)
+		st, err = c.Run(run).Status(t.Context())
 		if err != nil {
 			return err
 		}
@@ -167,7 +167,7 @@ func TestDurableApproval(t *testing.T) {
 			if _, err := cl.Decide(t.Context(), id, &d); !errors.Is(err, protocol.ErrUnknownRun) {
 				t.Fatalf("a decision before the run exists = %v, want unknown_run", err)
 			}
-			if _, err := cl.Submit(t.Context(), askContract(t, ws), run); err != nil {
+			if _, err := submitJSON(t.Context(), cl, askContract(t, ws), run); err != nil {
 				t.Fatal(err)
 			}
 			if tt.early {
@@ -199,7 +199,7 @@ func TestDurableApproval(t *testing.T) {
 			if tt.want == protocol.OutcomeAwaitingApproval {
 				waitFor(t, 30*time.Second, func() error {
 					var err error
-					if st, err = cl.Status(t.Context(), run); err != nil || st.Status != protocol.StatusPaused || st.Step < 2 {
+					if st, err = cl.Run(run).Status(t.Context()); err != nil || st.Status != protocol.StatusPaused || st.Step < 2 {
 						return errorf("state %+v, %v", st, err)
 					}
 					return nil
@@ -214,7 +214,7 @@ func TestDurableApproval(t *testing.T) {
 			if err != nil || strings.Count(string(code), tt.wantCode) != 1 || strings.Count(string(code), "\treturn ") != 1 {
 				t.Errorf("calc.go = %q, want %q performed once", code, tt.wantCode)
 			}
-			recs, err := cl.Trace(t.Context(), run)
+			recs, err := cl.Run(run).Trace(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +247,7 @@ func TestResumeUnderAnotherPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Submit(t.Context(), askContract(t, ws), "repolicy"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "repolicy"); err != nil {
 		t.Fatal(err)
 	}
 	waitPaused(t, cl.Client, "repolicy")
@@ -255,14 +255,14 @@ func TestResumeUnderAnotherPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	stricter := &protocol.Policy{Layers: []protocol.Layer{{Name: "frozen", Rules: []protocol.Rule{{Act: "write", Effect: "deny", Pattern: "*.go"}}}}}
-	res, err := cl.ResumeWith(t.Context(), "repolicy", stricter)
+	res, err := cl.Run("repolicy").Resume(t.Context(), harness.WithPolicy(stricter))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeDenied || !strings.Contains(res.Reason, "frozen") {
 		t.Fatalf("resumed run = %s (%s), want denied by the new layer", res.Outcome, res.Reason)
 	}
-	recs, err := cl.Trace(t.Context(), "repolicy")
+	recs, err := cl.Run("repolicy").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestDecideOverPlainNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Submit(t.Context(), askContract(t, ws), "nats-decided"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "nats-decided"); err != nil {
 		t.Fatal(err)
 	}
 	waitPaused(t, cl.Client, "nats-decided")
@@ -348,7 +348,7 @@ func TestPauseOutlastsTheApprovalsBucket(t *testing.T) {
 	if loser.js, err = jetstream.New(cl.Conn()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Submit(t.Context(), askContract(t, ws), "bucket-lost"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "bucket-lost"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -382,7 +382,7 @@ func TestDecisionsOnlyForWhatExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Submit(t.Context(), askContract(t, ws), "asker"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "asker"); err != nil {
 		t.Fatal(err)
 	}
 	waitPaused(t, cl.Client, "asker")
@@ -423,7 +423,7 @@ func TestDecisionsOnlyForWhatExists(t *testing.T) {
 	if st := waitSettled(t, cl.Client, "asker"); st.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
 	}
-	recs, err := cl.Trace(t.Context(), "asker")
+	recs, err := cl.Run("asker").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestRememberAnswersAnAskRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Submit(t.Context(), raw, "remembers"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, raw, "remembers"); err != nil {
 		t.Fatal(err)
 	}
 	waitPaused(t, cl.Client, "remembers")
@@ -467,7 +467,7 @@ func TestRememberAnswersAnAskRule(t *testing.T) {
 	var st *protocol.RunState
 	waitFor(t, 30*time.Second, func() error {
 		var err error
-		st, err = cl.Status(t.Context(), "remembers")
+		st, err = cl.Run("remembers").Status(t.Context())
 		if err != nil || st.Status == protocol.StatusRunning || st.Status == protocol.StatusPaused && st.Step < 2 {
 			return errorf("state %+v, %v", st, err)
 		}

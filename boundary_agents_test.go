@@ -75,7 +75,7 @@ func TestSubmittedSubAgentIsContained(t *testing.T) {
 	}
 	defer cl.Close()
 	raw, _ := json.Marshal(parent)
-	if _, err := cl.Submit(t.Context(), raw, "parent"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, raw, "parent"); err != nil {
 		t.Fatal(err)
 	}
 	waitPaused(t, cl.Client, "parent")
@@ -88,14 +88,14 @@ func TestSubmittedSubAgentIsContained(t *testing.T) {
 	child.Policy = &protocol.Policy{Layers: []protocol.Layer{{Name: "wide", Rules: []protocol.Rule{{Act: "write", Effect: "allow", Pattern: "*"}}}},
 		Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "ask", Net: "deny"}}
 	raw, _ = json.Marshal(child)
-	res, err := cl.RunContract(t.Context(), raw, "child", nil)
+	res, err := runJSON(t.Context(), cl, raw, "child")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("child = %s (%s), want finished", res.Outcome, res.Reason)
 	}
-	recs, err := cl.Trace(t.Context(), "child")
+	recs, err := cl.Run("child").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +124,14 @@ func TestSubmittedSubAgentIsContained(t *testing.T) {
 	// The parent's own errors stand: an unknown parent is refused.
 	child.Parent = "nobody"
 	raw, _ = json.Marshal(child)
-	if _, err := cl.Submit(t.Context(), raw, "orphan"); !errors.Is(err, protocol.ErrUnknownRun) {
+	if _, err := submitJSON(t.Context(), cl, raw, "orphan"); !errors.Is(err, protocol.ErrUnknownRun) {
 		t.Errorf("a contract naming an unknown parent = %v, want unknown_run", err)
 	}
 	// No contract names the layer of a person's remembered approvals.
 	child.Parent = ""
 	child.Policy.Layers[0].Name = "remembered"
 	raw, _ = json.Marshal(child)
-	if _, err := cl.Submit(t.Context(), raw, "forger"); !errors.Is(err, protocol.ErrInvalidField) {
+	if _, err := submitJSON(t.Context(), cl, raw, "forger"); !errors.Is(err, protocol.ErrInvalidField) {
 		t.Errorf("a contract with a layer named remembered = %v, want invalid_field", err)
 	}
 }
@@ -192,14 +192,14 @@ func TestSpawnAgentNarrows(t *testing.T) {
 	}
 	defer cl.Close()
 	raw, _ := json.Marshal(root)
-	res, err := cl.RunContract(t.Context(), raw, "boss", nil)
+	res, err := runJSON(t.Context(), cl, raw, "boss")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("root = %s after %d (%s), want success", res.Outcome, res.Steps, res.Reason)
 	}
-	recs, err := cl.Trace(t.Context(), "boss")
+	recs, err := cl.Run("boss").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,11 +224,11 @@ func TestSpawnAgentNarrows(t *testing.T) {
 	}
 	// Only the two that started are runs of the tree.
 	for i := range 6 {
-		if _, err := cl.Status(t.Context(), fmt.Sprintf("boss-s1c%d", i)); !errors.Is(err, protocol.ErrUnknownRun) {
+		if _, err := cl.Run(fmt.Sprintf("boss-s1c%d", i)).Status(t.Context()); !errors.Is(err, protocol.ErrUnknownRun) {
 			t.Errorf("refused spawn %s left a run: %v", calls[i].ID, err)
 		}
 	}
-	narrowed, err := cl.Trace(t.Context(), "boss-s1c6")
+	narrowed, err := cl.Run("boss-s1c6").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,10 +278,10 @@ func TestRefusedSpawnTakesNoSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.RunContract(t.Context(), raw, "boss", nil); err != nil {
+	if _, err := runJSON(t.Context(), cl, raw, "boss"); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := cl.Trace(t.Context(), "boss")
+	recs, err := cl.Run("boss").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestRefusedSpawnTakesNoSlot(t *testing.T) {
 	if n := childCalls.Load(); n != 0 {
 		t.Errorf("the refused sub-agent made %d provider calls", n)
 	}
-	if _, err := cl.Status(t.Context(), "boss-s1c0"); !errors.Is(err, protocol.ErrUnknownRun) {
+	if _, err := cl.Run("boss-s1c0").Status(t.Context()); !errors.Is(err, protocol.ErrUnknownRun) {
 		t.Errorf("the refused sub-agent is a run: %v", err)
 	}
 	tot, err := l.Totals(t.Context(), "boss")
@@ -326,7 +326,7 @@ func TestProviderHostAskIsAsked(t *testing.T) {
 		}
 		defer cl.Close()
 		raw, _ := json.Marshal(c)
-		if _, err := cl.Submit(t.Context(), raw, "egress"); err != nil {
+		if _, err := submitJSON(t.Context(), cl, raw, "egress"); err != nil {
 			t.Fatal(err)
 		}
 		st := waitPaused(t, cl.Client, "egress")
@@ -344,7 +344,7 @@ func TestProviderHostAskIsAsked(t *testing.T) {
 		if st := waitSettled(t, cl.Client, "egress"); st.Outcome != protocol.OutcomeFinished || p.Calls() != 1 {
 			t.Fatalf("approved run = %s (%s) after %d provider calls, want finished after one", st.Outcome, st.Reason, p.Calls())
 		}
-		recs, err := cl.Trace(t.Context(), "egress")
+		recs, err := cl.Run("egress").Trace(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -424,7 +424,7 @@ func TestOversizeTurnIsChargedOnce(t *testing.T) {
 			}
 			defer cl.Close()
 			raw, _ := json.Marshal(c)
-			res, err := cl.RunContract(t.Context(), raw, "big", nil)
+			res, err := runJSON(t.Context(), cl, raw, "big")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -434,7 +434,7 @@ func TestOversizeTurnIsChargedOnce(t *testing.T) {
 			if n := p.Calls(); n != tt.calls {
 				t.Errorf("the provider was called %d times, want %d", n, tt.calls)
 			}
-			recs, err := cl.Trace(t.Context(), "big")
+			recs, err := cl.Run("big").Trace(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}

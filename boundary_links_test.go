@@ -272,14 +272,14 @@ func TestLinksAreJudgedByTheirTargets(t *testing.T) {
 			// The check asks whether .env holds its key, through a name the
 			// policy lets be read: an oracle on the secret if it answered.
 			raw := linkContract(t, ws, be.name, map[string]any{"file_contains": map[string]string{"path": "notes.txt", "needle": "API_KEY=" + linkSecrets[0][:6]}})
-			res, err := cl.RunContract(t.Context(), raw, "links-"+be.name, nil)
+			res, err := runJSON(t.Context(), cl, raw, "links-"+be.name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.Outcome == protocol.OutcomeSuccess {
 				t.Errorf("run = %s: the verification passed on a file the policy hides", res.Outcome)
 			}
-			recs, err := cl.Trace(t.Context(), "links-"+be.name)
+			recs, err := cl.Run("links-" + be.name).Trace(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,7 +358,7 @@ func TestApprovalCoversOnlyTheNamedPath(t *testing.T) {
 				run := "approve-" + be.name + "-" + tt.name
 				raw := linkContract(t, ws, be.name, map[string]any{"none": map[string]any{}},
 					map[string]string{"act": "write", "effect": "ask", "pattern": "alias.go"}, map[string]string{"act": "write", "effect": "ask", "pattern": "draft.go"})
-				if _, err := cl.Submit(t.Context(), raw, run); err != nil {
+				if _, err := submitJSON(t.Context(), cl, raw, run); err != nil {
 					t.Fatal(err)
 				}
 				waitPaused(t, cl.Client, run)
@@ -374,7 +374,7 @@ func TestApprovalCoversOnlyTheNamedPath(t *testing.T) {
 				if st.Outcome != protocol.OutcomeFinished {
 					t.Errorf("run = %s (%s), want finished", st.Outcome, st.Reason)
 				}
-				recs, err := cl.Trace(t.Context(), run)
+				recs, err := cl.Run(run).Trace(t.Context())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -425,14 +425,14 @@ func TestSpawnVerifyFileThroughALink(t *testing.T) {
 			c["budget"] = map[string]any{"max_steps": 3, "tree": map[string]any{"max_agents": 2, "max_steps": 20}}
 			raw, _ := json.Marshal(c)
 			run := "spawn-" + be.name
-			res, err := cl.RunContract(t.Context(), raw, run, nil)
+			res, err := runJSON(t.Context(), cl, raw, run)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.Outcome != protocol.OutcomeFinished {
 				t.Errorf("run = %s (%s), want finished", res.Outcome, res.Reason)
 			}
-			recs, err := cl.Trace(t.Context(), run)
+			recs, err := cl.Run(run).Trace(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -441,7 +441,7 @@ func TestSpawnVerifyFileThroughALink(t *testing.T) {
 				t.Errorf("the spawn = %q, want the sub-agent not to succeed", o.Content)
 			}
 			child := protocol.RunIDFor(run + "-s1c0")
-			crecs, err := cl.Trace(t.Context(), child)
+			crecs, err := cl.Run(child).Trace(t.Context())
 			if err != nil {
 				t.Fatalf("the sub-agent's trace: %v", err)
 			}

@@ -175,7 +175,7 @@ func TestFloorIsTheOperatorsToAllow(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			res, err := cl.RunContract(t.Context(), floorContract(t, ws, tt.backend, strictDefaults), "r", nil)
+			res, err := runJSON(t.Context(), cl, floorContract(t, ws, tt.backend, strictDefaults), "r")
 			if tt.want != "" {
 				if err == nil && res.Outcome == protocol.OutcomeSuccess {
 					t.Fatalf("the run succeeded on the floor without the operator's allowance")
@@ -187,7 +187,7 @@ func TestFloorIsTheOperatorsToAllow(t *testing.T) {
 				if !strings.Contains(msg, tt.want) {
 					t.Errorf("refusal %q does not say what the operator can do (%s)", msg, tt.want)
 				}
-				recs, _ := cl.Trace(t.Context(), "r")
+				recs, _ := cl.Run("r").Trace(t.Context())
 				for _, r := range recs {
 					if r.Kind == protocol.RecordStep {
 						t.Errorf("a step ran (step %d) before the refusal", r.Step)
@@ -198,7 +198,7 @@ func TestFloorIsTheOperatorsToAllow(t *testing.T) {
 			if err != nil || res.Outcome != protocol.OutcomeSuccess {
 				t.Fatalf("run = %v, %+v; want success", err, res)
 			}
-			recs, err := cl.Trace(t.Context(), "r")
+			recs, err := cl.Run("r").Trace(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +249,7 @@ func TestBlanketAllowIsTheOperatorsToAllow(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			res, err := cl.RunContract(t.Context(), floorContract(t, ws, "auto", tt.defaults), "r", nil)
+			res, err := runJSON(t.Context(), cl, floorContract(t, ws, "auto", tt.defaults), "r")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,10 +292,10 @@ func TestSandboxedCommandCannotReachTheControlPlane(t *testing.T) {
 			map[string]string{"act": "exec", "effect": "allow", "pattern": "bash*"}}}}, "defaults": strictDefaults},
 		"sandbox": map[string]any{"backend": "native", "network": true},
 	})
-	if _, err := cl.RunContract(t.Context(), c, "attack", nil); err != nil {
+	if _, err := runJSON(t.Context(), cl, c, "attack"); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := cl.Trace(t.Context(), "attack")
+	recs, err := cl.Run("attack").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +312,11 @@ func TestSandboxedCommandCannotReachTheControlPlane(t *testing.T) {
 		}
 	}
 	if !ran {
+		for _, r := range recs {
+			for _, o := range r.Observations {
+				t.Logf("step %d %s: %s %s", r.Step, o.Tool, o.State(), o.Content)
+			}
+		}
 		t.Fatal("the probe never ran")
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/internal/streams"
-	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
 	"github.com/ioharness/harness/pkg/wire"
@@ -29,7 +28,8 @@ type Client struct {
 	index     *trace.Index
 	blobs     *trace.Blobs
 	approvals *trace.Approvals
-	own       bool // the client opened nc and closes it
+	own       bool   // the client opened nc and closes it
+	onClose   func() // then, if set (Open's store)
 }
 
 // Connect dials the NATS server at url and returns a client. Errors: the
@@ -71,6 +71,9 @@ func (c *Client) Close() {
 	if c.own {
 		c.nc.Close()
 	}
+	if c.onClose != nil {
+		c.onClose()
+	}
 }
 
 // Conn returns the client's NATS connection.
@@ -83,18 +86,55 @@ func NewRunID() string {
 	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
 }
 
-// Submit publishes a contract on harness.submit with id as its idempotency
-// key (a fresh one when id is empty) and waits for a coordinator to accept
-// it. It returns the run id. Submitting the same id again returns the same
-// run without starting another.
+// Submit publishes a contract on harness.submit and waits for a
+// coordinator to accept it; WithRunID sets its idempotency key, and so
+// its run id (default a fresh one). Submitting the same id again returns
+// the same run without starting another. WithObserver watches the run's
+// events from before the submission until RunHandle.Wait returns.
 //
-// Errors: a *protocol.Error when a coordinator refused the contract
-// (errors.Is matches protocol.ErrUnknownField and the others); a timeout
-// when no coordinator answered, which leaves the contract queued.
-func (c *Client) Submit(ctx context.Context, contract []byte, id string) (string, error) {
+// Errors: a *protocol.Error for a contract that does not validate,
+// refused here before anything is sent, or by the coordinator (errors.Is
+// matches protocol.ErrUnknownField and the others); protocol.ErrTooLarge
+// past the stream's message limit; a timeout when no coordinator answered,
+// which leaves the contract queued.
+func (c *Client) Submit(ctx context.Context, contract *protocol.Contract, opts ...SubmitOption) (*RunHandle, error) {
+	var co callOptions
+	for _, o := range opts {
+		o.applySubmit(&co)
+	}
+	cc := *contract
+	if cc.Schema == "" {
+		cc.Schema = protocol.ContractSchema
+	}
+	data, err := json.Marshal(&cc)
+	if err != nil {
+		return nil, fmt.Errorf("encode contract: %w", err)
+	}
+	if _, err := protocol.DecodeContract(data); err != nil {
+		return nil, err
+	}
+	id := co.id
 	if id == "" {
 		id = NewRunID()
 	}
+	h := c.Run(protocol.RunIDFor(id))
+	if co.observer != nil {
+		if err := h.observe(co.observer); err != nil {
+			return nil, err
+		}
+	}
+	run, err := c.submit(ctx, data, id)
+	if err != nil {
+		h.stopObserving()
+		return nil, err
+	}
+	h.id = run
+	return h, nil
+}
+
+// submit publishes an encoded contract under the idempotency key id and
+// returns the run id the coordinator answers with.
+func (c *Client) submit(ctx context.Context, contract []byte, id string) (string, error) {
 	run := protocol.RunIDFor(id)
 	inbox := c.nc.NewRespInbox()
 	sub, err := c.nc.SubscribeSync(inbox)
@@ -127,64 +167,6 @@ func (c *Client) Submit(ctx context.Context, contract []byte, id string) (string
 		return "", reply.Error
 	}
 	return reply.Run, nil
-}
-
-// Status returns where a run stands. Errors: protocol.ErrUnknownRun.
-func (c *Client) Status(ctx context.Context, run string) (*protocol.RunState, error) {
-	return c.index.Get(ctx, run)
-}
-
-// Wait blocks until the run is no longer running (completed, paused or
-// failed) and returns its result, with the patch of a snapshot workspace
-// once the run finished (Client.Patch fetches the diff). Errors: the
-// context's.
-func (c *Client) Wait(ctx context.Context, run string) (*protocol.Result, error) {
-	st, err := c.index.Wait(ctx, run, func(st *protocol.RunState) bool { return st.Status != protocol.StatusRunning })
-	if err != nil {
-		return nil, err
-	}
-	return c.withPatch(ctx, resultOf(st)), nil
-}
-
-func resultOf(st *protocol.RunState) *protocol.Result {
-	return &protocol.Result{Run: st.Run, Outcome: st.Outcome, Success: st.Outcome == protocol.OutcomeSuccess, Steps: st.Step,
-		Tokens: st.Tokens, Reason: st.Reason, Started: st.Started, Finished: st.Updated}
-}
-
-// Trace returns a run's trace, every record in order, with content held by
-// reference filled in. Errors: protocol.ErrUnknownRun when the run has no
-// trace; a damaged or too-new trace as a *protocol.Error.
-func (c *Client) Trace(ctx context.Context, run string) ([]protocol.Record, error) {
-	if !protocol.ValidToken(run) {
-		return nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run)
-	}
-	recs, _, err := c.trace.Read(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
-	}
-	if err := coordinator.Resolve(ctx, c.blobs, recs); err != nil {
-		return nil, err
-	}
-	return recs, nil
-}
-
-// Watch calls fn for every live event of a run until the returned stop is
-// called. Events are notifications: one published before Watch began is
-// not seen; the trace has everything.
-func (c *Client) Watch(run string, fn func(*protocol.Event)) (stop func(), err error) {
-	sub, err := c.nc.Subscribe(wire.EventsPrefix+run+".>", func(m *nats.Msg) {
-		var ev protocol.Event
-		if json.Unmarshal(m.Data, &ev) == nil {
-			fn(&ev)
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch run %s: %w", run, err)
-	}
-	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // Runs returns the state of every run the cluster's index holds.

@@ -18,7 +18,6 @@ import (
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/ledger"
-	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/tools"
@@ -111,8 +110,6 @@ type Cluster struct {
 	srv    *server.Server
 	creds  credentials
 	sock   *socketProxy // nil without Config.Socket
-	co     *coordinator.Coordinator
-	rctx   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	conns  []*nats.Conn
@@ -179,7 +176,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	c.co, c.rctx = co, rctx
 	if nc, err = connect("harness-worker"); err != nil {
 		return fail(err)
 	}
@@ -232,24 +228,45 @@ func Reserved(dataDir string) []string {
 	return append(r, SocketPath(dataDir))
 }
 
-// StartServer starts an in-process NATS server with JetStream storing in
-// dir/jetstream. listen is "" for no network listener, or host:port (port 0
-// for a free one). syncInterval 0 syncs every write before acknowledging it.
-// Errors: the directory or the listener cannot be used.
+// Open opens the store of a data directory in this process, with no role
+// running, and returns a client on it: for reading runs, their traces and
+// their approvals, and recording decisions, while no harness process
+// serves the directory (its coordinators carry decided runs on when one
+// starts; Resume carries one on at once). Close shuts the store. Errors:
+// the directory cannot be used.
 //
-// The server authenticates no one: it is for tools and tests that open a
-// data directory's store in their own process. Start, which serves the
-// roles, authenticates every connection.
-func StartServer(dir, listen string, syncInterval time.Duration) (*server.Server, error) {
-	opts, err := serverOptions(dir, listen, syncInterval)
+// Open the directory of a live harness process through that process
+// instead (DialSocket, Connect): two servers on one store would corrupt
+// it.
+func Open(ctx context.Context, dataDir string) (*Client, error) {
+	opts, err := serverOptions(dataDir, "", 0)
 	if err != nil {
 		return nil, err
 	}
-	return startServer(opts)
+	srv, err := startServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("harness-client"))
+	if err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("connect to the store of %s: %w", dataDir, err)
+	}
+	c, err := NewClient(ctx, nc)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	c.own = true
+	c.onClose = func() { srv.Shutdown(); srv.WaitForShutdown() }
+	return c, nil
 }
 
 // serverOptions are the options of an embedded server on the data
-// directory dir; see StartServer.
+// directory dir: JetStream on dir/jetstream, no network listener when
+// listen is "" (else host:port, port 0 for a free one), every write synced
+// when syncInterval is 0.
 func serverOptions(dir, listen string, syncInterval time.Duration) (*server.Options, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", dir, err)
@@ -297,51 +314,6 @@ func startServer(opts *server.Options) (*server.Server, error) {
 		return nil, errors.New("nats server did not become ready in 10s")
 	}
 	return srv, nil
-}
-
-// Resume takes over a run whose process is gone (killed, interrupted) and
-// drives it from the step after its last committed one, then waits for its
-// outcome. A finished run reports its outcome without calling the
-// provider. Errors: protocol.ErrUnknownRun; protocol.ErrFenced while
-// another live coordinator holds the run; the context's.
-func (c *Cluster) Resume(ctx context.Context, run string) (*protocol.Result, error) {
-	return c.ResumeWith(ctx, run, nil)
-}
-
-// ResumeWith is Resume under another policy, recorded in the trace as the
-// run's policy from then on; nil keeps the policy the run was started
-// with. Errors: as Resume, and a *protocol.Error for an invalid policy.
-func (c *Cluster) ResumeWith(ctx context.Context, run string, pol *protocol.Policy) (*protocol.Result, error) {
-	if st, err := c.Status(ctx, run); err == nil && (st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed) {
-		return c.withPatch(ctx, resultOf(st)), nil
-	}
-	t0 := time.Now().UTC()
-	deadline := time.Now().Add(2 * coordinator.DefaultLeaseTTL)
-	for {
-		err := c.co.ResumeWith(c.rctx, run, pol)
-		if err == nil {
-			break
-		}
-		// The process that ran it may have died a moment ago: its lease
-		// runs out within the lease's lifetime.
-		if !errors.Is(err, protocol.ErrFenced) || time.Now().After(deadline) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	// Wait for what the resumed driver makes of it, not for the state it
-	// was in before.
-	st, err := c.index.Wait(ctx, run, func(st *protocol.RunState) bool {
-		return st.Status != protocol.StatusRunning && !st.Updated.Before(t0)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c.withPatch(ctx, resultOf(st)), nil
 }
 
 // URL is the NATS URL other processes connect to, or "" without a

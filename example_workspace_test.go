@@ -46,12 +46,12 @@ func ExampleClient_UploadWorkspace() {
 		Policy: &protocol.Policy{Layers: []protocol.Layer{{Name: "example", Rules: []protocol.Rule{
 			{Act: "write", Effect: "allow", Pattern: "greeting.txt"}}}}},
 	})
-	res, err := cl.RunContract(ctx, contract, "", nil)
+	res, err := runJSON(ctx, cl, contract, "")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	_, diff, err := cl.Patch(ctx, res.Run)
+	_, diff, err := cl.Run(res.Run).Patch(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return

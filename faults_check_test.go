@@ -60,7 +60,7 @@ var againID = regexp.MustCompile(`^e\da([2-9]|\d\d)$`)
 func (l *faultLoop) checkRun(ctx context.Context, r *faultRun) runFindings {
 	var f runFindings
 	bad := func(format string, args ...any) { l.anomaly("run %s: %s", r.id, fmt.Sprintf(format, args...)) }
-	st, err := l.client.Status(ctx, r.id)
+	st, err := l.client.Run(r.id).Status(ctx)
 	if err != nil {
 		f.outcome = "unknown"
 		bad("status: %v", err)
@@ -74,7 +74,7 @@ func (l *faultLoop) checkRun(ctx context.Context, r *faultRun) runFindings {
 	if st.Status != protocol.StatusCompleted || st.Outcome != want {
 		bad("%s %s (%s), want completed %s", st.Status, st.Outcome, st.Reason, want)
 	}
-	recs, err := l.client.Trace(ctx, r.id)
+	recs, err := l.client.Run(r.id).Trace(ctx)
 	if err != nil {
 		bad("trace: %v", err)
 		return f
@@ -89,13 +89,13 @@ func (l *faultLoop) checkRun(ctx context.Context, r *faultRun) runFindings {
 		bad("%s", s)
 	}
 	for _, rec := range recs {
-		notes := []string{rec.Note}
 		for _, o := range rec.Observations {
-			notes = append(notes, o.Content)
-		}
-		for _, n := range notes {
-			f.indeterminate += strings.Count(n, "[indeterminate]")
-			f.unanswered += strings.Count(n, "the sandboxer did not answer")
+			switch o.State() {
+			case protocol.CallIndeterminate:
+				f.indeterminate++
+			case protocol.CallUnanswered:
+				f.unanswered++
+			}
 		}
 		if rec.Turn != nil {
 			for _, c := range rec.Turn.ToolCalls {
@@ -278,13 +278,14 @@ func replayOps(recs []protocol.Record) ([]replayOp, error) {
 	steps := map[int]*protocol.Record{}
 	var ops []replayOp
 	add := func(call protocol.ToolCall, o protocol.Observation) {
-		switch {
-		case o.Approval != "", strings.HasPrefix(o.Content, "[awaiting approval]"), strings.HasPrefix(o.Content, "[not run]"), o.Refused != nil:
-		case strings.HasPrefix(o.Content, "[indeterminate]"), strings.HasPrefix(o.Content, "[tool failed] the sandboxer did not answer"):
+		switch o.State() {
+		case protocol.CallAwaitingApproval, protocol.CallNotRun, protocol.CallRefused, protocol.CallFailed:
+		case protocol.CallIndeterminate, protocol.CallUnanswered:
 			ops = append(ops, replayOp{call: call, obs: o, unknown: true})
-		case o.IsError:
-		default:
+		case protocol.CallOK:
 			ops = append(ops, replayOp{call: call, obs: o})
+		default:
+			panic(fmt.Sprintf("call %s: observation status %q is not one the checker knows", call.ID, o.State()))
 		}
 	}
 	for i := range recs {

@@ -765,7 +765,7 @@ func (l *faultLoop) measureTakeover(id string, died time.Time) {
 					}
 					return
 				}
-				if st, err := l.client.Status(ctx, run); err == nil && st.Status == protocol.StatusPaused {
+				if st, err := l.client.Run(run).Status(ctx); err == nil && st.Status == protocol.StatusPaused {
 					return // waiting for a person, not for a coordinator
 				}
 				time.Sleep(20 * time.Millisecond)

@@ -382,17 +382,12 @@ func checkTrace(t *testing.T, recs []protocol.Record, res *protocol.Result) {
 
 func readTrace(t *testing.T, data, run string) []protocol.Record {
 	t.Helper()
-	srv, err := harness.StartServer(data, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	c, err := harness.Connect(t.Context(), "", natsInProcess(srv))
+	c, err := harness.Open(t.Context(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	recs, err := c.Trace(t.Context(), run)
+	recs, err := c.Run(run).Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,11 +458,11 @@ func TestCostIsRecordedPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	res, err := cl.RunContract(t.Context(), raw, "priced", nil)
+	res, err := runJSON(t.Context(), cl, raw, "priced")
 	if err != nil || res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("run = %+v, %v", res, err)
 	}
-	recs, err := cl.Trace(t.Context(), "priced")
+	recs, err := cl.Run("priced").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +477,7 @@ func TestCostIsRecordedPerCall(t *testing.T) {
 			t.Errorf("step %d cost = %+v, want %d priced, %d in all", r.Step, r.Cost, want, total)
 		}
 	}
-	if st, err := cl.Status(t.Context(), "priced"); err != nil || st.CostMicros != total {
+	if st, err := cl.Run("priced").Status(t.Context()); err != nil || st.CostMicros != total {
 		t.Errorf("index cost = %+v, %v; want %d", st, err, total)
 	}
 }

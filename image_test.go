@@ -30,7 +30,7 @@ func imageRun(t *testing.T, p worker.Provider) (*harness.Cluster, string, *proto
 	t.Cleanup(func() { cl.Close() })
 	raw, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "describe shot.png", Workspace: protocol.Workspace{Root: ws},
 		Verification: protocol.Verification{None: &struct{}{}}})
-	res, err := cl.RunContract(t.Context(), raw, "img", nil)
+	res, err := runJSON(t.Context(), cl, raw, "img")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestViewImageReachesTheModel(t *testing.T) {
 	if last.Role != protocol.RoleUser || len(last.Images) != 1 || last.Images[0].MediaType != "image/png" || len(last.Images[0].Data) != len(pngBytes) {
 		t.Fatalf("the second request ends with %+v, want the image in a user message", last)
 	}
-	recs, err := cl.Trace(t.Context(), "img")
+	recs, err := cl.Run("img").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func watchKinds(t *testing.T, cl *harness.Cluster, run string, kinds ...string) 
 	t.Helper()
 	var mu sync.Mutex
 	var got []protocol.Event
-	stop, err := cl.Watch(run, func(ev *protocol.Event) {
+	stop, err := cl.Run(run).Watch(func(ev *protocol.Event) {
 		for _, k := range kinds {
 			if ev.Kind == k {
 				mu.Lock()
@@ -114,6 +114,7 @@ func watchKinds(t *testing.T, cl *harness.Cluster, run string, kinds ...string) 
 			}
 		}
 	})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,20 +141,20 @@ func TestLedgerLostMidRun(t *testing.T) {
 	}
 	defer cl.Close()
 	events := watchKinds(t, cl, "lost", protocol.EventLedger, protocol.EventSpendDraw)
-	if _, err := cl.Submit(t.Context(), raw, "lost"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, raw, "lost"); err != nil {
 		t.Fatal(err)
 	}
 	<-reached // the third call is reserved and in flight
 	srv.Restart()
 	close(release)
-	res, err := cl.Wait(t.Context(), "lost")
+	res, err := cl.Run("lost").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeStepCapReached || res.Steps != 5 || calls.Load() != 5 {
 		t.Fatalf("run = %s after %d steps and %d calls (%s), want step_cap_reached after 5", res.Outcome, res.Steps, calls.Load(), res.Reason)
 	}
-	recs, err := cl.Trace(t.Context(), "lost")
+	recs, err := cl.Run("lost").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestLedgerLostMidRun(t *testing.T) {
 		}
 		return nil
 	})
-	st, err := cl.Status(t.Context(), "lost")
+	st, err := cl.Run("lost").Status(t.Context())
 	if err != nil || st.Budgets == nil || st.Budgets.Run.Steps != 5 || st.Budgets.TreeSpent.Steps != 5 {
 		t.Errorf("status budgets = %+v, %v; want 5 steps spent by the run and its tree", st.Budgets, err)
 	}
@@ -193,14 +194,14 @@ func TestLedgerDownWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Submit(t.Context(), raw, "down"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, raw, "down"); err != nil {
 		t.Fatal(err)
 	}
 	<-reached
 	srv.Stop()
 	close(release) // the answer comes back with nowhere to settle it
 	waitFor(t, 20*time.Second, func() error {
-		st, err := cl.Status(t.Context(), "down")
+		st, err := cl.Run("down").Status(t.Context())
 		if err != nil {
 			return err
 		}
@@ -214,19 +215,19 @@ func TestLedgerDownWaits(t *testing.T) {
 		t.Fatalf("%d provider calls while the ledger was down, want none past the second", n)
 	}
 	srv.Restart() // empty: the tree is rebuilt from the trace
-	res, err := cl.Wait(t.Context(), "down")
+	res, err := cl.Run("down").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeStepCapReached || res.Steps != 5 {
 		t.Fatalf("run = %s after %d (%s), want step_cap_reached after 5", res.Outcome, res.Steps, res.Reason)
 	}
-	recs, err := cl.Trace(t.Context(), "down")
+	recs, err := cl.Run("down").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkCharged(t, l, "down", recs)
-	if st, err := cl.Status(t.Context(), "down"); err != nil || strings.Contains(st.Reason, "waiting") {
+	if st, err := cl.Run("down").Status(t.Context()); err != nil || strings.Contains(st.Reason, "waiting") {
 		t.Errorf("finished status = %+v, %v; the wait is over", st, err)
 	}
 }
@@ -258,7 +259,7 @@ func TestTreeCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Submit(t.Context(), rootRaw, "root"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, rootRaw, "root"); err != nil {
 		t.Fatal(err)
 	}
 	<-rootHeld
@@ -269,12 +270,12 @@ func TestTreeCeiling(t *testing.T) {
 		c.Parent = "root"
 		c.Budget.Tree = &protocol.TreeBudget{MaxSteps: 100}
 	})
-	if _, err := cl.Submit(t.Context(), raiser, "raiser"); !isCode(err, protocol.CodeInvalidField) {
+	if _, err := submitJSON(t.Context(), cl, raiser, "raiser"); !isCode(err, protocol.CodeInvalidField) {
 		t.Errorf("a sub-agent with a tree budget: %v, want invalid_field", err)
 	}
 	// Nor join a tree that does not exist.
 	_, orphan := readingContract(t, "the child", func(c *protocol.Contract) { c.Parent = "nobody" })
-	if _, err := cl.Submit(t.Context(), orphan, "orphan"); !isCode(err, protocol.CodeUnknownRun) {
+	if _, err := submitJSON(t.Context(), cl, orphan, "orphan"); !isCode(err, protocol.CodeUnknownRun) {
 		t.Errorf("a sub-agent of an unknown run: %v, want unknown_run", err)
 	}
 
@@ -292,15 +293,15 @@ func TestTreeCeiling(t *testing.T) {
 		c.Parent = "root"
 		c.Budget.MaxSteps = 10
 	})
-	if _, err := cl.Submit(t.Context(), childRaw, "child"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, childRaw, "child"); err != nil {
 		t.Fatal(err)
 	}
-	child, err := cl.Wait(t.Context(), "child")
+	child, err := cl.Run("child").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	close(releaseRoot)
-	root, err := cl.Wait(t.Context(), "root")
+	root, err := cl.Run("root").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,13 +316,13 @@ func TestTreeCeiling(t *testing.T) {
 	if n := rootCalls.Load() + childCalls.Load(); n != 4 {
 		t.Errorf("%d provider calls in the tree, want the ceiling's 4", n)
 	}
-	rootRecs, _ := cl.Trace(t.Context(), "root")
-	childRecs, _ := cl.Trace(t.Context(), "child")
+	rootRecs, _ := cl.Run("root").Trace(t.Context())
+	childRecs, _ := cl.Run("child").Trace(t.Context())
 	checkCharged(t, l, "root", rootRecs, childRecs)
 	if len(childRecs) == 0 || childRecs[0].Tree != "root" || childRecs[0].Depth != 1 {
 		t.Errorf("the child's started record places it in tree %q at depth %d, want root at 1", childRecs[0].Tree, childRecs[0].Depth)
 	}
-	st, err := cl.Status(t.Context(), "child")
+	st, err := cl.Run("child").Status(t.Context())
 	if err != nil || st.Tree != "root" || st.Parent != "root" || st.Budgets == nil || st.Budgets.TreeSpent.Steps < 3 {
 		t.Errorf("child status = %+v (budgets %+v), %v", st, st.Budgets, err)
 	}
@@ -387,7 +388,7 @@ func TestLedgerCrashBeforeSettle(t *testing.T) {
 	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
 	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	first := startProcess(t, filepath.Join(bin, "coordinator"), append(env, "HARNESS_FAULT=before-settle:2"), "--id", "first")
-	if _, err := c.Submit(t.Context(), slowContract(t, ws), "unsettled"); err != nil {
+	if _, err := submitJSON(t.Context(), c, slowContract(t, ws), "unsettled"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -407,14 +408,14 @@ func TestLedgerCrashBeforeSettle(t *testing.T) {
 		t.Fatalf("after the crash the ledger shows %+v, %v; want one call spent and one held", tot, err)
 	}
 	startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "second")
-	res, err := c.Wait(t.Context(), "unsettled")
+	res, err := c.Run("unsettled").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
 		t.Fatalf("run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
 	}
-	recs, err := c.Trace(t.Context(), "unsettled")
+	recs, err := c.Run("unsettled").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ func TestSpawnAgent(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			res, err := cl.RunContract(t.Context(), raw, "boss", nil)
+			res, err := runJSON(t.Context(), cl, raw, "boss")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -492,7 +493,7 @@ func TestSpawnAgent(t *testing.T) {
 			if n := childCalls.Load(); n != tt.childCalls {
 				t.Errorf("the sub-agents made %d calls, want %d", n, tt.childCalls)
 			}
-			recs, err := cl.Trace(t.Context(), "boss")
+			recs, err := cl.Run("boss").Trace(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -508,11 +509,11 @@ func TestSpawnAgent(t *testing.T) {
 			if tt.childCalls == 0 {
 				return
 			}
-			child, err := cl.Status(t.Context(), "boss-s1c0")
+			child, err := cl.Run("boss-s1c0").Status(t.Context())
 			if err != nil || child.Tree != "boss" || child.Parent != "boss" || child.Outcome != protocol.OutcomeSuccess {
 				t.Fatalf("sub-agent status = %+v, %v", child, err)
 			}
-			childRecs, _ := cl.Trace(t.Context(), "boss-s1c0")
+			childRecs, _ := cl.Run("boss-s1c0").Trace(t.Context())
 			if childRecs[0].Depth != 1 || childRecs[0].Contract.Policy == nil || childRecs[0].Policy == nil || childRecs[0].ParentPolicy == nil {
 				t.Errorf("sub-agent at depth %d with policy %v (effective %v, parent's %v), want depth 1 contained in the root's policy",
 					childRecs[0].Depth, childRecs[0].Contract.Policy, childRecs[0].Policy, childRecs[0].ParentPolicy)

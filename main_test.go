@@ -1,12 +1,14 @@
 package harness_test
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"testing"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/backends"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandbox/native"
@@ -53,4 +55,12 @@ func TestExampleInTheNativeSandbox(t *testing.T) {
 	if chk := recs[3].Check; chk == nil || chk.Exec == nil || chk.Exec.Backend != "native" {
 		t.Errorf("the passing check ran on %+v, want the native backend", chk)
 	}
+}
+
+func runJSON(ctx context.Context, s clustertest.Submitter, raw []byte, id string) (*protocol.Result, error) {
+	return clustertest.RunJSON(ctx, s, raw, id)
+}
+
+func submitJSON(ctx context.Context, s clustertest.Submitter, raw []byte, id string) (string, error) {
+	return clustertest.SubmitJSON(ctx, s, raw, id)
 }

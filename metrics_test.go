@@ -93,7 +93,7 @@ func TestMetricsMoveWithARun(t *testing.T) {
 		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}},
 		Sandbox:      protocol.SandboxSpec{Backend: "floor", Limits: protocol.Limits{WallSecs: 1}}}
 	data, _ := json.Marshal(c)
-	res, err := cl.RunContract(ctx, data, "", nil)
+	res, err := runJSON(ctx, cl, data, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,16 +3,20 @@ package harness_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness"
@@ -39,7 +43,7 @@ func buildRoles(t *testing.T) string {
 // end with the test. It returns the server's URL and the client.
 func serverAndClient(t *testing.T) (string, *harness.Client) {
 	t.Helper()
-	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
+	srv, err := startServer(t.TempDir(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +87,7 @@ func TestAcrossProcesses(t *testing.T) {
 		t.Skip("builds and starts the role binaries; run without -short")
 	}
 	bin := buildRoles(t)
-	srv, err := harness.StartServer(t.TempDir(), "127.0.0.1:0", 0)
+	srv, err := startServer(t.TempDir(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,14 +135,14 @@ func TestAcrossProcesses(t *testing.T) {
 		run = runs[0].Run
 		return nil
 	})
-	res, err := c.Wait(t.Context(), run)
+	res, err := c.Run(run).Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
 		t.Fatalf("across processes: %s after %d steps (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
 	}
-	distributed, err := c.Trace(t.Context(), run)
+	distributed, err := c.Run(run).Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,3 +267,31 @@ func waitFor(t *testing.T, timeout time.Duration, f func() error) {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// startServer starts a NATS server with JetStream on dir, syncing every
+// write, listening on listen (host:port, port 0 for a free one) with no
+// authentication, as a cluster's server for role processes.
+func startServer(dir, listen string) (*server.Server, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: filepath.Join(dir, "jetstream"), SyncAlways: true,
+		Host: host, Port: p, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		return nil, err
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("nats server did not become ready in 10s")
+	}
+	return srv, nil
+}

@@ -86,18 +86,18 @@ func TestAcrossProcessesWithSnapshotAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := c.Submit(t.Context(), data, "across-snapshot")
+	run, err := submitJSON(t.Context(), c, data, "across-snapshot")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Wait(t.Context(), run)
+	res, err := c.Run(run).Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess || res.Patch == nil || res.Patch.Node != "sbp" {
 		t.Fatalf("run = %s (%s), patch %+v; want success with sbp's patch", res.Outcome, res.Reason, res.Patch)
 	}
-	_, diff, err := c.Patch(t.Context(), run)
+	_, diff, err := c.Run(run).Patch(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func recordApproval(t *testing.T, d protocol.Decision, twice bool) string {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := cl.Submit(t.Context(), askContract(t, ws), "rec"); err != nil {
+	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "rec"); err != nil {
 		t.Fatal(err)
 	}
 	waitPaused(t, cl.Client, "rec")
@@ -109,14 +109,14 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := protocol.ApprovalID("paused-run", 1, 0)
-			if _, err := c.Submit(t.Context(), askContract(t, ws), "paused-run"); err != nil {
+			if _, err := submitJSON(t.Context(), c, askContract(t, ws), "paused-run"); err != nil {
 				t.Fatal(err)
 			}
 			if tt.early != nil {
 				// A decision is taken only for a run that exists: made as soon
 				// as the run does, whether or not its pause is recorded yet.
 				waitFor(t, 30*time.Second, func() error {
-					_, err := c.Status(t.Context(), "paused-run")
+					_, err := c.Run("paused-run").Status(t.Context())
 					return err
 				})
 				if _, err := c.Decide(t.Context(), id, tt.early); err != nil {

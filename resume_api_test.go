@@ -108,10 +108,10 @@ func TestResumeWithDecision(t *testing.T) {
 		if _, err := cl.Decide(t.Context(), id, &protocol.Decision{Approve: true}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cl.ResumeWithDecision(t.Context(), run, id, &protocol.Decision{Reason: "changed my mind"}, nil); !errors.Is(err, protocol.ErrRunFinished) {
+		if _, err := cl.Run(run).Resume(t.Context(), harness.WithDecision(id, &protocol.Decision{Reason: "changed my mind"})); !errors.Is(err, protocol.ErrRunFinished) {
 			t.Errorf("a denial after an approval = %v, want ErrRunFinished", err)
 		}
-		res, err := cl.ResumeWithDecision(t.Context(), run, id, &protocol.Decision{Approve: true}, nil)
+		res, err := cl.Run(run).Resume(t.Context(), harness.WithDecision(id, &protocol.Decision{Approve: true}))
 		if err != nil || res.Outcome != protocol.OutcomeFinished {
 			t.Errorf("the same approval again = %+v, %v; want the run carried on to finished", res, err)
 		}

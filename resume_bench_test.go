@@ -60,7 +60,7 @@ func BenchmarkResume(b *testing.B) {
 				run := fmt.Sprintf("bench-%d-%d", n, runs)
 				synthesize(b, tr, run, ws, n)
 				b.StartTimer()
-				res, err := cl.Resume(b.Context(), run)
+				res, err := cl.Run(run).Resume(b.Context())
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -140,16 +140,16 @@ func TestTakeoverAfterCoordinatorDies(t *testing.T) {
 	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
 	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	first := startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "first")
-	if _, err := c.Submit(t.Context(), slowContract(t, ws), "taken-over"); err != nil {
+	if _, err := submitJSON(t.Context(), c, slowContract(t, ws), "taken-over"); err != nil {
 		t.Fatal(err)
 	}
-	waitStep(t, func() (*protocol.RunState, error) { return c.Status(t.Context(), "taken-over") }, 1)
+	waitStep(t, func() (*protocol.RunState, error) { return c.Run("taken-over").Status(t.Context()) }, 1)
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
 	startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "second")
-	res, err := c.Wait(t.Context(), "taken-over")
+	res, err := c.Run("taken-over").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,12 +157,12 @@ func TestTakeoverAfterCoordinatorDies(t *testing.T) {
 	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
 		t.Fatalf("taken-over run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
 	}
-	recs, err := c.Trace(t.Context(), "taken-over")
+	recs, err := c.Run("taken-over").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkTrace(t, recs, res)
-	st, err := c.Status(t.Context(), "taken-over")
+	st, err := c.Run("taken-over").Status(t.Context())
 	if err != nil || st.Coordinator != "second" {
 		t.Errorf("the run finished under %q (%v), want the second coordinator", st.Coordinator, err)
 	}
@@ -204,7 +204,7 @@ func statusVia(t *testing.T, data, run string) (*protocol.RunState, error) {
 		return nil, err
 	}
 	defer c.Close()
-	return c.Status(t.Context(), run)
+	return c.Run(run).Status(t.Context())
 }
 
 // TestNATSRestartMidRun restarts the NATS server, on the same store, under
@@ -218,7 +218,7 @@ func TestNATSRestartMidRun(t *testing.T) {
 	bin := buildRoles(t)
 	cassette := recordSlow(t)
 	store := t.TempDir()
-	srv, err := harness.StartServer(store, "127.0.0.1:0", 0)
+	srv, err := startServer(store, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,25 +234,25 @@ func TestNATSRestartMidRun(t *testing.T) {
 	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
 	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	startProcess(t, filepath.Join(bin, "coordinator"), env)
-	if _, err := c.Submit(t.Context(), slowContract(t, ws), "through-restart"); err != nil {
+	if _, err := submitJSON(t.Context(), c, slowContract(t, ws), "through-restart"); err != nil {
 		t.Fatal(err)
 	}
-	waitStep(t, func() (*protocol.RunState, error) { return c.Status(t.Context(), "through-restart") }, 1)
+	waitStep(t, func() (*protocol.RunState, error) { return c.Run("through-restart").Status(t.Context()) }, 1)
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	srv, err = harness.StartServer(store, addr, 0)
+	srv, err = startServer(store, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	res, err := c.Wait(t.Context(), "through-restart")
+	res, err := c.Run("through-restart").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
 		t.Fatalf("run through a NATS restart = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
 	}
-	recs, err := c.Trace(t.Context(), "through-restart")
+	recs, err := c.Run("through-restart").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestBadContractsOnSubmit(t *testing.T) {
 				if tt.want == protocol.ErrTooLarge {
 					// A payload over the stream's limit never reaches a
 					// coordinator; the client API refuses it instead.
-					_, err := cl.Submit(t.Context(), []byte(tt.body), "")
+					_, err := submitJSON(t.Context(), cl, []byte(tt.body), "")
 					if !errors.Is(err, protocol.ErrTooLarge) {
 						t.Fatalf("Submit(oversize) = %v, want %v", err, tt.want)
 					}
@@ -105,7 +105,7 @@ func TestBadContractsOnSubmit(t *testing.T) {
 		})
 	}
 	// The coordinator is still serving.
-	res, err := cl.RunContract(t.Context(), []byte(good), "after-bad-input", nil)
+	res, err := runJSON(t.Context(), cl, []byte(good), "after-bad-input")
 	if err != nil {
 		t.Fatal(err)
 	}

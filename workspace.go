@@ -94,16 +94,8 @@ func (c *Client) UploadWorkspace(ctx context.Context, dir string, opts snapshot.
 	return s.Ref, nil
 }
 
-// Patch returns what a finished run changed in its snapshot workspace:
-// the patch as recorded with the outcome, and the unified diff itself
-// (empty when nothing changed). snapshot.Apply applies it to a directory.
-//
-// Errors: protocol.ErrUnknownRun when the run has no trace;
-// protocol.ErrNotFound while the run has not finished, or when its
-// workspace was not a snapshot; a *protocol.Error carrying the patch's
-// own error when the changes could not be collected (the patch is
-// returned with it); the object store's, wrapped.
-func (c *Client) Patch(ctx context.Context, run string) (*protocol.Patch, []byte, error) {
+// patch is RunHandle.Patch of run.
+func (c *Client) patch(ctx context.Context, run string) (*protocol.Patch, []byte, error) {
 	if !protocol.ValidToken(run) {
 		return nil, nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run)
 	}

@@ -50,7 +50,7 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := cl.RunContract(ctx, data, "", nil)
+	res, err := runJSON(ctx, cl, data, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	if !strings.Contains(string(code), "return a - b") {
 		t.Fatal("the run changed the uploaded directory; it must work on its own copy")
 	}
-	p, diff, err := cl.Patch(ctx, res.Run)
+	p, diff, err := cl.Run(res.Run).Patch(ctx)
 	if err != nil || p.Ref != res.Patch.Ref || !strings.Contains(string(diff), "+\treturn a + b") {
 		t.Fatalf("Patch = %+v, %q, %v", p, diff, err)
 	}
@@ -77,7 +77,7 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	if code, _ := os.ReadFile(filepath.Join(src, "calc.go")); !strings.Contains(string(code), "return a + b") {
 		t.Errorf("after applying the patch calc.go is\n%s", code)
 	}
-	recs, err := cl.Trace(ctx, res.Run)
+	recs, err := cl.Run(res.Run).Trace(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	if _, err := store.PutBytes(ctx, p.Ref, forged); err != nil {
 		t.Fatal(err)
 	}
-	if _, diff, err := cl.Patch(ctx, res.Run); err == nil || diff != nil || !strings.Contains(err.Error(), "replaced") {
+	if _, diff, err := cl.Run(res.Run).Patch(ctx); err == nil || diff != nil || !strings.Contains(err.Error(), "replaced") {
 		t.Errorf("Patch of a replaced patch = %q, %v; want it refused", diff, err)
 	}
 }
@@ -112,14 +112,14 @@ func TestPatchOfARootWorkspace(t *testing.T) {
 	}
 	defer cl.Close()
 	data, _ := json.Marshal(c)
-	res, err := cl.RunContract(ctx, data, "", nil)
+	res, err := runJSON(ctx, cl, data, "")
 	if err != nil || res.Patch != nil {
 		t.Fatalf("RunContract = %+v, %v; a root workspace has no patch", res, err)
 	}
-	if _, _, err := cl.Patch(ctx, res.Run); !errors.Is(err, protocol.ErrNotFound) {
+	if _, _, err := cl.Run(res.Run).Patch(ctx); !errors.Is(err, protocol.ErrNotFound) {
 		t.Errorf("Patch(root run) = %v, want not_found", err)
 	}
-	if _, _, err := cl.Patch(ctx, "no-such-run"); !errors.Is(err, protocol.ErrUnknownRun) {
+	if _, _, err := cl.Run("no-such-run").Patch(ctx); !errors.Is(err, protocol.ErrUnknownRun) {
 		t.Errorf("Patch(unknown) = %v, want unknown_run", err)
 	}
 }
@@ -191,7 +191,7 @@ func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
 			Verification: protocol.Verification{None: &struct{}{}},
 			Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}}
 		data, _ := json.Marshal(c)
-		res, err := cl.RunContract(ctx, data, run, nil)
+		res, err := runJSON(ctx, cl, data, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +240,7 @@ func TestHostileSnapshotFailsTheRun(t *testing.T) {
 	}
 	c, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "t", Workspace: protocol.Workspace{Snapshot: ref},
 		Verification: protocol.Verification{None: &struct{}{}}})
-	res, err := cl.RunContract(ctx, c, "", nil)
+	res, err := runJSON(ctx, cl, c, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,12 +281,12 @@ func TestSnapshotRunResumes(t *testing.T) {
 	c, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "write two files", Workspace: protocol.Workspace{Snapshot: ref},
 		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: 5},
 		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}})
-	run, err := a.Submit(ctx, c, "resumable")
+	run, err := submitJSON(ctx, a, c, "resumable")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() error {
-		st, err := a.Status(ctx, run)
+		st, err := a.Run(run).Status(ctx)
 		if err != nil || st.Step < 1 {
 			return errorf("not at step 1 yet: %+v %v", st, err)
 		}
@@ -301,7 +301,7 @@ func TestSnapshotRunResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	res, err := b.Resume(ctx, run)
+	res, err := b.Run(run).Resume(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

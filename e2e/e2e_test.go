@@ -242,14 +242,22 @@ func runEmbedded(t *testing.T, dir string, k kind, p provider.Provider, up *uplo
 	if _, err := obs.PutBytes(t.Context(), up.ref, archive); err != nil {
 		t.Fatal(err)
 	}
-	res, err := cl.RunContract(t.Context(), contract(k, up.ref, "default"), "embedded", nil)
+	c, err := protocol.DecodeContract(contract(k, up.ref, "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("embedded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
 	if err != nil {
 		t.Fatalf("embedded %s: %v", k.key(), err)
 	}
 	if res.Outcome != k.outcome || res.Steps != k.steps {
 		t.Fatalf("embedded %s: %s after %d steps (%s), want %s after %d", k.key(), res.Outcome, res.Steps, res.Reason, k.outcome, k.steps)
 	}
-	recs, err := cl.Trace(t.Context(), "embedded")
+	recs, err := cl.Run("embedded").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +449,7 @@ func waitRuns(t *testing.T, c *Cluster, runs []string, d time.Duration) map[stri
 		WaitFor(t, time.Until(deadline), func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
-			st, err := c.Client().Status(ctx, r)
+			st, err := c.Client().Run(r).Status(ctx)
 			switch {
 			case err != nil:
 				return fmt.Errorf("run %s: %w", r, err)
@@ -453,7 +461,7 @@ func waitRuns(t *testing.T, c *Cluster, runs []string, d time.Duration) map[stri
 		WaitFor(t, time.Minute, func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			res, err := c.Client().Wait(ctx, r)
+			res, err := c.Client().Run(r).Wait(ctx)
 			if err != nil {
 				t.Logf("run %s is over, and Client.Wait did not answer within 10s: %v; waiting again", r, err)
 				return err
@@ -655,7 +663,7 @@ func TestCluster(t *testing.T) {
 			n := 0
 			for _, r := range runs {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-				if st, err := c.Client().Status(ctx, r); err == nil {
+				if st, err := c.Client().Run(r).Status(ctx); err == nil {
 					n += st.Step
 				}
 				cancel()
@@ -789,17 +797,12 @@ func TestCluster(t *testing.T) {
 			t.Errorf("tenant bravo reading %s was not refused by the server (the read: %v)", up.ref, err)
 		}
 		// A tenant submits on its own subject and hears its run's events.
-		done := make(chan string, 1)
-		go func() {
-			out, _ := c.NATS("tenant-acme", "sub", "harness.tenant.acme.events.*.finished", "--count", "1", "--wait", "90s", "--raw")
-			done <- out
-		}()
-		time.Sleep(time.Second) // the subscription is up before the publish
+		finished := subscribe(t, c, "tenant-acme", "harness.tenant.acme.events.*.finished", "--count", "1", "--wait", "90s", "--raw")
 		out, err = c.NATS("tenant-acme", "pub", "harness.submit.acme", string(contract(fix, up.ref, "replay")), "-H", "Nats-Msg-Id:job-1")
 		if err != nil {
 			t.Fatalf("tenant submit: %v: %s", err, out)
 		}
-		got := <-done
+		got := finished()
 		if !strings.Contains(got, `"run":"t-acme-job-1"`) || !strings.Contains(got, `"outcome":"success"`) {
 			t.Errorf("tenant acme's finished event = %q", got)
 		}
@@ -892,15 +895,10 @@ func capture(t *testing.T, c *Cluster, up *upload, dir string) {
 		b.WriteString("\n")
 	}
 	// A submit while the events are watched.
-	done := make(chan string, 1)
-	go func() {
-		out, _ := c.NATS("admin", "sub", "harness.events.>", "--count", "14", "--wait", "60s")
-		done <- out
-	}()
-	time.Sleep(time.Second)
+	events := subscribe(t, c, "admin", "harness.events.>", "--count", "14", "--wait", "60s")
 	out, _ := c.NATS("admin", "pub", "harness.submit", string(contract(fix, up.ref, "replay")), "-H", "Nats-Msg-Id:capture-1")
 	fmt.Fprintf(&b, "$ nats pub harness.submit \"$(cat contract.json)\" -H Nats-Msg-Id:capture-1\n%s\n", out)
-	fmt.Fprintf(&b, "$ nats sub 'harness.events.>'\n%s\n", <-done)
+	fmt.Fprintf(&b, "$ nats sub 'harness.events.>'\n%s\n", events())
 	if err := os.WriteFile(filepath.Join(dir, "operations.txt"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}

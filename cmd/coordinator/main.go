@@ -133,12 +133,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 // serve connects to NATS and runs the coordinator until ctx ends.
 func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg coordinator.Config) error {
-	nc, _, _, err := streams.Connect(ctx, url, "harness-coordinator", opts)
+	nc, _, assets, err := streams.Connect(ctx, url, "harness-coordinator", opts)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cfg.Streams = opts.Streams
+	cfg.Streams, cfg.Assets = opts.Streams, assets // ensured once, by Connect
 	c, err := coordinator.New(nc, cfg)
 	if err != nil {
 		return err

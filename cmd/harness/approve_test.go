@@ -73,16 +73,20 @@ func recordPausing(t *testing.T, contract, root string) string {
 	}
 	defer cl.Close()
 	raw := strings.Replace(contract, `"root":"ws"`, `"root":"`+ws+`"`, 1)
-	if _, err := cl.Submit(t.Context(), []byte(raw), "rec"); err != nil {
+	c, err := protocol.DecodeContract([]byte(raw))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Wait(t.Context(), "rec"); err != nil {
+	if _, err := cl.Submit(t.Context(), c, harness.WithRunID("rec")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Run("rec").Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("rec", 1, 0), &protocol.Decision{Approve: true}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := cl.Resume(t.Context(), "rec"); err != nil || res.Outcome != protocol.OutcomeFinished {
+	if res, err := cl.Run("rec").Resume(t.Context()); err != nil || res.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("recording: %+v, %v", res, err)
 	}
 	path := filepath.Join(t.TempDir(), "cassette.json")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -128,7 +129,7 @@ run's changes come back with harness fetch RUN.`)
 		fs.Usage()
 		return exitUsage
 	}
-	_, raw, _, snap, err := ws.load(pos[0])
+	_, _, contract, snap, err := ws.load(pos[0])
 	if err != nil {
 		return reportContractError(env, err)
 	}
@@ -146,25 +147,17 @@ run's changes come back with harness fetch RUN.`)
 		}
 		fmt.Fprintf(env.stderr, "workspace   %s\n", describeSnapshot(*ws.dir, snap))
 	}
-	runID := *id
-	if runID == "" {
-		runID = harness.NewRunID()
-	}
-	run := protocol.RunIDFor(runID)
-	var stop func()
+	opts := []harness.SubmitOption{harness.WithRunID(cmp.Or(*id, harness.NewRunID()))}
 	if *wait {
-		if stop, err = c.Watch(run, progress(env.stderr)); err != nil {
-			fail(env.stderr, "%v", err)
-			return exitError
-		}
-		defer stop()
+		opts = append(opts, harness.WithObserver(progress(env.stderr)))
 	}
 	sctx, cancel := context.WithTimeout(ctx, *timeout)
-	run, err = c.Submit(sctx, raw, runID)
+	h, err := c.Submit(sctx, contract, opts...)
 	cancel()
 	if err != nil {
 		return reportContractError(env, err)
 	}
+	run := h.ID()
 	if !*wait {
 		if *asJSON {
 			_ = json.NewEncoder(env.stdout).Encode(map[string]string{"run": run})
@@ -174,7 +167,7 @@ run's changes come back with harness fetch RUN.`)
 		return exitOK
 	}
 	fmt.Fprintf(env.stderr, "run %s\n", run)
-	res, err := c.Wait(ctx, run)
+	res, err := h.Wait(ctx)
 	if err != nil {
 		fail(env.stderr, "wait for run %s: %v", run, err)
 		return exitError
@@ -211,7 +204,7 @@ func readRun(ctx context.Context, env *environ, args []string, name, about, json
 func cmdStatus(ctx context.Context, env *environ, args []string) int {
 	return readRun(ctx, env, args, "status", "Shows where a run stands: its status, outcome, steps and tokens.", "print the state as JSON",
 		func(c *harness.Client, run string, asJSON bool) int {
-			st, err := c.Status(ctx, run)
+			st, err := c.Run(run).Status(ctx)
 			if err != nil {
 				fail(env.stderr, "%v", err)
 				return exitError
@@ -268,7 +261,7 @@ func printBudgets(w io.Writer, st *protocol.RunState) {
 func cmdTrace(ctx context.Context, env *environ, args []string) int {
 	return readRun(ctx, env, args, "trace", "Shows the durable trace of a run, finished or not, record by record.", "print the records as JSON, one per line",
 		func(c *harness.Client, run string, asJSON bool) int {
-			recs, err := c.Trace(ctx, run)
+			recs, err := c.Run(run).Trace(ctx)
 			if err != nil {
 				fail(env.stderr, "%v", err)
 				return exitError

@@ -177,20 +177,9 @@ func clientFor(ctx context.Context, env *environ, natsURL, dir string) (*harness
 	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
 		return nil, nil, false, fmt.Errorf("no harness data in %s and no cluster to ask (set NATS_URL or pass --nats, or --data DIR)", dir)
 	}
-	srv, err := harness.StartServer(dir, "", 0)
+	c, err := harness.Open(ctx, dir)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		srv.Shutdown()
-		return nil, nil, false, err
-	}
-	c, err := harness.NewClient(ctx, nc)
-	if err != nil {
-		nc.Close()
-		srv.Shutdown()
-		return nil, nil, false, err
-	}
-	return c, func() { nc.Close(); srv.Shutdown(); srv.WaitForShutdown() }, true, nil
+	return c, c.Close, true, nil
 }

@@ -43,7 +43,7 @@ calling the provider. The provider is chosen as for harness run.`)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	opts := []harness.Option{harness.WithProvider(p), harness.WithDataDir(dir), harness.WithLogger(logger), harness.WithObserver(progress(env.stderr))}
+	opts := []harness.ResumeOption{harness.WithProvider(p), harness.WithDataDir(dir), harness.WithLogger(logger), harness.WithObserver(progress(env.stderr))}
 	if *policyFile != "" {
 		raw, err := os.ReadFile(*policyFile)
 		if err != nil {

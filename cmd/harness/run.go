@@ -140,7 +140,7 @@ the contract, replayed.`)
 	run := protocol.RunIDFor(runID)
 	fmt.Fprintf(env.stderr, "run %s\n", run)
 	fmt.Fprintf(env.stderr, "  workspace %s\n  provider  %s\n  data      %s\n", where, source, dir)
-	res, err := cl.RunContract(ctx, raw, runID, progress(env.stderr))
+	res, err := runContract(ctx, cl, raw, runID, progress(env.stderr))
 	if rec != nil {
 		if serr := rec.Save(*record); serr != nil {
 			fail(env.stderr, "save the recording: %v", serr)
@@ -372,4 +372,19 @@ func exitFor(o protocol.Outcome) int {
 		return exitCancelled
 	}
 	return exitFailed
+}
+
+// runContract submits the encoded contract to the embedded cluster under
+// the idempotency key id, reports its events to observe, and waits for
+// its outcome.
+func runContract(ctx context.Context, cl *harness.Cluster, raw []byte, id string, observe func(*protocol.Event)) (*protocol.Result, error) {
+	c, err := protocol.DecodeContract(raw)
+	if err != nil {
+		return nil, err
+	}
+	h, err := cl.Submit(ctx, c, harness.WithRunID(id), harness.WithObserver(observe))
+	if err != nil {
+		return nil, err
+	}
+	return h.Wait(ctx)
 }

@@ -131,7 +131,7 @@ does not apply leaves DIR as it was. A summary goes to stderr.`)
 		return exitError
 	}
 	defer closeFn()
-	p, diff, err := c.Patch(ctx, pos[0])
+	p, diff, err := c.Run(pos[0]).Patch(ctx)
 	if err != nil {
 		fail(env.stderr, "%v", err)
 		return exitError

@@ -157,14 +157,14 @@ func newProvider(replay string, getenv func(string) string) (worker.Provider, st
 
 // serve connects to NATS and runs the worker until ctx ends.
 func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, p worker.Provider, cfg worker.Config) error {
-	nc, _, _, err := streams.Connect(ctx, url, "harness-worker", opts)
+	nc, _, assets, err := streams.Connect(ctx, url, "harness-worker", opts)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	// --bind-streams: Connect waited for the coordinators' streams, and
 	// the worker binds to them and to its pools' consumers the same way.
-	cfg.Streams, cfg.Bind, cfg.BindWait = opts.Streams, opts.Bind, opts.BindWait
+	cfg.Streams, cfg.Bind, cfg.BindWait, cfg.Assets = opts.Streams, opts.Bind, opts.BindWait, assets
 	w, err := worker.New(nc, p, cfg)
 	if err != nil {
 		return err

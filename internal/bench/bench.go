@@ -92,19 +92,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.PublishP50, rep.PublishP99, err = publishes(ctx, cl.Conn(), cfg.Publishes); err != nil {
 		return nil, err
 	}
-	contract, err := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "read the notes until told to stop",
+	contract := &protocol.Contract{Schema: protocol.ContractSchema, Task: "read the notes until told to stop",
 		Workspace: protocol.Workspace{Root: ws}, Verification: protocol.Verification{None: &struct{}{}},
-		Budget: protocol.Budget{MaxSteps: cfg.Steps + 1}})
-	if err != nil {
-		return nil, err
-	}
+		Budget: protocol.Budget{MaxSteps: cfg.Steps + 1}}
 
 	// Latency: one run alone, step to step.
 	run := harness.NewRunID()
 	if err := finish(ctx, cl, contract, run, cfg.Steps); err != nil {
 		return nil, err
 	}
-	recs, err := cl.Trace(ctx, run)
+	recs, err := cl.Run(protocol.RunIDFor(run)).Trace(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +140,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // finish runs one contract and checks it finished after every step, so
 // that no figure comes from a run cut short.
-func finish(ctx context.Context, cl *harness.Cluster, contract []byte, id string, steps int) error {
-	res, err := cl.RunContract(ctx, contract, id, nil)
+func finish(ctx context.Context, cl *harness.Cluster, contract *protocol.Contract, id string, steps int) error {
+	h, err := cl.Submit(ctx, contract, harness.WithRunID(id))
+	if err != nil {
+		return err
+	}
+	res, err := h.Wait(ctx)
 	if err != nil {
 		return err
 	}

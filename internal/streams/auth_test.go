@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -43,22 +43,7 @@ func startSecure(t *testing.T) string {
 	for user, env := range passwords {
 		t.Setenv(env, "pw-"+user)
 	}
-	opts, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "nats", "single-secure.conf"))
-	if err != nil {
-		t.Fatalf("deploy/nats/single-secure.conf: %v", err)
-	}
-	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", server.RANDOM_PORT, 0
-	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
-	return srv.ClientURL()
+	return testkit.NATS(t, testkit.Config(t, filepath.Join("..", "..", "deploy", "nats", "single-secure.conf")), testkit.Listen).ClientURL()
 }
 
 func as(user string) streams.Auth { return streams.Auth{User: user, Password: "pw-" + user} }
@@ -101,21 +86,6 @@ func dial(t *testing.T, url string, a streams.Auth, extra ...nats.Option) *nats.
 	}
 	t.Cleanup(nc.Close)
 	return nc
-}
-
-func waitFor(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestRolesRunUnderTheirOwnPermissions runs a contract with every role
@@ -265,7 +235,7 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, diff, err := cl.Patch(ctx, "t-acme-job2")
+	p, diff, err := cl.Run("t-acme-job2").Patch(ctx)
 	if err != nil {
 		t.Fatalf("the snapshot run's patch: %v", err)
 	}
@@ -357,7 +327,7 @@ func TestTheServerRefuses(t *testing.T) {
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 5*time.Second, func() error {
+			testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 				if !r.has(tt.subject) {
 					return errors.New("the server did not refuse " + tt.subject + " to " + tt.user)
 				}

@@ -18,7 +18,7 @@ import (
 func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, rec *protocol.Record) (*protocol.Observation, *protocol.Pending) {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	if !d.offers(call.Name) {
-		obs.IsError = true
+		obs.Status, obs.IsError = protocol.CallFailed, true
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, d.toolNames())
 		return obs, nil
 	}
@@ -27,7 +27,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 	}
 	v, bad := gate.Verdict(d.pol, call)
 	if bad != "" {
-		obs.IsError, obs.Content = true, bad
+		obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, bad
 		return obs, nil
 	}
 	d.c.emit(d.s.run, step, protocol.EventVerdict, &protocol.Event{Tool: call.Name, Target: v.Target, Effect: v.Effect.String(), Rule: v.Rule, Layer: v.Layer})
@@ -40,7 +40,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 			d.log.Warn("approver failed; deferring to a person", "approval", id, "err", err)
 		}
 		if dec == nil {
-			obs.Approval = id
+			obs.Status, obs.Approval = protocol.CallAwaitingApproval, id
 			// The id stays out of what the model reads: it names the run, and
 			// a transcript must not depend on which run it is.
 			obs.Content = fmt.Sprintf("[awaiting approval] %s %q needs a person's approval; the run pauses here until they decide.", v.Act, v.Target)
@@ -49,14 +49,14 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		d.c.emit(d.s.run, step, protocol.EventDecided, &protocol.Event{Tool: call.Name, Target: v.Target, Approval: id, Text: decisionWord(dec)})
 		rec.Decided = append(rec.Decided, protocol.Decided{Approval: id, Decision: dec})
 		if !dec.Approve {
-			obs.IsError = true
+			obs.Status, obs.IsError = protocol.CallRefused, true
 			obs.Content = fmt.Sprintf("[%s denied] %q: %s", v.Act, v.Target, orWord(dec.Reason, "a person said no"))
 			return obs, nil
 		}
 		if dec.Rewrite != nil {
 			call = &protocol.ToolCall{ID: call.ID, Name: call.Name, Arguments: dec.Rewrite}
 			if v, bad = gate.Verdict(d.pol, call); bad != "" {
-				obs.IsError, obs.Content = true, bad
+				obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, bad
 				return obs, nil
 			}
 		}
@@ -76,7 +76,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 
 // refuse renders a policy refusal as an observation, and publishes it.
 func (d *driver) refuse(step int, call *protocol.ToolCall, v policy.Verdict, obs *protocol.Observation) *protocol.Observation {
-	obs.IsError, obs.Content = true, v.Refusal()
+	obs.Status, obs.IsError, obs.Content = protocol.CallRefused, true, v.Refusal()
 	obs.Refused = &protocol.Refusal{Act: v.Act.String(), Target: v.Target, Effect: v.Effect.String(), Rule: v.Rule, Layer: v.Layer}
 	d.c.emit(d.s.run, step, protocol.EventRefused, &protocol.Event{Tool: call.Name, Target: v.Target, Refused: obs.Refused})
 	return obs

@@ -96,6 +96,10 @@ type Config struct {
 	// Streams tunes the streams and buckets New ensures (wire.Ensure):
 	// their replication factor, how long turns are kept.
 	Streams wire.Config
+	// Assets are the streams and buckets when the caller has ensured them
+	// already on this connection (wire.Ensure, as a role's main does while
+	// the cluster forms); nil has New ensure them.
+	Assets *wire.Assets
 }
 
 func (c *Config) setDefaults() {
@@ -191,9 +195,11 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: jetstream: %w", err)
 	}
-	assets, err := wire.Ensure(context.Background(), js, cfg.Streams)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator: %w", err)
+	assets := cfg.Assets
+	if assets == nil {
+		if assets, err = wire.Ensure(context.Background(), js, cfg.Streams); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
 	}
 	traces := trace.New(js, assets.Trace)
 	return &Coordinator{
@@ -234,6 +240,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err := svc.AddEndpoint("decide", micro.HandlerFunc(func(r micro.Request) { c.handleDecide(ctx, r) }),
 		micro.WithEndpointSubject(wire.DecidePrefix+">")); err != nil {
 		return fmt.Errorf("register decide endpoint: %w", err)
+	}
+	if err := svc.AddEndpoint("resume", micro.HandlerFunc(func(r micro.Request) { c.handleResume(ctx, r) }),
+		micro.WithEndpointSubject(wire.ResumePrefix+">")); err != nil {
+		return fmt.Errorf("register resume endpoint: %w", err)
 	}
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(c.handleStatus),
 		micro.WithEndpointSubject(wire.CoordinatorStatus(c.cfg.ID))); err != nil {
@@ -307,6 +317,40 @@ func (c *Coordinator) handleDecide(ctx context.Context, r micro.Request) {
 	}
 	c.log.Info("decision recorded", "approval", id, "approve", d.Approve, "by", d.By)
 	_ = r.RespondJSON(answer{Approval: ap})
+}
+
+// handleResume carries a run on at a client's request: the package's
+// Resume for a cluster rather than for the process it runs in.
+func (c *Coordinator) handleResume(ctx context.Context, r micro.Request) {
+	reply := func(e *protocol.Error) { _ = r.RespondJSON(protocol.ResumeReply{Coordinator: c.cfg.ID, Error: e}) }
+	run := strings.TrimPrefix(r.Subject(), wire.ResumePrefix)
+	if !protocol.ValidToken(run) {
+		reply(protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run))
+		return
+	}
+	var req protocol.ResumeRequest
+	if len(bytes.TrimSpace(r.Data())) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(r.Data()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			reply(protocol.FieldError(protocol.CodeMalformed, "", `send {} to keep the stored policy, or {"policy": {...}}`,
+				"the resume request is not valid JSON: %s", err.Error()))
+			return
+		}
+	}
+	since := time.Now().UTC()
+	err := c.ResumeWith(ctx, run, req.Policy)
+	ans := protocol.ResumeReply{Coordinator: c.cfg.ID}
+	switch {
+	case errors.Is(err, errNoRoom):
+		ans.Error = protocol.Errorf(protocol.CodeUnavailable, "coordinator %s has no room for another run; ask again", c.cfg.ID)
+	case err != nil:
+		ans.Error = protocol.AsError(err)
+	default:
+		ans.Since = since
+		c.log.Info("run resumed at a client's request", "run", run, "policy", req.Policy != nil)
+	}
+	_ = r.RespondJSON(ans)
 }
 
 // decider names who sent a decision over NATS: the user of the connection

@@ -200,7 +200,7 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		if pending != nil {
 			// A call earlier in this step waits for a person; the rest wait
 			// with it, unrun, and the model hears why.
-			rec.Observations = append(rec.Observations, protocol.Observation{CallID: call.ID, Tool: call.Name,
+			rec.Observations = append(rec.Observations, protocol.Observation{CallID: call.ID, Tool: call.Name, Status: protocol.CallNotRun,
 				Content: "[not run] an earlier call of this step is waiting for a person's approval; ask again if it is still needed."})
 			continue
 		}
@@ -210,7 +210,7 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		if obs.Changed {
 			rec.Changed = true
 		}
-		d.c.emit(s.run, step, protocol.EventObserved, &protocol.Event{Tool: call.Name, Text: clip(obs.Content, 2000), IsError: obs.IsError})
+		d.c.emit(s.run, step, protocol.EventObserved, &protocol.Event{Tool: call.Name, Text: clip(obs.Content, 2000), IsError: obs.IsError, Status: obs.State()})
 		rec.Observations = append(rec.Observations, *obs)
 	}
 	if ctx.Err() != nil {

@@ -83,14 +83,15 @@ func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolC
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:
-		obs.IsError = true
+		obs.Status, obs.IsError = protocol.CallUnanswered, true
 		obs.Content = "[tool failed] the sandboxer did not answer: " + err.Error() + ". The call may or may not have taken effect; look before you repeat it."
 	case reply.Error != nil:
-		obs.IsError = true
+		obs.Status, obs.IsError = protocol.CallFailed, true
 		obs.Content = "[tool failed] " + reply.Error.Message
 	case reply.Observation != nil:
 		*obs = *reply.Observation
 		obs.CallID, obs.Tool = call.ID, call.Name
+		obs.Status = obs.State() // a sandboxer of an earlier build sets none
 	}
 	return obs
 }

@@ -135,7 +135,9 @@ func (d *driver) offerSpawn(ctx context.Context) {
 // started instead of starting another.
 func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall) *protocol.Observation {
 	s := d.s
-	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name, IsError: true}
+	// Until the sub-agent has run, the call is refused (nothing started)
+	// or failed.
+	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name, IsError: true, Status: protocol.CallRefused}
 	// Every refusal below comes before the sub-agent is submitted, so a
 	// refused spawn takes no agent slot of the tree.
 	var a spawnArgs
@@ -194,7 +196,7 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 		return obs
 	}
 	if err := d.submitChild(ctx, tenant, run, data); err != nil {
-		obs.Content = "[spawn error] the sub-agent could not be started: " + err.Error()
+		obs.Status, obs.Content = protocol.CallFailed, "[spawn error] the sub-agent could not be started: "+err.Error()
 		return obs
 	}
 	// Checked here, the contract cannot be refused by the coordinator
@@ -204,6 +206,7 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	_, err = d.c.index.Wait(wctx, run, func(*protocol.RunState) bool { return true })
 	cancel()
 	if err != nil {
+		obs.Status = protocol.CallUnanswered
 		obs.Content = fmt.Sprintf("[spawn error] no coordinator took the sub-agent within %s; it stays queued and may yet start", d.c.cfg.OpenTimeout.Round(time.Second))
 		return obs
 	}
@@ -213,7 +216,7 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 		return st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed
 	})
 	if err != nil {
-		obs.Content = "[spawn error] the sub-agent's outcome is unknown: " + err.Error()
+		obs.Status, obs.Content = protocol.CallIndeterminate, "[spawn error] the sub-agent's outcome is unknown: "+err.Error()
 		return obs
 	}
 	// The child's id stays out of what the model reads, as the run's own
@@ -223,6 +226,10 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 		return obs
 	}
 	obs.IsError = st.Outcome != protocol.OutcomeSuccess
+	obs.Status = protocol.CallOK
+	if obs.IsError {
+		obs.Status = protocol.CallFailed
+	}
 	obs.Changed = st.Step > 0 // it may have changed the workspace
 	obs.Content = fmt.Sprintf("[child %q -> %s after %d steps] %s", clip(a.Goal, 200), st.Outcome, st.Step, clip(st.Reason, 1000))
 	return obs

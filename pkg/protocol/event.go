@@ -42,7 +42,9 @@ type Event struct {
 	Outcome Outcome   `json:"outcome,omitempty"`
 	Passed  *bool     `json:"passed,omitempty"`
 	IsError bool      `json:"is_error,omitempty"`
-	Refused *Refusal  `json:"refused,omitempty"`
+	// Status is what came of a tool call, on an observed event.
+	Status  CallStatus `json:"status,omitempty"`
+	Refused *Refusal   `json:"refused,omitempty"`
 	// Approval names the approval an approval event is about.
 	Approval string `json:"approval,omitempty"`
 	// Effect, Rule and Layer are a verdict event's decision and what made

@@ -220,3 +220,24 @@ func FuzzDecodeContract(f *testing.F) {
 		}
 	})
 }
+
+// TestObservationState checks the status a record written before Status
+// existed is given, and that a set Status wins over what the fields say.
+func TestObservationState(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		o    Observation
+		want CallStatus
+	}{
+		{"plain", Observation{Content: "ok"}, CallOK},
+		{"an error", Observation{IsError: true}, CallFailed},
+		{"a refusal", Observation{IsError: true, Refused: &Refusal{Act: "write"}}, CallRefused},
+		{"waiting", Observation{Approval: "r.1.0"}, CallAwaitingApproval},
+		{"set wins", Observation{IsError: true, Status: CallIndeterminate}, CallIndeterminate},
+		{"set ok wins", Observation{Status: CallNotRun}, CallNotRun},
+	} {
+		if got := tt.o.State(); got != tt.want {
+			t.Errorf("%s: State() = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

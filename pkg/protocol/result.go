@@ -92,3 +92,24 @@ type SubmitReply struct {
 	Run   string `json:"run,omitempty"`
 	Error *Error `json:"error,omitempty"`
 }
+
+// ResumeRequest asks the cluster's coordinators, on harness.resume.RUN, to
+// carry a run on from the step after its last committed one; one
+// coordinator of the queue group takes it. An empty body keeps the stored
+// policy.
+type ResumeRequest struct {
+	// Policy carries the run on under this policy, recorded in the trace
+	// as the run's policy from then on; nil keeps the stored one.
+	Policy *Policy `json:"policy,omitempty"`
+}
+
+// ResumeReply answers a ResumeRequest: the coordinator that took the run
+// and its clock when it did (the run's state changes after Since), or the
+// typed error: CodeUnknownRun, CodeFenced while another coordinator drives
+// it, CodeUnavailable when the coordinator that heard had no room (ask
+// again), a policy that does not validate.
+type ResumeReply struct {
+	Coordinator string    `json:"coordinator,omitempty"`
+	Since       time.Time `json:"since,omitzero"`
+	Error       *Error    `json:"error,omitempty"`
+}

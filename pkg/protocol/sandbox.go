@@ -59,9 +59,13 @@ type SandboxReply struct {
 
 // Observation is what one tool call produced, as the model will see it.
 type Observation struct {
-	CallID  string `json:"call_id"`
-	Tool    string `json:"tool"`
-	Content string `json:"content,omitempty"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Status is what came of the call, for code to act on; Content is
+	// written for the model and may be reworded. Records written before
+	// it existed lack it: State derives it.
+	Status  CallStatus `json:"status,omitempty"`
+	Content string     `json:"content,omitempty"`
 	// Ref names the blob holding Content when the trace keeps it by
 	// reference; Size is Content's length in bytes.
 	Ref     string      `json:"ref,omitempty"`
@@ -78,6 +82,51 @@ type Observation struct {
 	// reference.
 	Image    *Image `json:"image,omitempty"`
 	ImageRef string `json:"image_ref,omitempty"`
+}
+
+// CallStatus is what came of one tool call.
+type CallStatus string
+
+// Call statuses.
+const (
+	// CallOK: the call ran and did what it was asked.
+	CallOK CallStatus = "ok"
+	// CallRefused: the policy, or a person deciding, refused the call;
+	// nothing ran.
+	CallRefused CallStatus = "refused"
+	// CallFailed: the call ran, or could not start, and failed: a tool
+	// error, bad arguments, an unknown tool. What it did is in Content.
+	CallFailed CallStatus = "failed"
+	// CallIndeterminate: the call was cut off by a crash while it ran; its
+	// effects are unknown and it is never repeated on its own.
+	CallIndeterminate CallStatus = "indeterminate"
+	// CallUnanswered: the node that was to carry the call out (a
+	// sandboxer, a sub-agent's coordinator) did not answer in time; it may
+	// or may not have taken effect.
+	CallUnanswered CallStatus = "unanswered"
+	// CallAwaitingApproval: the policy asks a person; nothing ran yet, and
+	// Approval names the approval.
+	CallAwaitingApproval CallStatus = "awaiting_approval"
+	// CallNotRun: an earlier call of the same step waits for approval, so
+	// this one was not carried out.
+	CallNotRun CallStatus = "not_run"
+)
+
+// State is the observation's status, derived for a record written before
+// Status existed: awaiting approval when it names an approval, refused
+// when it carries a refusal, failed when it is an error, else ok.
+func (o *Observation) State() CallStatus {
+	switch {
+	case o.Status != "":
+		return o.Status
+	case o.Approval != "":
+		return CallAwaitingApproval
+	case o.Refused != nil:
+		return CallRefused
+	case o.IsError:
+		return CallFailed
+	}
+	return CallOK
 }
 
 // Refusal records a policy verdict that stopped a call: the act, its

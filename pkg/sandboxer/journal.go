@@ -212,7 +212,7 @@ func opsCall[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 
 // indeterminate is the reply for a tool call cut off by a restart.
 func indeterminate(op *protocol.SandboxOp) *protocol.SandboxReply {
-	obs := &protocol.Observation{IsError: true,
+	obs := &protocol.Observation{IsError: true, Status: protocol.CallIndeterminate,
 		Content: "[indeterminate] this call was cut off when the sandboxer stopped: it did not finish, and its effects are unknown. Look at the workspace before you repeat it."}
 	if op.Call != nil {
 		obs.CallID, obs.Tool = op.Call.ID, op.Call.Name

@@ -47,19 +47,19 @@ func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
 func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.SandboxOp) *protocol.Observation {
 	call := op.Call
 	if call == nil {
-		return &protocol.Observation{IsError: true, Content: "[tool failed] no tool call"}
+		return &protocol.Observation{IsError: true, Status: protocol.CallFailed, Content: "[tool failed] no tool call"}
 	}
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	t, ok := s.cfg.Tools.Get(call.Name)
 	if !ok {
-		obs.IsError = true
+		obs.Status, obs.IsError = protocol.CallFailed, true
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, strings.Join(s.cfg.Tools.Names(), ", "))
 		return obs
 	}
 	// The coordinator decided; the sandboxer decides again, where the
 	// effect would happen, and performs nothing its verdict does not cover.
 	if refusal := s.covered(op); refusal != "" {
-		obs.IsError, obs.Content = true, refusal
+		obs.Status, obs.IsError, obs.Content = protocol.CallRefused, true, refusal
 		return obs
 	}
 	env := s.env(op, w)
@@ -71,14 +71,14 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), env, call.Arguments)
 	fault.Hit(fault.AfterToolEffect)
 	if errors.Is(err, protocol.ErrRefused) {
-		obs.IsError, obs.Content = true, protocol.AsError(err).Message
+		obs.Status, obs.IsError, obs.Content = protocol.CallRefused, true, protocol.AsError(err).Message
 		if refused.Effect == policy.Ask || refused.Effect == policy.Deny { // unset when no policy covers the op
 			obs.Refused = &protocol.Refusal{Act: refused.Act.String(), Target: refused.Target, Effect: refused.Effect.String(), Rule: refused.Rule, Layer: refused.Layer}
 		}
 		return obs
 	}
 	if err != nil {
-		obs.IsError = true
+		obs.Status, obs.IsError = protocol.CallFailed, true
 		msg := err.Error()
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
@@ -90,7 +90,7 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		obs.Content = fmt.Sprintf("[%s failed] %s", call.Name, msg)
 		return obs
 	}
-	obs.Content, obs.Changed, obs.Exec, obs.Image = out.Content, out.Changed, out.Exec, out.Image
+	obs.Status, obs.Content, obs.Changed, obs.Exec, obs.Image = protocol.CallOK, out.Content, out.Changed, out.Exec, out.Image
 	return obs
 }
 

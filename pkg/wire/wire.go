@@ -88,6 +88,15 @@ func WorkerConsumer(pool string) string { return "workers-" + pool }
 // body. The reply is {"approval": ...} or {"error": ...}.
 const DecidePrefix = "harness.decide."
 
+// ResumePrefix starts the subject a client asks the coordinators to carry
+// a run on: harness.resume.<run>, with a protocol.ResumeRequest (or an
+// empty body) and a protocol.ResumeReply in answer. One coordinator of the
+// queue group takes each request.
+const ResumePrefix = "harness.resume."
+
+// Resume returns the subject that resumes run.
+func Resume(run string) string { return ResumePrefix + run }
+
 // CoordinatorStatus returns the subject a coordinator answers its status
 // on.
 func CoordinatorStatus(id string) string { return "harness.coordinator." + id + ".status" }
