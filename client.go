@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -118,10 +119,8 @@ func (c *Client) Submit(ctx context.Context, contract *protocol.Contract, opts .
 		id = NewRunID()
 	}
 	h := c.Run(protocol.RunIDFor(id))
-	if co.observer != nil {
-		if err := h.observe(co.observer); err != nil {
-			return nil, err
-		}
+	if err := h.observeWith(&co); err != nil {
+		return nil, err
 	}
 	run, err := c.submit(ctx, data, id)
 	if err != nil {
@@ -197,6 +196,27 @@ func (c *Client) Decide(ctx context.Context, id string, d *protocol.Decision) (*
 		d.By = "client" // the trace names who decided; a caller that does not say is a Go client
 	}
 	return c.approvals.Decide(ctx, id, d)
+}
+
+// Pending lists the actions waiting for a person to decide, oldest first:
+// approvals not decided yet whose runs have not ended.
+func (c *Client) Pending(ctx context.Context) ([]protocol.Approval, error) {
+	aps, err := c.approvals.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []protocol.Approval
+	for _, ap := range aps {
+		if ap.Pending == nil || ap.Decision != nil {
+			continue
+		}
+		if st, err := c.index.Get(ctx, ap.Pending.Run); err == nil && (st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed) {
+			continue
+		}
+		out = append(out, ap)
+	}
+	slices.SortFunc(out, func(a, b protocol.Approval) int { return a.Pending.Time.Compare(b.Pending.Time) })
+	return out, nil
 }
 
 // Approvals lists every approval, pending or decided.

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -208,6 +209,51 @@ func (h *RunHandle) resume(ctx context.Context, co *callOptions) (*protocol.Resu
 	return h.waitSince(ctx, since)
 }
 
+// Cancel stops the run, wherever it is driven, and ends it cancelled with
+// who asked (by, "" for "client") and why in its trace: the provider call
+// it waits for is abandoned (charged at its estimate: a worker may be
+// making it), the command it runs is killed, a paused run ends too, and
+// its unfinished sub-agents are cancelled with it. It returns once the
+// cancel is recorded; Wait returns the cancelled outcome. Cancelling a
+// cancelled run again returns the first cancel. Errors:
+// protocol.ErrUnknownRun; protocol.ErrRunFinished for a run that ended
+// otherwise; protocol.ErrUnavailable when no coordinator answers.
+func (h *RunHandle) Cancel(ctx context.Context, by, reason string) (*protocol.Cancel, error) {
+	if !protocol.ValidToken(h.id) {
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", h.id)
+	}
+	body, err := json.Marshal(protocol.CancelRequest{By: cmp.Or(by, "client"), Reason: reason})
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(2 * coordinator.DefaultLeaseTTL)
+	for {
+		m, err := h.c.nc.RequestWithContext(ctx, wire.Cancel(h.id), body)
+		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
+			select { // a coordinator may be starting
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(resumeRetry):
+				continue
+			}
+		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "no coordinator is running to cancel run %s: start one (harness up, or a coordinator process)", h.id)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cancel run %s: %w", h.id, err)
+		}
+		var reply protocol.CancelReply
+		if err := json.Unmarshal(m.Data, &reply); err != nil {
+			return nil, fmt.Errorf("undecodable answer from the coordinator: %w", err)
+		}
+		if reply.Error != nil {
+			return nil, reply.Error
+		}
+		return reply.Cancel, nil
+	}
+}
+
 // requestResume asks the cluster's coordinators to carry run on, and
 // returns the clock of the one that took it. A run whose process died a
 // moment ago is fenced until its lease runs out, and a coordinator may
@@ -260,6 +306,30 @@ type pump struct {
 	stop   func()
 	nc     *nats.Conn
 	once   sync.Once
+}
+
+// observeWith starts what the call's options observe, WithObserver and
+// WithFlow, if either: the first time the flow returns FlowCancel, the run
+// is cancelled by "observer".
+func (h *RunHandle) observeWith(co *callOptions) error {
+	if co.observer == nil && co.flow == nil {
+		return nil
+	}
+	var once sync.Once
+	return h.observe(func(ev *protocol.Event) {
+		if co.observer != nil {
+			co.observer(ev)
+		}
+		if co.flow != nil && co.flow(ev) == FlowCancel {
+			once.Do(func() {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*coordinator.DefaultLeaseTTL)
+					defer cancel()
+					_, _ = h.Cancel(ctx, "observer", "the observer asked to cancel")
+				}()
+			})
+		}
+	})
 }
 
 // observe starts delivering the run's events to fn until Wait returns.

@@ -48,6 +48,9 @@ func Run(ctx context.Context, contract *protocol.Contract, opts ...RunOption) (*
 	if co.observer != nil {
 		sub = append(sub, WithObserver(co.observer))
 	}
+	if co.flow != nil {
+		sub = append(sub, WithFlow(co.flow))
+	}
 	h, err := cl.Submit(ctx, &c, sub...)
 	if err != nil {
 		return nil, err
@@ -109,10 +112,8 @@ func Resume(ctx context.Context, run string, opts ...ResumeOption) (*protocol.Re
 	}
 	defer cl.Close()
 	h := cl.Run(run)
-	if co.observer != nil {
-		if err := h.observe(co.observer); err != nil {
-			return nil, err
-		}
+	if err := h.observeWith(&co); err != nil {
+		return nil, err
 	}
 	return h.resume(ctx, &co)
 }

@@ -17,6 +17,7 @@ import (
 //	Option (cluster)   ✓     ✓
 //	WithRunID          ✓                ✓
 //	WithObserver       ✓     ✓          ✓
+//	WithFlow           ✓     ✓          ✓
 //	WithPolicy               ✓                         ✓
 //	WithDecision             ✓                         ✓
 
@@ -39,6 +40,7 @@ type CarryOption interface{ applyCarry(*callOptions) }
 type callOptions struct {
 	id       string
 	observer func(*protocol.Event)
+	flow     func(*protocol.Event) Flow
 	policy   *protocol.Policy
 	approval string
 	decision *protocol.Decision
@@ -101,6 +103,28 @@ func (o ObserverOption) applySubmit(co *callOptions)            { co.observer = 
 // missed. A slow observer loses events, never slows the run; the trace has
 // them all. With Client.Submit it observes until RunHandle.Wait returns.
 func WithObserver(fn func(*protocol.Event)) ObserverOption { return ObserverOption(fn) }
+
+// Flow is what an observer given with WithFlow says after each event:
+// carry on, or cancel the run (io-harness 0.17's Flow).
+type Flow int
+
+// Flows.
+const (
+	FlowContinue Flow = iota
+	FlowCancel
+)
+
+// FlowOption is what WithFlow returns.
+type FlowOption func(*protocol.Event) Flow
+
+func (o FlowOption) applyRun(_ *Config, co *callOptions)    { co.flow = o }
+func (o FlowOption) applyResume(_ *Config, co *callOptions) { co.flow = o }
+func (o FlowOption) applySubmit(co *callOptions)            { co.flow = o }
+
+// WithFlow is WithObserver for an observer that may stop the run: when fn
+// returns FlowCancel the run is cancelled (RunHandle.Cancel, by
+// "observer") and ends cancelled. Events after that are still delivered.
+func WithFlow(fn func(*protocol.Event) Flow) FlowOption { return FlowOption(fn) }
 
 // PolicyOption is what WithPolicy returns.
 type PolicyOption struct{ policy *protocol.Policy }

@@ -111,20 +111,31 @@ for harness resume. A decision may be made before the run pauses.`)
 		fail(env.stderr, "%v", err)
 		return exitError
 	}
-	_, err = c.Decide(ctx, id, d)
+	ap, err := c.Decide(ctx, id, d)
 	closeFn()
 	if err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage
 	}
 	fmt.Fprintf(env.stderr, "decision on %s recorded\n", id)
+	// When nothing more happens here, the recorded approval is what
+	// --json prints.
+	printApproval := func() {
+		if *asJSON {
+			enc := json.NewEncoder(env.stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(ap)
+		}
+	}
 	if !local {
+		printApproval()
 		fmt.Fprintf(env.stderr, "the cluster carries run %s on; harness status %s shows where it stands\n", run, run)
 		return exitOK
 	}
 	p, source, err := chooseProvider(env, *replay, "")
 	if err != nil {
 		fmt.Fprintf(env.stderr, "carry the run on with: harness resume %s (with --replay CASSETTE or OPENAI_API_KEY)\n", run)
+		printApproval()
 		return exitOK
 	}
 	fmt.Fprintf(env.stderr, "run %s\n  provider  %s\n", run, source)

@@ -177,6 +177,9 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	active map[string]bool // runs this coordinator is driving
+	// stops ends the driver of each run driven here, with the cancel that
+	// stopped it as the cause.
+	stops map[string]context.CancelCauseFunc
 }
 
 // New returns a coordinator over an established NATS connection. It
@@ -217,6 +220,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		log:       cfg.Logger.With("coordinator", cfg.ID),
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]bool),
+		stops:     make(map[string]context.CancelCauseFunc),
 	}, nil
 }
 
@@ -245,6 +249,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		micro.WithEndpointSubject(wire.ResumePrefix+">")); err != nil {
 		return fmt.Errorf("register resume endpoint: %w", err)
 	}
+	if err := svc.AddEndpoint("cancel", micro.HandlerFunc(func(r micro.Request) { c.handleCancel(ctx, r) }),
+		micro.WithEndpointSubject(wire.CancelPrefix+">")); err != nil {
+		return fmt.Errorf("register cancel endpoint: %w", err)
+	}
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(c.handleStatus),
 		micro.WithEndpointSubject(wire.CoordinatorStatus(c.cfg.ID))); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
@@ -270,6 +278,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", wire.StreamSubmit, err)
 	}
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.watchCancels(ctx)
+	}()
 	if !c.cfg.NoTakeover {
 		c.wg.Add(2)
 		go func() {
@@ -646,7 +659,17 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 			defer close(held)
 			c.hold(rctx, cancel, ls)
 		}()
-		c.drive(rctx, run, recs, last)
+		// A cancel ends the driver's context, not the lease's: the run is
+		// ended under its lease.
+		dctx, stop := context.WithCancelCause(rctx)
+		c.mu.Lock()
+		c.stops[run] = stop
+		c.mu.Unlock()
+		c.drive(rctx, dctx, run, recs, last)
+		c.mu.Lock()
+		delete(c.stops, run)
+		c.mu.Unlock()
+		stop(nil)
 		// The driver stops early only when its context ends: the lease was
 		// lost or this coordinator is stopping.
 		unfinished = rctx.Err() != nil

@@ -51,10 +51,15 @@ type driver struct {
 	// recovering is set until the driver's first step: a previous driver
 	// may have left turns of it.
 	recovering bool
+	// live is the driver's context before a cancel, which ends only with
+	// the lease: what a cancelled run is ended on.
+	live context.Context
 }
 
-// drive carries a run from the state its trace records to its outcome.
-func (c *Coordinator) drive(ctx context.Context, run string, recs []protocol.Record, last uint64) {
+// drive carries a run from the state its trace records to its outcome,
+// on ctx, which a cancel ends; live is ctx before a cancel, which ends
+// only with the lease, and on which a cancelled run is ended.
+func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protocol.Record, last uint64) {
 	log := c.log.With("run", run)
 	if err := c.resolve(ctx, recs); err != nil {
 		log.Error("read trace content", "err", err)
@@ -82,7 +87,18 @@ func (c *Coordinator) drive(ctx context.Context, run string, recs []protocol.Rec
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// A cancel asked before this driver began (while the run was paused,
+	// or its coordinator gone) ends it before its first step; one asked
+	// from now on ends ctx.
+	if mark, err := c.cancelMark(ctx, run); err != nil {
+		log.Warn("look for a cancel", "err", err)
+	} else if mark != nil {
+		d.finish(live, protocol.OutcomeCancelled, cancelReason(mark))
+		return
+	}
+	d.live = live
 	d.loop(ctx)
+	d.finishCancelled(live, ctx) // a cancel that stopped the loop before its workspace was open
 }
 
 // compilePolicy sets the driver's policy: the run's effective one (a

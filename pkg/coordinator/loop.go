@@ -37,6 +37,8 @@ func (d *driver) loop(ctx context.Context) {
 	}
 	d.offerSpawn(ctx)
 	defer d.close()
+	defer d.finishCancelled(d.live, ctx) // before the close: a snapshot's changes are collected
+
 	stepCtx := ctx
 	if dl := s.deadline(); !dl.IsZero() {
 		var cancel context.CancelFunc

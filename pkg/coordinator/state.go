@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // runState is the pure core of one run: what the trace says so far, and the
@@ -179,7 +180,8 @@ func (s *runState) status(st protocol.Status, coordinator string) *protocol.RunS
 	bb := *b
 	bb.Drawn, bb.Run = nil, s.spent
 	return &protocol.RunState{Run: s.run, Status: st, Step: s.step, Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task,
-		Coordinator: coordinator, Started: s.started, Tree: s.tree, Parent: s.contract.Parent, Budgets: &bb}
+		Coordinator: coordinator, Started: s.started, Tree: s.tree, Parent: s.contract.Parent, Budgets: &bb,
+		Pool: s.contract.Provider.Pool, Tenant: wire.TenantOf(s.run)}
 }
 
 // deadline is when the run's wall clock runs out, or zero for none. It is

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
@@ -33,7 +34,17 @@ var publishBackoff = backoff{wait: time.Second}
 func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 	s := d.s
 	d.draws, d.unsettled = nil, map[int]string{}
+	estimates := map[string]ledger.Usage{}
 	defer func() {
+		if cancelOf(ctx) != nil {
+			// Cancelled: nobody will wait for these answers. A worker may
+			// be making the call, so each is charged at its estimate.
+			for _, key := range d.unsettled {
+				d.chargeAbandoned(ctx, key, estimates[key])
+			}
+			d.unsettled = map[int]string{}
+			return
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The run's time is up, and no worker starts a call past it.
 			for _, key := range d.unsettled {
@@ -77,6 +88,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			return done(err)
 		}
 		d.unsettled[attempt] = key
+		estimates[key] = estimate
 		if limit := d.c.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit-taskHeadroom {
 			err = nats.ErrMaxPayload // known before it is sent
 		} else {

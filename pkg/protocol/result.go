@@ -24,6 +24,11 @@ const (
 	OutcomeFailed               Outcome = "failed"
 )
 
+// Outcomes lists every outcome.
+var Outcomes = []Outcome{OutcomeSuccess, OutcomeFinished, OutcomeStepCapReached, OutcomeTimeBudgetExceeded, OutcomeCostBudgetExceeded,
+	OutcomeDenied, OutcomeAwaitingApproval, OutcomeStalled, OutcomeEscalatedRetryable, OutcomeEscalatedTerminal,
+	OutcomeBudgetCeilingReached, OutcomeRefused, OutcomeCancelled, OutcomeFailed}
+
 // Status is where a run stands.
 type Status string
 
@@ -81,6 +86,10 @@ type RunState struct {
 	// root); Parent the run this one is a sub-agent of, if any.
 	Tree   string `json:"tree,omitempty"`
 	Parent string `json:"parent,omitempty"`
+	// Pool is the worker pool its turns go to; Tenant the tenant that
+	// submitted it, if one did.
+	Pool   string `json:"pool,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
 	// Budgets is where the run and its tree stand against their ceilings,
 	// as of the run's last draw.
 	Budgets *Budgets `json:"budgets,omitempty"`
@@ -112,4 +121,32 @@ type ResumeReply struct {
 	Coordinator string    `json:"coordinator,omitempty"`
 	Since       time.Time `json:"since,omitzero"`
 	Error       *Error    `json:"error,omitempty"`
+}
+
+// CancelRequest asks, on harness.cancel.RUN, that a run stop now and end
+// cancelled, with its sub-agents. An empty body is a cancel with no
+// reason.
+type CancelRequest struct {
+	// Reason is why, for the trace; By who asks (the NATS user, where the
+	// server says it, takes its place).
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"`
+}
+
+// Cancel is a cancellation asked for a run, as the harness-cancels bucket
+// keeps it: the run's driver, wherever it is, stops at once and ends the
+// run cancelled, naming who and why.
+type Cancel struct {
+	Run    string    `json:"run"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	Time   time.Time `json:"time"`
+}
+
+// CancelReply answers a CancelRequest: the cancellation recorded (the
+// first one, when the run was cancelled before), or the typed error:
+// CodeUnknownRun; CodeRunFinished for a run that ended otherwise before.
+type CancelReply struct {
+	Cancel *Cancel `json:"cancel,omitempty"`
+	Error  *Error  `json:"error,omitempty"`
 }

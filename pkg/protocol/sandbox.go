@@ -9,6 +9,10 @@ const (
 	// OpCollect asks the sandboxer holding a snapshot workspace for the
 	// run's changes as a Patch (and a commit, when the contract asks).
 	OpCollect = "collect"
+	// OpStop ends the run's operations in progress on the sandboxer (its
+	// commands are killed), at once and without a slot: the run was
+	// cancelled. The workspace stays open for a collect and a close.
+	OpStop = "stop"
 )
 
 // SandboxOp is a request from a coordinator to a sandboxer. OpID is its

@@ -252,6 +252,8 @@ type Sandboxer struct {
 	workspaces map[string]*workspace
 	ops        map[string]*opEntry // the op journal (journal.go)
 	opOrder    []string
+
+	running running // the operations in progress, by run, for OpStop
 }
 
 // New returns a sandboxer. It keeps copies of cfg's slices and map, so the
@@ -346,6 +348,14 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	if !ok {
 		return
 	}
+	if op.Kind == protocol.OpStop {
+		// At once, before any slot: the commands it stops may hold them.
+		if n := s.running.stop(op.Run); n > 0 {
+			s.log.Info("stopped the run's operations in progress", "run", op.Run, "ops", n)
+		}
+		s.respond(r, &protocol.SandboxReply{OpID: op.OpID})
+		return
+	}
 	e, first := s.entry(op)
 	if !first {
 		// A repeat (its coordinator asked again, its first answer lost or
@@ -419,6 +429,11 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 	defer func() { <-s.slots }()
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
+	if op.Kind == protocol.OpTool || op.Kind == protocol.OpVerify {
+		var end func()
+		ctx, end = s.running.track(ctx, op.Run)
+		defer end()
+	}
 	var reply *protocol.SandboxReply
 	if journaled(op.Kind) {
 		reply = s.durably(ctx, op)

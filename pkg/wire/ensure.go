@@ -37,8 +37,10 @@ type Assets struct {
 	Runs      jetstream.KeyValue
 	Leases    jetstream.KeyValue
 	Approvals jetstream.KeyValue
-	Ops       jetstream.KeyValue
-	Blobs     jetstream.ObjectStore
+	// Cancels holds the cancellation asked for each run, by run id.
+	Cancels jetstream.KeyValue
+	Ops     jetstream.KeyValue
+	Blobs   jetstream.ObjectStore
 	// Workspaces holds snapshots and patches, by content ref.
 	Workspaces jetstream.ObjectStore
 
@@ -155,6 +157,15 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Replicas:    r,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketApprovals, err)
+	}
+	if a.Cancels, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      BucketCancels,
+		Description: "the cancellations asked for, by run: who asked, why, when",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", BucketCancels, err)
 	}
 	if a.Ops, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      BucketOps,

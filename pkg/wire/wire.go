@@ -40,6 +40,7 @@ const (
 	BucketRuns      = "harness-runs"
 	BucketLeases    = "harness-leases"
 	BucketApprovals = "harness-approvals"
+	BucketCancels   = "harness-cancels"
 	BucketOps       = "harness-ops"
 	BucketBlobs     = "harness-blobs"
 	// BucketWorkspaces holds workspace snapshots and the patches runs bring
@@ -93,6 +94,15 @@ const DecidePrefix = "harness.decide."
 // empty body) and a protocol.ResumeReply in answer. One coordinator of the
 // queue group takes each request.
 const ResumePrefix = "harness.resume."
+
+// CancelPrefix starts the subject a client cancels a run on:
+// harness.cancel.<run>, with a protocol.CancelRequest (or an empty body)
+// and a protocol.CancelReply in answer. One coordinator of the queue group
+// takes each request; the one driving the run, wherever it is, stops it.
+const CancelPrefix = "harness.cancel."
+
+// Cancel returns the subject that cancels run.
+func Cancel(run string) string { return CancelPrefix + run }
 
 // Resume returns the subject that resumes run.
 func Resume(run string) string { return ResumePrefix + run }
