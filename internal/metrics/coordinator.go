@@ -49,6 +49,7 @@ type Coordinator struct {
 	stepSeconds    prometheus.Histogram
 	ledgerDraws    *prometheus.CounterVec
 	ledgerRefusals *prometheus.CounterVec
+	rejected       *prometheus.CounterVec
 }
 
 // NewCoordinator returns a coordinator's metrics, registered on reg (nil:
@@ -68,6 +69,8 @@ func NewCoordinator(reg prometheus.Registerer) *Coordinator {
 			Name: "ledger_draws_total", Help: "Draws on the budget ledger, by result."}, []string{"result"})),
 		ledgerRefusals: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
 			Name: "ledger_refusals_total", Help: "Draws the ledger refused, by the budget that had no room."}, []string{"budget"})),
+		rejected: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "contracts_rejected_total", Help: "Submitted contracts this coordinator refused, by the error's code."}, []string{"code"})),
 	}
 	for _, o := range outcomes {
 		m.runsFinished.WithLabelValues(o)
@@ -120,4 +123,13 @@ func (m *Coordinator) LedgerRefusal(budget string) {
 	if m != nil {
 		m.ledgerRefusals.WithLabelValues(oneOf(budget, budgets...)).Inc()
 	}
+}
+
+// ContractRejected counts a submitted contract refused with the error
+// named code.
+func (m *Coordinator) ContractRejected(code string) {
+	if m == nil {
+		return
+	}
+	m.rejected.WithLabelValues(code).Inc()
 }

@@ -412,7 +412,8 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		// Answering anywhere else would let a submitter make this
 		// coordinator, whose permissions are wide, publish where the
 		// submitter may not.
-		c.log.Warn("a submitter asked for its answer outside its inbox; no answer is sent", "reply", reply, "tenant", tenant)
+		c.log.Warn("a submitter asked for its answer where it may not be sent; no answer is sent", "reply", reply, "tenant", tenant,
+			"msg_id", msg.Headers().Get(jetstream.MsgIDHeader))
 		reply = ""
 	}
 	contract, err := protocol.DecodeContract(msg.Data())
@@ -420,9 +421,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		err = reservedLayers(contract.Policy)
 	}
 	if err != nil {
-		pe := protocol.AsError(err)
-		c.log.Info("contract refused", "err", pe)
-		c.respond(reply, &protocol.SubmitReply{Error: pe})
+		c.reject(msg, reply, "", err)
 		_ = msg.Term()
 		return
 	}
@@ -458,9 +457,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 	if len(recs) == 0 {
 		tree, depth, err := c.treeOf(ctx, run, contract)
 		if err != nil {
-			pe := protocol.AsError(err)
-			c.log.Info("contract refused", "run", run, "err", pe)
-			c.respond(reply, &protocol.SubmitReply{Error: pe})
+			c.reject(msg, reply, run, err)
 			c.leases.release(ctx, ls)
 			_ = msg.Term()
 			return
@@ -476,8 +473,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 				_ = msg.NakWithDelay(time.Second)
 				return
 			}
-			c.log.Info("contract refused", "run", run, "err", pe)
-			c.respond(reply, &protocol.SubmitReply{Error: pe})
+			c.reject(msg, reply, run, pe)
 			c.leases.release(ctx, ls)
 			_ = msg.Term()
 			return
@@ -501,6 +497,32 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 	c.respond(reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()
 	c.start(ctx, run, recs, last, ls, sl.pass())
+}
+
+// reject refuses a submitted contract so that it is seen: the answer on
+// its Harness-Reply subject, an event on harness.events.rejected.<code>
+// (and the tenant's copy), a count by code, and a log line naming the
+// message (its id and stream sequence). run is "" when the contract did
+// not decode far enough to have one.
+func (c *Coordinator) reject(msg jetstream.Msg, reply, run string, err error) {
+	pe := protocol.AsError(err)
+	var seq uint64
+	if meta, merr := msg.Metadata(); merr == nil {
+		seq = meta.Sequence.Stream
+	}
+	msgID := msg.Headers().Get(jetstream.MsgIDHeader)
+	c.log.Info("contract refused", "run", run, "msg_id", msgID, "seq", seq, "subject", msg.Subject(), "code", pe.Name, "err", pe)
+	c.metrics.ContractRejected(pe.Name)
+	c.respond(reply, &protocol.SubmitReply{Error: pe})
+	ev := &protocol.Event{Run: run, Kind: protocol.EventRejected, Time: time.Now().UTC(), Error: pe, Text: msgID, IsError: true}
+	data, jerr := json.Marshal(ev)
+	if jerr != nil {
+		return
+	}
+	_ = c.nc.Publish(wire.Rejected(pe.Name), data)
+	if tenant, ok := wire.SubmitTenant(msg.Subject()); ok {
+		_ = c.nc.Publish(wire.TenantEvent(tenant, "rejected", pe.Name), data)
+	}
 }
 
 // treeOf places a new run in its agent tree: a run without a parent is

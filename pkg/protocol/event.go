@@ -15,6 +15,10 @@ const (
 	EventApproval = "approval_requested"
 	EventDecided  = "approval_decided"
 	EventFinished = "finished"
+	// EventRejected is published on harness.events.rejected.<code> for a
+	// submitted contract a coordinator refused, with the error and the
+	// message id in Text.
+	EventRejected = "rejected"
 	EventError    = "error"
 	EventRetry    = "retry"
 	EventToken    = "token"
@@ -42,6 +46,8 @@ type Event struct {
 	Outcome Outcome   `json:"outcome,omitempty"`
 	Passed  *bool     `json:"passed,omitempty"`
 	IsError bool      `json:"is_error,omitempty"`
+	// Error is why a contract was rejected, on a rejected event.
+	Error *Error `json:"error,omitempty"`
 	// Status is what came of a tool call, on an observed event.
 	Status  CallStatus `json:"status,omitempty"`
 	Refused *Refusal   `json:"refused,omitempty"`

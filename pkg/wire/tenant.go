@@ -66,17 +66,21 @@ func TenantEvent(tenant, run, kind string) string {
 func TenantInbox(tenant string) string { return InboxPrefix + tenant }
 
 // ReplyAllowed reports whether a coordinator may send a submitter's answer
-// to subject: an inbox (under _INBOX.), and for a tenant's contract an
-// inbox of that tenant. Anything else would let a submitter make a
+// to subject. For a tenant's contract: an inbox of that tenant, the only
+// subjects it may read. For a contract on harness.submit, which only the
+// operator and the coordinators may publish: any literal subject outside
+// harness's own (harness.*) and the server's ($JS, $KV, $O, $SYS, $SRV
+// and the rest of $). Anything else would let a submitter make a
 // coordinator, which holds wide permissions, publish where the submitter
 // may not: on a stream's subject, or a JetStream API call.
 func ReplyAllowed(tenant, subject string) bool {
-	if strings.ContainsAny(subject, " \t\r\n*>") || strings.Contains(subject, "..") || strings.HasSuffix(subject, ".") {
+	if subject == "" || strings.ContainsAny(subject, " \t\r\n*>") || strings.Contains(subject, "..") ||
+		strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") {
 		return false
 	}
-	prefix := InboxPrefix
 	if tenant != "" {
-		prefix = TenantInbox(tenant) + "."
+		prefix := TenantInbox(tenant) + "."
+		return strings.HasPrefix(subject, prefix) && len(subject) > len(prefix)
 	}
-	return strings.HasPrefix(subject, prefix) && len(subject) > len(prefix)
+	return !strings.HasPrefix(subject, "$") && !strings.HasPrefix(subject, "harness.") && subject != "harness"
 }

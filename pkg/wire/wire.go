@@ -78,6 +78,10 @@ func Trace(run string) string { return TracePrefix + run }
 // Event returns the subject of one live event of a run.
 func Event(run, kind string) string { return EventsPrefix + run + "." + kind }
 
+// Rejected returns the subject a refused contract's event goes to, by the
+// error's name: harness.events.rejected.<code>.
+func Rejected(code string) string { return EventsPrefix + "rejected." + code }
+
 // SandboxOps returns the subject a sandboxer node takes operations on.
 func SandboxOps(node string) string { return SandboxPrefix + node + ".op" }
 
