@@ -114,6 +114,7 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	conns  []*nats.Conn
 
+	lock    *dirLock // the data directory's, until Close
 	regs    registries
 	metrics *metrics.Server // nil without MetricsListen
 
@@ -140,11 +141,19 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	opts.Users = creds.users()
-	srv, err := startServer(opts)
+	if err := listenFree(cfg.Listen); err != nil {
+		return nil, err
+	}
+	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{srv: srv, creds: creds, regs: newRegistries()}
+	srv, err := startServer(opts)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	c := &Cluster{srv: srv, creds: creds, regs: newRegistries(), lock: lock}
 	connect := func(name string) (*nats.Conn, error) {
 		nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name), creds.option(name))
 		if err != nil {
@@ -198,7 +207,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			if err := role.Run(rctx); err != nil {
+			// An error after Close began is the role being stopped.
+			if err := role.Run(rctx); err != nil && rctx.Err() == nil {
 				c.mu.Lock()
 				c.errs = append(c.errs, err)
 				c.mu.Unlock()
@@ -224,7 +234,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // workspaces/ directory, where harness run --copy puts a private copy, is
 // not among them.
 func Reserved(dataDir string) []string {
-	r := []string{filepath.Join(dataDir, "jetstream"), filepath.Join(dataDir, "server.json"), filepath.Join(dataDir, "nats.env")}
+	r := []string{filepath.Join(dataDir, "jetstream"), filepath.Join(dataDir, "server.json"), filepath.Join(dataDir, "nats.env"), filepath.Join(dataDir, "lock")}
 	return append(r, SocketPath(dataDir))
 }
 
@@ -243,23 +253,30 @@ func Open(ctx context.Context, dataDir string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := startServer(opts)
 	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("harness-client"))
 	if err != nil {
 		srv.Shutdown()
+		lock.release()
 		return nil, fmt.Errorf("connect to the store of %s: %w", dataDir, err)
 	}
 	c, err := NewClient(ctx, nc)
 	if err != nil {
 		nc.Close()
 		srv.Shutdown()
+		lock.release()
 		return nil, err
 	}
 	c.own = true
-	c.onClose = func() { srv.Shutdown(); srv.WaitForShutdown() }
+	c.onClose = func() { srv.Shutdown(); srv.WaitForShutdown(); lock.release() }
 	return c, nil
 }
 
@@ -366,6 +383,7 @@ func (c *Cluster) Close() error {
 			c.srv.Shutdown()
 			c.srv.WaitForShutdown()
 		}
+		c.lock.release() // the store is closed: another process may open it
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()

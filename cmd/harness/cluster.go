@@ -84,7 +84,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	cl, err := harness.Start(ctx, cfg)
 	if err != nil {
 		fail(env.stderr, "start the cluster: %v", err)
-		return exitError
+		return startFailed(err)
 	}
 	release := advertise(dir, cl)
 	user, _ := cl.Credentials()

@@ -125,7 +125,7 @@ the contract, replayed.`)
 	cl, err := harness.Start(ctx, cfg)
 	if err != nil {
 		fail(env.stderr, "start the embedded cluster: %v", err)
-		return exitError
+		return startFailed(err)
 	}
 	defer cl.Close()
 	release := advertise(dir, cl)
@@ -387,4 +387,14 @@ func runContract(ctx context.Context, cl *harness.Cluster, raw []byte, id string
 		return nil, err
 	}
 	return h.Wait(ctx)
+}
+
+// startFailed is the exit code of a cluster that did not start: 2 when the
+// data directory is another process's or the port is taken (a usage
+// error, said at once), else 1.
+func startFailed(err error) int {
+	if errors.Is(err, protocol.ErrUnavailable) {
+		return exitUsage
+	}
+	return exitError
 }
