@@ -149,11 +149,17 @@ run's changes come back with harness fetch RUN.`)
 	}
 	opts := []harness.SubmitOption{harness.WithRunID(cmp.Or(*id, harness.NewRunID()))}
 	if *wait {
-		opts = append(opts, harness.WithObserver(progress(env.stderr)))
+		prog := newProgress(env)
+		defer prog.close()
+		opts = append(opts, harness.WithObserver(prog.observe))
 	}
 	sctx, cancel := context.WithTimeout(ctx, *timeout)
 	h, err := c.Submit(sctx, contract, opts...)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(env.stderr, "\ninterrupted before a coordinator answered: %v\n", err)
+		return exitInterrupted
+	}
 	if err != nil {
 		return reportContractError(env, err)
 	}
@@ -168,6 +174,10 @@ run's changes come back with harness fetch RUN.`)
 	}
 	fmt.Fprintf(env.stderr, "run %s\n", run)
 	res, err := h.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(env.stderr, "\ndetached from run %s; it goes on (harness status %s, harness trace --follow %s)\n", run, run, run)
+		return exitInterrupted
+	}
 	if err != nil {
 		fail(env.stderr, "wait for run %s: %v", run, err)
 		return exitError

@@ -36,6 +36,9 @@ const (
 	exitEscalated = 10
 	exitCancelled = 11
 	exitFailed    = 12
+	// exitInterrupted is a command stopped by Ctrl-C (128 + SIGINT): the
+	// run it waited on goes on, or stays resumable.
+	exitInterrupted = 130
 )
 
 type command struct {
@@ -68,6 +71,8 @@ type environ struct {
 	getenv         func(string) string
 	// stdin is nil when no person is at a terminal to answer questions.
 	stdin io.Reader
+	// tty is set when stderr is a terminal: progress may rewrite a line.
+	tty bool
 	// nats holds the NATS credential flags of a command that talks to a
 	// cluster; nil means they come from the environment alone.
 	nats *streams.Flags
@@ -87,6 +92,9 @@ func main() {
 	env := &environ{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		env.stdin = os.Stdin
+	}
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		env.tty = true
 	}
 	code := dispatch(ctx, env, os.Args[1:])
 	stop()

@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -182,6 +185,7 @@ func TestUpAndSubmit(t *testing.T) {
 	if code != exitOK || strings.TrimSpace(out) != "submitted-1" {
 		t.Errorf("resubmit = %d %q, want the same run id", code, out)
 	}
+	detachAndCancel(t, url, data, bytes.Replace(raw, []byte(`"model": "gpt-4.1"`), []byte(`"model": "gpt-4.1", "pool": "nobody"`), 1), ws)
 	cancel()
 	select {
 	case code := <-done:
@@ -196,4 +200,86 @@ func TestUpAndSubmit(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// detachAndCancel submits, to the harness up at url, a contract whose
+// pool no worker serves, so its run waits: Ctrl-C on submit --wait (its
+// context ending once the run has started) detaches with exit 130 and
+// leaves the run running; harness cancel over NATS then ends it
+// cancelled, as harness ls shows.
+func detachAndCancel(t *testing.T, url, data string, raw []byte, ws string) {
+	t.Helper()
+	contract := filepath.Join(t.TempDir(), "contract.json")
+	if err := os.WriteFile(contract, bytes.Replace(raw, []byte(`"root": "workspace"`), []byte(`"root": "`+ws+`"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := readServerFile(data)
+	if !ok {
+		t.Fatal("harness up wrote no server.json")
+	}
+	nc, err := nats.Connect(url, nats.UserInfo(sf.User, sf.Password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	vars := map[string]string{"NATS_URL": url, "HARNESS_DATA": data}
+	wctx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	// submit --wait names the run on stderr once it is accepted, and then
+	// waits: that line is when Ctrl-C comes.
+	accepted := &lineSignal{line: "run stuck-1", seen: make(chan struct{})}
+	waited := make(chan int, 1)
+	go func() {
+		env := &environ{stdout: io.Discard, stderr: accepted, getenv: func(k string) string { return vars[k] }}
+		waited <- dispatch(wctx, env, []string{"submit", contract, "--wait", "--id", "stuck-1"})
+	}()
+	select {
+	case <-accepted.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("submit --wait never said the run was accepted: %s", accepted.text())
+	}
+	interrupt() // Ctrl-C
+	if code := <-waited; code != exitInterrupted || !strings.Contains(accepted.text(), "detached from run stuck-1; it goes on") {
+		t.Fatalf("Ctrl-C on submit --wait = %d\nstderr: %s", code, accepted.text())
+	}
+	code, out, errOut := cli(t, t.Context(), vars, "ls", "--state", "running", "--json")
+	if code != exitOK || !strings.Contains(out, `"run": "stuck-1"`) || !strings.Contains(out, `"pool": "nobody"`) {
+		t.Fatalf("ls --state running after the detach = %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, t.Context(), vars, "cancel", "--reason", "no worker for its pool", "stuck-1")
+	if code != exitOK || !strings.Contains(out, "stuck-1 cancelled") || !strings.Contains(out, "no worker for its pool") {
+		t.Fatalf("cancel over NATS = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, _ = cli(t, t.Context(), vars, "ls", "--state", "cancelled")
+	if code != exitOK || !strings.Contains(out, "stuck-1") {
+		t.Errorf("ls --state cancelled = %d\n%s", code, out)
+	}
+}
+
+// lineSignal is a writer that closes seen once a line it is written
+// equals line.
+type lineSignal struct {
+	line string
+	seen chan struct{}
+	mu   sync.Mutex
+	b    strings.Builder
+	once sync.Once
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	for _, l := range strings.Split(w.b.String(), "\n") {
+		if l == w.line {
+			w.once.Do(func() { close(w.seen) })
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lineSignal) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

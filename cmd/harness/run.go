@@ -140,7 +140,9 @@ the contract, replayed.`)
 	run := protocol.RunIDFor(runID)
 	fmt.Fprintf(env.stderr, "run %s\n", run)
 	fmt.Fprintf(env.stderr, "  workspace %s\n  provider  %s\n  data      %s\n", where, source, dir)
-	res, err := runContract(ctx, cl, raw, runID, progress(env.stderr))
+	prog := newProgress(env)
+	res, err := runContract(ctx, cl, raw, runID, prog.observe)
+	prog.close()
 	if rec != nil {
 		if serr := rec.Save(*record); serr != nil {
 			fail(env.stderr, "save the recording: %v", serr)
@@ -150,8 +152,8 @@ the contract, replayed.`)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(env.stderr, "interrupted; run %s stays in the trace (harness trace %s)\n", run, run)
-			return exitCancelled
+			fmt.Fprintf(env.stderr, "\ninterrupted: run %s stays in the trace as it was; harness resume %s carries it on\n", run, run)
+			return exitInterrupted
 		}
 		return reportContractError(env, err)
 	}
@@ -288,31 +290,34 @@ func reportContractError(env *environ, err error) int {
 
 // progress returns an observer that prints each event as a line.
 func progress(w io.Writer) func(*protocol.Event) {
-	return func(ev *protocol.Event) {
-		switch ev.Kind {
-		case protocol.EventStarted:
-			fmt.Fprintf(w, "started: %s\n", oneLine(ev.Text, 100))
-		case protocol.EventTurn:
-			if t := oneLine(ev.Text, 100); t != "" {
-				fmt.Fprintf(w, "step %d  says: %s\n", ev.Step, t)
-			}
-		case protocol.EventToolCall:
-			fmt.Fprintf(w, "step %d  %s %s\n", ev.Step, ev.Tool, oneLine(ev.Target, 80))
-		case protocol.EventObserved:
-			mark := "→"
-			if ev.IsError {
-				mark = "✗"
-			}
-			fmt.Fprintf(w, "        %s %s\n", mark, oneLine(ev.Text, 100))
-		case protocol.EventCheck:
-			verdict := "failed"
-			if ev.Passed != nil && *ev.Passed {
-				verdict = "passed"
-			}
-			fmt.Fprintf(w, "step %d  verification %s: %s\n", ev.Step, verdict, oneLine(ev.Text, 100))
-		case protocol.EventStep:
-			fmt.Fprintf(w, "step %d  committed (%s, %d tokens so far)\n", ev.Step, ev.Text, ev.Tokens)
+	return func(ev *protocol.Event) { printEvent(w, ev) }
+}
+
+// printEvent writes one event of a run as a line of progress.
+func printEvent(w io.Writer, ev *protocol.Event) {
+	switch ev.Kind {
+	case protocol.EventStarted:
+		fmt.Fprintf(w, "started: %s\n", oneLine(ev.Text, 100))
+	case protocol.EventTurn:
+		if t := oneLine(ev.Text, 100); t != "" {
+			fmt.Fprintf(w, "step %d  says: %s\n", ev.Step, t)
 		}
+	case protocol.EventToolCall:
+		fmt.Fprintf(w, "step %d  %s %s\n", ev.Step, ev.Tool, oneLine(ev.Target, 80))
+	case protocol.EventObserved:
+		mark := "→"
+		if ev.IsError {
+			mark = "✗"
+		}
+		fmt.Fprintf(w, "        %s %s\n", mark, oneLine(ev.Text, 100))
+	case protocol.EventCheck:
+		verdict := "failed"
+		if ev.Passed != nil && *ev.Passed {
+			verdict = "passed"
+		}
+		fmt.Fprintf(w, "step %d  verification %s: %s\n", ev.Step, verdict, oneLine(ev.Text, 100))
+	case protocol.EventStep:
+		fmt.Fprintf(w, "step %d  committed (%s, %d tokens so far)\n", ev.Step, ev.Text, ev.Tokens)
 	}
 }
 

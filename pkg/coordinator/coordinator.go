@@ -490,7 +490,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		recs, last = []protocol.Record{*started}, w.LastSeq()
 		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
 			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
-			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}})
+			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run)})
 		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
 		c.metrics.RunStarted()
 	}
