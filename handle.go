@@ -13,6 +13,7 @@ import (
 
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/trace"
 	"github.com/ioharness/harness/pkg/wire"
 )
 
@@ -96,6 +97,28 @@ func (h *RunHandle) Trace(ctx context.Context) ([]protocol.Record, error) {
 		return nil, err
 	}
 	return recs, nil
+}
+
+// Follow calls fn with every record of the run's trace in order (content
+// held by reference filled in): those written so far, then each as it is
+// committed, until the run's finished record (Follow then returns nil) or
+// ctx ends (its error). A paused run is followed through its pause.
+// Errors: protocol.ErrUnknownRun for a run with no trace.
+func (h *RunHandle) Follow(ctx context.Context, fn func(*protocol.Record)) error {
+	if _, err := h.c.lastRecord(ctx, h.id); err != nil {
+		return err
+	}
+	return h.c.trace.Follow(ctx, h.id, func(rec *protocol.Record) error {
+		one := []protocol.Record{*rec}
+		if err := coordinator.Resolve(ctx, h.c.blobs, one); err != nil {
+			return err
+		}
+		fn(&one[0])
+		if rec.Kind == protocol.RecordFinished {
+			return trace.ErrStop
+		}
+		return nil
+	})
 }
 
 // Contract returns the contract the run was started with, from its trace.

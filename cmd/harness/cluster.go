@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -188,8 +189,11 @@ run's changes come back with harness fetch RUN.`)
 // readRun is the shape of the commands that read one run: parse the
 // flags, connect to the cluster or the data directory, then show.
 func readRun(ctx context.Context, env *environ, args []string, name, about, jsonHelp string,
-	show func(c *harness.Client, run string, asJSON bool) int) int {
+	show func(c *harness.Client, run string, asJSON bool) int, more ...func(*flag.FlagSet)) int {
 	fs := newFlags(env, name, "[flags] RUN", about)
+	for _, m := range more {
+		m(fs)
+	}
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
 	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory")
@@ -269,8 +273,28 @@ func printBudgets(w io.Writer, st *protocol.RunState) {
 }
 
 func cmdTrace(ctx context.Context, env *environ, args []string) int {
-	return readRun(ctx, env, args, "trace", "Shows the durable trace of a run, finished or not, record by record.", "print the records as JSON, one per line",
+	var follow *bool
+	return readRun(ctx, env, args, "trace", "Shows the durable trace of a run, finished or not, record by record; with --follow (-f), then each record as it is committed, until the run finishes.", "print the records as JSON, one per line",
 		func(c *harness.Client, run string, asJSON bool) int {
+			if *follow {
+				enc := json.NewEncoder(env.stdout)
+				err := c.Run(run).Follow(ctx, func(rec *protocol.Record) {
+					if asJSON {
+						_ = enc.Encode(rec)
+					} else {
+						writeRecord(env.stdout, rec)
+					}
+				})
+				switch {
+				case err != nil && ctx.Err() != nil:
+					fmt.Fprintf(env.stderr, "\nstopped following run %s; it goes on\n", run)
+					return exitInterrupted
+				case err != nil:
+					fail(env.stderr, "%v", err)
+					return exitError
+				}
+				return exitOK
+			}
 			recs, err := c.Run(run).Trace(ctx)
 			if err != nil {
 				fail(env.stderr, "%v", err)
@@ -287,6 +311,8 @@ func cmdTrace(ctx context.Context, env *environ, args []string) int {
 				writeRecord(env.stdout, &recs[i])
 			}
 			return exitOK
+		}, func(fs *flag.FlagSet) {
+			follow = fs.Bool("follow", false, "then print each record as it is committed, until the run finishes")
 		})
 }
 

@@ -246,9 +246,29 @@ func detachAndCancel(t *testing.T, url, data string, raw []byte, ws string) {
 	if code != exitOK || !strings.Contains(out, `"run": "stuck-1"`) || !strings.Contains(out, `"pool": "nobody"`) {
 		t.Fatalf("ls --state running after the detach = %d\n%s\n%s", code, out, errOut)
 	}
+	// A follower of its trace sees the run's end as it comes.
+	followed := &lineSignal{prefix: "    task: ", seen: make(chan struct{})}
+	following := make(chan int, 1)
+	go func() {
+		env := &environ{stdout: followed, stderr: io.Discard, getenv: func(k string) string { return vars[k] }}
+		following <- dispatch(t.Context(), env, []string{"trace", "--follow", "stuck-1"})
+	}()
+	select {
+	case <-followed.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("trace --follow printed no started record: %s", followed.text())
+	}
 	code, out, errOut = cli(t, t.Context(), vars, "cancel", "--reason", "no worker for its pool", "stuck-1")
 	if code != exitOK || !strings.Contains(out, "stuck-1 cancelled") || !strings.Contains(out, "no worker for its pool") {
 		t.Fatalf("cancel over NATS = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	select {
+	case code := <-following:
+		if code != exitOK || !strings.Contains(followed.text(), "cancelled") {
+			t.Errorf("trace --follow = %d\n%s", code, followed.text())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("trace --follow did not end with the run: %s", followed.text())
 	}
 	code, out, _ = cli(t, t.Context(), vars, "ls", "--state", "cancelled")
 	if code != exitOK || !strings.Contains(out, "stuck-1") {
@@ -257,9 +277,10 @@ func detachAndCancel(t *testing.T, url, data string, raw []byte, ws string) {
 }
 
 // lineSignal is a writer that closes seen once a line it is written
-// equals line.
+// equals line, or begins with prefix.
 type lineSignal struct {
-	line string
+	line   string
+	prefix string
 	seen chan struct{}
 	mu   sync.Mutex
 	b    strings.Builder
@@ -271,7 +292,7 @@ func (w *lineSignal) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	w.b.Write(p)
 	for _, l := range strings.Split(w.b.String(), "\n") {
-		if l == w.line {
+		if w.line != "" && l == w.line || w.prefix != "" && strings.HasPrefix(l, w.prefix) {
 			w.once.Do(func() { close(w.seen) })
 		}
 	}

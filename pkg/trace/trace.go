@@ -122,6 +122,49 @@ func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64
 	return recs, last, err
 }
 
+// Follow calls fn for every record of run in order, those written so far
+// and then each as it is written, until fn returns an error (which Follow
+// returns; ErrStop ends it with nil) or ctx ends.
+func (t *Trace) Follow(ctx context.Context, run string, fn func(*protocol.Record) error) error {
+	subj := Subject(run)
+	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subj},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", subj, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(512))
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", subj, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("follow %s: %w", subj, err)
+		}
+		rec, err := Decode(msg.Data())
+		if err != nil {
+			return err
+		}
+		if err := fn(rec); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// ErrStop is what a Follow callback returns to end the follow.
+var ErrStop = errors.New("stop following")
+
 // Each calls fn for every record of run in order, and returns the sequence
 // of the last. It reads with an ordered consumer filtered to the run's
 // subject, so its cost is linear in the run's records, not the stream's.
