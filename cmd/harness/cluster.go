@@ -247,6 +247,11 @@ func cmdStatus(ctx context.Context, env *environ, args []string) int {
 			if st.Coordinator != "" {
 				fmt.Fprintf(w, "owner    %s\n", st.Coordinator)
 			}
+			if st.Status == protocol.StatusRunning {
+				if hint := servingHint(ctx, c, st); hint != "" {
+					fmt.Fprintf(w, "waiting  %s\n", hint)
+				}
+			}
 			return exitOK
 		})
 }
@@ -383,4 +388,19 @@ func lineCount(s string) int {
 		return 0
 	}
 	return strings.Count(s, "\n") + 1
+}
+
+// servingHint says why a running run may be making no progress: no worker
+// serves its pool, or no sandboxer has its backend; "" when the fleet can
+// serve it.
+func servingHint(ctx context.Context, c *harness.Client, st *protocol.RunState) string {
+	backend := ""
+	if ct, err := c.Run(st.Run).Contract(ctx); err == nil {
+		backend = ct.Sandbox.Backend
+	}
+	fleet, err := c.Fleet(ctx, 300*time.Millisecond)
+	if err != nil {
+		return ""
+	}
+	return harness.Serving(fleet, st.Pool, backend)
 }

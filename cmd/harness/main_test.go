@@ -242,6 +242,9 @@ func detachAndCancel(t *testing.T, url, data string, raw []byte, ws string) {
 	if code := <-waited; code != exitInterrupted || !strings.Contains(accepted.text(), "detached from run stuck-1; it goes on") {
 		t.Fatalf("Ctrl-C on submit --wait = %d\nstderr: %s", code, accepted.text())
 	}
+	if code, out, _ := cli(t, t.Context(), vars, "status", "stuck-1"); code != exitOK || !strings.Contains(out, "no worker serves pool nobody (the workers serve default)") {
+		t.Errorf("status of a run no worker serves = %d\n%s", code, out)
+	}
 	code, out, errOut := cli(t, t.Context(), vars, "ls", "--state", "running", "--json")
 	if code != exitOK || !strings.Contains(out, `"run": "stuck-1"`) || !strings.Contains(out, `"pool": "nobody"`) {
 		t.Fatalf("ls --state running after the detach = %d\n%s\n%s", code, out, errOut)

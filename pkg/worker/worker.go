@@ -191,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Name:        "harness-worker",
 		Version:     version.Semver(),
 		Description: "provider turns for harness runs",
-		Metadata:    map[string]string{"id": w.cfg.ID, "provider": w.p.Name()},
+		Metadata:    map[string]string{"id": w.cfg.ID, "provider": w.p.Name(), "pools": strings.Join(w.cfg.Pools, ",")},
 		StatsHandler: func(*micro.Endpoint) any {
 			return map[string]int64{"inflight": w.inflight.Load(), "served": w.served.Load(), "failed": w.failed.Load()}
 		},
