@@ -284,10 +284,10 @@ func detachAndCancel(t *testing.T, url, data string, raw []byte, ws string) {
 type lineSignal struct {
 	line   string
 	prefix string
-	seen chan struct{}
-	mu   sync.Mutex
-	b    strings.Builder
-	once sync.Once
+	seen   chan struct{}
+	mu     sync.Mutex
+	b      strings.Builder
+	once   sync.Once
 }
 
 func (w *lineSignal) Write(p []byte) (int, error) {

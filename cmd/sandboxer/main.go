@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -59,6 +60,7 @@ type config struct {
 	id              string
 	roots           listFlag
 	maxConcurrent   int
+	drain           time.Duration
 	backends        string
 	dockerImage     string
 	allowFloor      bool
@@ -82,6 +84,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "node id ($HARNESS_ID; default random)")
 	fs.Var(&c.roots, "root", "a directory whose workspaces this node serves (repeatable; default the working directory)")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "operations at once (default 4)")
+	fs.DurationVar(&c.drain, "drain", 30*time.Second, "on SIGTERM, take no operation and let those in flight finish for up to this long before cutting them off")
 	fs.StringVar(&c.backends, "backends", envOr(getenv, "HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	fs.BoolVar(&c.allowFloor, "allow-floor", getenv("HARNESS_ALLOW_FLOOR") == "1", "let commands run on the floor backend, unsandboxed, as this process's user, when a contract names it or nothing better works here ($HARNESS_ALLOW_FLOOR=1)")
 	fs.BoolVar(&c.allowPermissive, "allow-permissive", getenv("HARNESS_ALLOW_PERMISSIVE") == "1", "serve contracts whose policy allows every command or connection by default ($HARNESS_ALLOW_PERMISSIVE=1)")
@@ -142,7 +145,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if cfg.allowFloor {
 		log.Warn("the floor backend is allowed: commands may run unsandboxed, as this process's user (--allow-floor)")
 	}
-	scfg := sandboxer.Config{ID: cfg.id, Roots: cfg.roots, MaxConcurrent: cfg.maxConcurrent, Backends: bs, Logger: log,
+	scfg := sandboxer.Config{ID: cfg.id, Roots: cfg.roots, MaxConcurrent: cfg.maxConcurrent, Drain: cfg.drain, Backends: bs, Logger: log,
 		AllowFloor: cfg.allowFloor, AllowPermissive: cfg.allowPermissive, Missing: missing,
 		SnapshotDir: cfg.snapshots, KeepSnapshots: cfg.keepSnapshots}
 	if cfg.images {

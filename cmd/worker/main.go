@@ -54,6 +54,7 @@ type config struct {
 	id          string
 	pools       listFlag
 	concurrency int
+	drain       time.Duration
 	replay      string
 	turnDelay   time.Duration
 	ackWait     time.Duration
@@ -71,6 +72,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "worker id ($HARNESS_ID; default random)")
 	fs.Var(&c.pools, "pool", "a pool to serve (repeatable; default \"default\")")
 	fs.IntVar(&c.concurrency, "concurrency", 0, "provider calls at once (default 8)")
+	fs.DurationVar(&c.drain, "drain", durationOr(getenv, "HARNESS_DRAIN", 30*time.Second), "on SIGTERM, take no task and let the calls in flight finish for up to this long before abandoning them ($HARNESS_DRAIN)")
 	fs.StringVar(&c.replay, "replay", getenv("HARNESS_REPLAY"), "answer from this cassette instead of a live provider ($HARNESS_REPLAY)")
 	fs.DurationVar(&c.turnDelay, "turn-delay", durationEnv(getenv, "HARNESS_TURN_DELAY"), "answer no turn sooner than this after the call began: a cassette that takes as long as a model ($HARNESS_TURN_DELAY)")
 	fs.DurationVar(&c.ackWait, "ack-wait", durationEnv(getenv, "HARNESS_ACK_WAIT"), "how long a step task this worker holds may go unacknowledged before another worker gets it; the worker signals progress every third of it (default 60s) ($HARNESS_ACK_WAIT)")
@@ -135,7 +137,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if msrv != nil {
 		log.Info("serving metrics", "url", msrv.URL())
 	}
-	wcfg := worker.Config{ID: cfg.id, Pools: cfg.pools, Concurrency: cfg.concurrency, AckWait: cfg.ackWait, Primary: primary, Logger: log, Metrics: reg}
+	wcfg := worker.Config{ID: cfg.id, Pools: cfg.pools, Concurrency: cfg.concurrency, Drain: cfg.drain, AckWait: cfg.ackWait, Primary: primary, Logger: log, Metrics: reg}
 	if err := serve(ctx, log, cfg.natsURL, opts, p, wcfg); err != nil {
 		return failed(exitError, err)
 	}
@@ -182,6 +184,15 @@ func durationEnv(getenv func(string) string, k string) time.Duration {
 
 func envOr(getenv func(string) string, k, d string) string {
 	if v := getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+// durationOr is the duration in the environment variable k, or d when it
+// is unset or not a duration.
+func durationOr(getenv func(string) string, k string, d time.Duration) time.Duration {
+	if v, err := time.ParseDuration(getenv(k)); err == nil {
 		return v
 	}
 	return d

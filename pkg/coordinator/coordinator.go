@@ -665,13 +665,24 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 			c.mu.Lock()
 			delete(c.active, run)
 			c.mu.Unlock()
-			// A run left unfinished (this coordinator stopping, or its
-			// lease lost to a NATS outage) keeps its lease, to run out:
-			// another coordinator finds the run by its expired lease and
-			// takes it over. Deleting it would leave the run running with
-			// no lease, which no coordinator ever looks for.
-			if !unfinished {
+			// A run left unfinished keeps its lease: another coordinator
+			// finds the run by its expired lease and takes it over.
+			// Deleting it would leave the run running with no lease, which
+			// no coordinator ever looks for. A coordinator stopping hands
+			// the lease over (expired now), so the run is taken over at
+			// once; one whose lease was lost to a NATS outage leaves it to
+			// run out.
+			switch {
+			case !unfinished:
 				c.leases.release(context.Background(), ls)
+			case ctx.Err() != nil:
+				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				if err := c.leases.handOver(hctx, ls); err != nil {
+					c.log.Warn("hand the run over", "run", run, "err", err)
+				} else {
+					c.log.Info("run handed over", "run", run)
+				}
+				cancel()
 			}
 			own.release()
 		}()

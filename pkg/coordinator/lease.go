@@ -97,6 +97,16 @@ func (l *leases) release(ctx context.Context, ls *lease) {
 	_ = l.kv.Delete(ctx, ls.run, jetstream.LastRevision(ls.rev))
 }
 
+// handOver ends a held lease at once, if it is still ours, so that
+// another coordinator's next look for expired leases takes the run over
+// instead of after the lease's lifetime. Unlike release it leaves the key:
+// a run with no lease is one no coordinator looks for.
+func (l *leases) handOver(ctx context.Context, ls *lease) error {
+	v := leaseValue{Owner: l.owner, Generation: ls.gen, Expires: l.now().Add(-time.Millisecond)}
+	_, err := l.kv.Update(ctx, ls.run, mustJSON(v), ls.rev)
+	return err
+}
+
 // expired lists the runs whose lease has run out: their coordinator died
 // or stopped without finishing them.
 func (l *leases) expired(ctx context.Context) ([]string, error) {

@@ -133,3 +133,38 @@ func TestLeaseRaceHasOneWinner(t *testing.T) {
 		t.Errorf("%d coordinators hold r1 (%q), want exactly one", len(winners), winners)
 	}
 }
+
+// TestLeaseHandOver is a coordinator stopping: it hands its live lease
+// over, and without the clock moving the run is listed expired and another
+// coordinator takes it at once, a generation on; the old holder can renew
+// it no more.
+func TestLeaseHandOver(t *testing.T) {
+	kv := leaseBucket(t)
+	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	a := &leases{kv: kv, owner: "a", ttl: 5 * time.Second, now: clk.Now}
+	b := &leases{kv: kv, owner: "b", ttl: 5 * time.Second, now: clk.Now}
+	ctx := t.Context()
+	la, err := a.acquire(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.acquire(ctx, "r1"); !errors.Is(err, errHeld) {
+		t.Fatalf("b took a live lease: %v", err)
+	}
+	if err := a.handOver(ctx, la); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := b.expired(ctx); err != nil || !slices.Equal(runs, []string{"r1"}) {
+		t.Fatalf("expired after the hand-over = %v, %v; want [r1]", runs, err)
+	}
+	lb, err := b.acquire(ctx, "r1")
+	if err != nil {
+		t.Fatalf("b could not take a handed-over lease: %v", err)
+	}
+	if lb.gen != la.gen+1 {
+		t.Errorf("generation after the hand-over = %d, want %d", lb.gen, la.gen+1)
+	}
+	if err := a.renew(ctx, la); !errors.Is(err, errHeld) {
+		t.Errorf("the old holder renewed a lease it handed over: %v", err)
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,6 +81,11 @@ type Config struct {
 	// which asks again while an operation is unanswered, sends it again
 	// later. A repeat of an operation admitted here takes no place.
 	MaxQueued int
+	// Drain is how long Run, once its context ends, lets the operations in
+	// flight finish (and answers them) before it cuts them off; it takes
+	// no new one meanwhile. 0 cuts them off at once. The sandboxer binary
+	// drains for 30 s on SIGTERM.
+	Drain time.Duration
 	// Backends run commands, best first: a contract's "auto" takes the
 	// first that isolates its commands, a named backend ("native",
 	// "docker", "floor") the one of that name. Default: the floor alone,
@@ -239,6 +245,7 @@ type Sandboxer struct {
 	slots    chan struct{}
 
 	inflight atomic.Int64
+	draining atomic.Bool // Run's context ended: nothing new, the operations in flight finish
 	wg       sync.WaitGroup
 	stopMu   sync.Mutex // guards stopping and every wg.Add
 	stopping bool
@@ -285,13 +292,18 @@ func (s *Sandboxer) ID() string { return s.cfg.ID }
 // Run serves operations until ctx ends, then waits for those in flight.
 // Errors: the micro service could not be set up.
 func (s *Sandboxer) Run(ctx context.Context) error {
+	// Operations run on a context of their own, which ends Drain after
+	// ctx does (or at once without Drain), so a stopping node finishes
+	// what it holds instead of cutting it off.
+	ops, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        "harness-sandboxer",
 		Version:     version.Semver(),
 		Description: "workspaces, tools and sandboxed commands for harness runs",
 		Metadata:    map[string]string{"id": s.cfg.ID, "backends": strings.Join(s.backendNames(), ","), "roots": strings.Join(s.cfg.Roots, ":")},
 		StatsHandler: func(*micro.Endpoint) any {
-			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames()}
+			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames(), "draining": s.draining.Load()}
 		},
 	})
 	if err != nil {
@@ -300,23 +312,24 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	defer svc.Stop()
 	// Every sandboxer hears every open and answers only for the roots it
 	// serves, so the open must not go through a queue group.
-	if err := svc.AddEndpoint("open", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, true) }),
+	if err := svc.AddEndpoint("open", micro.HandlerFunc(func(r micro.Request) { s.handle(ops, r, true) }),
 		micro.WithEndpointSubject(wire.SandboxOpenSubject), micro.WithEndpointQueueGroupDisabled()); err != nil {
 		return fmt.Errorf("register open endpoint: %w", err)
 	}
-	if err := svc.AddEndpoint("op", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, false) }),
+	if err := svc.AddEndpoint("op", micro.HandlerFunc(func(r micro.Request) { s.handle(ops, r, false) }),
 		micro.WithEndpointSubject(wire.SandboxOps(s.cfg.ID))); err != nil {
 		return fmt.Errorf("register op endpoint: %w", err)
 	}
 	if s.cfg.Workspaces != nil {
 		// One sandboxer of the queue group takes each snapshot's open.
-		if err := svc.AddEndpoint("snapshot", micro.HandlerFunc(func(r micro.Request) { s.handle(ctx, r, false) }),
+		if err := svc.AddEndpoint("snapshot", micro.HandlerFunc(func(r micro.Request) { s.handle(ops, r, false) }),
 			micro.WithEndpointSubject(wire.SandboxSnapshotSubject)); err != nil {
 			return fmt.Errorf("register snapshot endpoint: %w", err)
 		}
 	}
 	// Containers a previous life of this node left behind go first.
 	s.reconcile(ctx)
+
 	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backends", s.backendNames())
 	<-ctx.Done()
 	if err := svc.Stop(); err != nil {
@@ -326,7 +339,23 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	s.stopMu.Lock()
 	s.stopping = true
 	s.stopMu.Unlock()
-	s.wg.Wait()
+	s.draining.Store(true)
+	drained := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(drained)
+	}()
+	t := time.NewTimer(s.cfg.Drain)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		if n := s.inflight.Load(); n > 0 {
+			s.log.Warn("drain time is up; cutting off the operations in flight", "ops", n)
+		}
+		abandon()
+		<-drained
+	}
 	s.closeBackends()
 	s.closeWorkspaces()
 	return nil

@@ -57,6 +57,12 @@ type Config struct {
 	ID string
 	// Pools are the pools served; default ["default"].
 	Pools []string
+	// Drain is how long Run, once its context ends, lets the calls in
+	// flight finish (their turns published, their tasks acknowledged)
+	// before it abandons them; it takes no task meanwhile. 0 abandons them
+	// at once: their tasks are delivered again, and the calls charged as
+	// lost. The worker binary drains for 30 s on SIGTERM.
+	Drain time.Duration
 	// Concurrency bounds provider calls in flight; default 8.
 	Concurrency int
 	// AckWait is how long a task may go unacknowledged before it is
@@ -142,6 +148,7 @@ type Worker struct {
 	m      *metrics.Worker
 
 	inflight atomic.Int64
+	draining atomic.Bool // Run's context ended: no task is taken, the calls in flight finish
 	served   atomic.Int64
 	failed   atomic.Int64
 	// notBefore is when the provider may be called again after it rate
@@ -193,7 +200,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Description: "provider turns for harness runs",
 		Metadata:    map[string]string{"id": w.cfg.ID, "provider": w.p.Name(), "pools": strings.Join(w.cfg.Pools, ",")},
 		StatsHandler: func(*micro.Endpoint) any {
-			return map[string]int64{"inflight": w.inflight.Load(), "served": w.served.Load(), "failed": w.failed.Load()}
+			return map[string]any{"inflight": w.inflight.Load(), "served": w.served.Load(), "failed": w.failed.Load(), "draining": w.draining.Load()}
 		},
 	})
 	if err != nil {
@@ -202,12 +209,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer svc.Stop()
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
 		_ = r.RespondJSON(map[string]any{"id": w.cfg.ID, "pools": w.cfg.Pools, "provider": w.p.Name(),
-			"inflight": w.inflight.Load(), "concurrency": w.cfg.Concurrency})
+			"inflight": w.inflight.Load(), "concurrency": w.cfg.Concurrency, "draining": w.draining.Load()})
 	}), micro.WithEndpointSubject(wire.WorkerStatus(w.cfg.ID))); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
 	}
 
 	slots := make(chan struct{}, w.cfg.Concurrency)
+	// The calls run on a context of their own, which ends Drain after ctx
+	// does, or at once without Drain.
+	calls, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
 	var wg sync.WaitGroup
 	var stopMu sync.Mutex // guards stopping and every wg.Add
 	stopping := false
@@ -233,7 +244,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			w.serve(ctx, msg)
+			w.serve(calls, msg)
 		}()
 	}
 	// The first consumer of each pool must come up, or the worker fails.
@@ -252,11 +263,30 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker started", "pools", w.cfg.Pools, "provider", w.p.Name())
 	<-ctx.Done()
+	w.draining.Store(true)
 	consumers.Wait()
 	stopMu.Lock()
 	stopping = true
 	stopMu.Unlock()
-	wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(drained)
+	}()
+	if n := w.inflight.Load(); n > 0 && w.cfg.Drain > 0 {
+		w.log.Info("draining: finishing the calls in flight", "calls", n, "for", w.cfg.Drain)
+	}
+	t := time.NewTimer(w.cfg.Drain)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		if n := w.inflight.Load(); n > 0 {
+			w.log.Warn("drain time is up; abandoning the calls in flight", "calls", n)
+		}
+		abandon()
+		<-drained
+	}
 	return nil
 }
 
