@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -203,12 +204,20 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	for _, role := range []interface{ Run(context.Context) error }{sb, wk, co} {
+	roles := []interface {
+		Run(context.Context) error
+		Ready() <-chan struct{}
+	}{sb, wk, co}
+	ended := make([]chan error, len(roles))
+	for i, role := range roles {
+		ended[i] = make(chan error, 1)
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
+			err := role.Run(rctx)
+			ended[i] <- err
 			// An error after Close began is the role being stopped.
-			if err := role.Run(rctx); err != nil && rctx.Err() == nil {
+			if err != nil && rctx.Err() == nil {
 				c.mu.Lock()
 				c.errs = append(c.errs, err)
 				c.mu.Unlock()
@@ -216,10 +225,29 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			}
 		}()
 	}
+	// Start returns once every role serves, so a request made right after
+	// it (a resume, a cancel, a decision over NATS) finds its endpoint.
+	for i, role := range roles {
+		select {
+		case <-role.Ready():
+		case err := <-ended[i]:
+			return fail(fmt.Errorf("a role did not start: %w", cmp.Or(err, errors.New("it stopped"))))
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		}
+	}
 	if cfg.MetricsListen != "" {
 		if c.metrics, err = metrics.Listen(cfg.MetricsListen, c.Metrics()); err != nil {
 			return fail(err)
 		}
+		c.metrics.SetReady(func() error {
+			for _, nc := range c.conns {
+				if !nc.IsConnected() {
+					return fmt.Errorf("the in-process connection %s is %s", nc.Opts.Name, nc.Status())
+				}
+			}
+			return nil
+		})
 	}
 	if cfg.Socket != "" {
 		if c.sock, err = serveSocket(cfg.Socket, srv); err != nil {

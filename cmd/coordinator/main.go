@@ -125,19 +125,20 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		log.Info("serving metrics", "url", msrv.URL())
 	}
 	ccfg := coordinator.Config{ID: cfg.id, MaxRuns: cfg.maxRuns, Prices: prices, Ledger: led, Logger: log, Metrics: reg}
-	if err := serve(ctx, log, cfg.natsURL, opts, ccfg); err != nil {
+	if err := serve(ctx, log, msrv, cfg.natsURL, opts, ccfg); err != nil {
 		return failed(exitError, err)
 	}
 	return exitOK
 }
 
 // serve connects to NATS and runs the coordinator until ctx ends.
-func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg coordinator.Config) error {
+func serve(ctx context.Context, log *slog.Logger, msrv *metrics.Server, url string, opts streams.Options, cfg coordinator.Config) error {
 	nc, _, assets, err := streams.Connect(ctx, url, "harness-coordinator", opts)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	msrv.SetReady(func() error { return streams.Ready(nc) })
 	cfg.Streams, cfg.Assets = opts.Streams, assets // ensured once, by Connect
 	c, err := coordinator.New(nc, cfg)
 	if err != nil {

@@ -161,7 +161,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		log.Info("serving metrics", "url", msrv.URL())
 	}
 	scfg.Metrics = reg
-	if err := serve(ctx, log, cfg.natsURL, opts, scfg, !cfg.noSnapshots); err != nil {
+	if err := serve(ctx, log, msrv, cfg.natsURL, opts, scfg, !cfg.noSnapshots); err != nil {
 		return failed(exitError, err)
 	}
 	return exitOK
@@ -169,12 +169,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 // serve connects to NATS and runs the sandboxer until ctx ends; it serves
 // snapshot workspaces when snapshots is set.
-func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, cfg sandboxer.Config, snapshots bool) error {
+func serve(ctx context.Context, log *slog.Logger, msrv *metrics.Server, url string, opts streams.Options, cfg sandboxer.Config, snapshots bool) error {
 	nc, _, assets, err := streams.Connect(ctx, url, "harness-sandboxer", opts)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	msrv.SetReady(func() error { return streams.Ready(nc) })
 	cfg.Ops = assets.Ops
 	if snapshots {
 		cfg.Workspaces = assets.Workspaces

@@ -138,7 +138,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		log.Info("serving metrics", "url", msrv.URL())
 	}
 	wcfg := worker.Config{ID: cfg.id, Pools: cfg.pools, Concurrency: cfg.concurrency, Drain: cfg.drain, AckWait: cfg.ackWait, Primary: primary, Logger: log, Metrics: reg}
-	if err := serve(ctx, log, cfg.natsURL, opts, p, wcfg); err != nil {
+	if err := serve(ctx, log, msrv, cfg.natsURL, opts, p, wcfg); err != nil {
 		return failed(exitError, err)
 	}
 	return exitOK
@@ -158,12 +158,13 @@ func newProvider(replay string, getenv func(string) string) (worker.Provider, st
 }
 
 // serve connects to NATS and runs the worker until ctx ends.
-func serve(ctx context.Context, log *slog.Logger, url string, opts streams.Options, p worker.Provider, cfg worker.Config) error {
+func serve(ctx context.Context, log *slog.Logger, msrv *metrics.Server, url string, opts streams.Options, p worker.Provider, cfg worker.Config) error {
 	nc, _, assets, err := streams.Connect(ctx, url, "harness-worker", opts)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	msrv.SetReady(func() error { return streams.Ready(nc) })
 	// --bind-streams: Connect waited for the coordinators' streams, and
 	// the worker binds to them and to its pools' consumers the same way.
 	cfg.Streams, cfg.Bind, cfg.BindWait, cfg.Assets = opts.Streams, opts.Bind, opts.BindWait, assets

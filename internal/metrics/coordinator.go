@@ -50,6 +50,11 @@ type Coordinator struct {
 	ledgerDraws    *prometheus.CounterVec
 	ledgerRefusals *prometheus.CounterVec
 	rejected       *prometheus.CounterVec
+	active         prometheus.Gauge
+	takeovers      prometheus.Counter
+	retries        prometheus.Counter
+	tokens         *prometheus.CounterVec
+	cost           prometheus.Counter
 }
 
 // NewCoordinator returns a coordinator's metrics, registered on reg (nil:
@@ -71,7 +76,19 @@ func NewCoordinator(reg prometheus.Registerer) *Coordinator {
 			Name: "ledger_refusals_total", Help: "Draws the ledger refused, by the budget that had no room."}, []string{"budget"})),
 		rejected: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
 			Name: "contracts_rejected_total", Help: "Submitted contracts this coordinator refused, by the error's code."}, []string{"code"})),
+		active: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "runs_active", Help: "Runs this coordinator drives now (a paused run is driven by none)."})),
+		takeovers: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "takeovers_total", Help: "Runs this coordinator took over after their coordinator was gone."})),
+		retries: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "provider_retries_total", Help: "Provider calls made again after a retryable failure."})),
+		tokens: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "tokens_total", Help: "Tokens of the provider calls settled on the ledger, by kind."}, []string{"kind"})),
+		cost: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "cost_micros_total", Help: "Cost of the provider calls settled on the ledger, in micro-units."})),
 	}
+	m.tokens.WithLabelValues("input")
+	m.tokens.WithLabelValues("output")
 	for _, o := range outcomes {
 		m.runsFinished.WithLabelValues(o)
 	}
@@ -132,4 +149,38 @@ func (m *Coordinator) ContractRejected(code string) {
 		return
 	}
 	m.rejected.WithLabelValues(code).Inc()
+}
+
+// Driving counts a run this coordinator begins (+1) or ends (-1) driving.
+func (m *Coordinator) Driving(delta int) {
+	if m == nil {
+		return
+	}
+	m.active.Add(float64(delta))
+}
+
+// TakenOver counts a run taken over.
+func (m *Coordinator) TakenOver() {
+	if m == nil {
+		return
+	}
+	m.takeovers.Inc()
+}
+
+// Retried counts a provider call made again.
+func (m *Coordinator) Retried() {
+	if m == nil {
+		return
+	}
+	m.retries.Inc()
+}
+
+// Spent counts what a settled provider call used.
+func (m *Coordinator) Spent(input, output, costMicros int64) {
+	if m == nil {
+		return
+	}
+	m.tokens.WithLabelValues("input").Add(float64(max(input, 0)))
+	m.tokens.WithLabelValues("output").Add(float64(max(output, 0)))
+	m.cost.Add(float64(max(costMicros, 0)))
 }

@@ -21,6 +21,13 @@
 //	coordinator_step_duration_seconds                  from a step's start to its commit
 //	coordinator_ledger_draws_total{result}             ledger draws: reserved, settled, released, refused, failed
 //	coordinator_ledger_refusals_total{budget}          draws refused, by the budget that ran out
+//	coordinator_contracts_rejected_total{code}         submitted contracts refused, by error code
+//	coordinator_runs_active                            runs this coordinator drives now
+//	coordinator_takeovers_total                        runs taken over from a coordinator gone
+//	coordinator_provider_retries_total                 provider calls made again after a retryable failure
+//	coordinator_tokens_total{kind}                     tokens settled on the ledger: input, output
+//	coordinator_cost_micros_total                      cost settled, in micro-units
+//	build_info{version,revision,goversion}             1: which build the process runs
 //	worker_turns_total{result}                         step tasks served: ok, or the error code's name
 //	worker_provider_latency_seconds{provider}          one provider call, answered or not
 //	worker_provider_failures_total{provider,code}      provider calls that failed, by error code
@@ -40,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -54,6 +62,11 @@ const Other = "other"
 func NewProcessRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	v := version.Get()
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "The build of harness this process runs: 1, with its version, revision and Go version as labels."}, []string{"version", "revision", "goversion"})
+	info.WithLabelValues(v.Semver(), v.Revision, v.GoVersion).Set(1)
+	r.MustRegister(info)
 	return r
 }
 

@@ -6,17 +6,42 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Server serves /metrics over HTTP until Close.
+// Server serves /metrics, /healthz and /readyz over HTTP until Close.
+// /healthz answers 200 while the process serves at all; /readyz answers
+// 200 once the role is ready (SetReady; connected to NATS), else 503 with
+// why.
 type Server struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	srv   *http.Server
+	ln    net.Listener
+	done  chan struct{}
+	ready atomic.Pointer[func() error]
+}
+
+// SetReady sets what /readyz asks: nil from ready means ready. Until it is
+// set, the role is not ready. A nil *Server does nothing.
+func (s *Server) SetReady(ready func() error) {
+	if s != nil {
+		s.ready.Store(&ready)
+	}
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	err := errors.New("starting: not connected yet")
+	if f := s.ready.Load(); f != nil {
+		err = (*f)()
+	}
+	if err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
 }
 
 // Listen serves what g gathers on http://addr/metrics (port 0 picks a
@@ -28,8 +53,11 @@ func Listen(addr string, g prometheus.Gatherer) (*Server, error) {
 		return nil, fmt.Errorf("metrics listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
+	s := &Server{ln: ln, done: make(chan struct{})}
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, done: make(chan struct{})}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", s.readyz)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Serve(ln)

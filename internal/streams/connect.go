@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -181,4 +182,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Ready says whether a role's connection can serve: nil while it is
+// connected, else the connection's state, for /readyz.
+func Ready(nc *nats.Conn) error {
+	if nc.IsConnected() {
+		return nil
+	}
+	return fmt.Errorf("NATS connection %s", strings.ToLower(nc.Status().String()))
 }

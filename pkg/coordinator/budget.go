@@ -204,6 +204,9 @@ func (d *driver) settle(ctx context.Context, step int, key string, turn *protoco
 		return draw, false
 	}
 	d.c.metrics.LedgerDraw(metrics.DrawSettled)
+	if !st.Replayed {
+		d.c.metrics.Spent(st.Charged.InputTokens, st.Charged.OutputTokens, st.Charged.CostMicros)
+	}
 	draw.Spend = spendOf(st.Charged) // a replay's first charge, which is what the ledger holds
 	b := d.budgetsOf(st.Balance)
 	b.Drawn = &draw.Spend

@@ -228,7 +228,7 @@ func (c *Coordinator) watchCancelsOnce(ctx context.Context) error {
 
 // handleCancel cancels a run at a client's request.
 func (c *Coordinator) handleCancel(ctx context.Context, r micro.Request) {
-	reply := func(ans protocol.CancelReply) { _ = r.RespondJSON(ans) }
+	reply := func(ans protocol.CancelReply) { respondJSON(r, ans, ans.Error) }
 	run := strings.TrimPrefix(r.Subject(), wire.CancelPrefix)
 	var req protocol.CancelRequest
 	if len(bytes.TrimSpace(r.Data())) > 0 {

@@ -180,6 +180,9 @@ type Coordinator struct {
 	// stops ends the driver of each run driven here, with the cancel that
 	// stopped it as the cause.
 	stops map[string]context.CancelCauseFunc
+
+	ready     chan struct{} // closed once Run serves
+	readyOnce sync.Once
 }
 
 // New returns a coordinator over an established NATS connection. It
@@ -221,6 +224,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]bool),
 		stops:     make(map[string]context.CancelCauseFunc),
+		ready:     make(chan struct{}),
 	}, nil
 }
 
@@ -278,6 +282,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", wire.StreamSubmit, err)
 	}
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
+	c.readyOnce.Do(func() { close(c.ready) })
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -311,21 +316,22 @@ func (c *Coordinator) handleDecide(ctx context.Context, r micro.Request) {
 	}
 	id := strings.TrimPrefix(r.Subject(), wire.DecidePrefix)
 	if _, _, _, err := protocol.ParseApprovalID(id); err != nil {
-		_ = r.RespondJSON(answer{Error: protocol.AsError(err)})
+		respondJSON(r, answer{Error: protocol.AsError(err)}, protocol.AsError(err))
 		return
 	}
 	var d protocol.Decision
 	dec := json.NewDecoder(bytes.NewReader(r.Data()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		_ = r.RespondJSON(answer{Error: protocol.FieldError(protocol.CodeMalformed, "", `send a decision such as {"approve": true} or {"approve": false, "reason": "..."}`,
-			"the decision is not valid JSON: %s", err.Error())})
+		e := protocol.FieldError(protocol.CodeMalformed, "", `send a decision such as {"approve": true} or {"approve": false, "reason": "..."}`,
+			"the decision is not valid JSON: %s", err.Error())
+		respondJSON(r, answer{Error: e}, e)
 		return
 	}
 	d.By = decider(r.Headers(), d.By)
 	ap, err := c.approvals.Decide(ctx, id, &d)
 	if err != nil {
-		_ = r.RespondJSON(answer{Error: protocol.AsError(err)})
+		respondJSON(r, answer{Error: protocol.AsError(err)}, protocol.AsError(err))
 		return
 	}
 	c.log.Info("decision recorded", "approval", id, "approve", d.Approve, "by", d.By)
@@ -335,7 +341,7 @@ func (c *Coordinator) handleDecide(ctx context.Context, r micro.Request) {
 // handleResume carries a run on at a client's request: the package's
 // Resume for a cluster rather than for the process it runs in.
 func (c *Coordinator) handleResume(ctx context.Context, r micro.Request) {
-	reply := func(e *protocol.Error) { _ = r.RespondJSON(protocol.ResumeReply{Coordinator: c.cfg.ID, Error: e}) }
+	reply := func(e *protocol.Error) { respondJSON(r, protocol.ResumeReply{Coordinator: c.cfg.ID, Error: e}, e) }
 	run := strings.TrimPrefix(r.Subject(), wire.ResumePrefix)
 	if !protocol.ValidToken(run) {
 		reply(protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run))
@@ -363,7 +369,22 @@ func (c *Coordinator) handleResume(ctx context.Context, r micro.Request) {
 		ans.Since = since
 		c.log.Info("run resumed at a client's request", "run", run, "policy", req.Policy != nil)
 	}
-	_ = r.RespondJSON(ans)
+	respondJSON(r, ans, ans.Error)
+}
+
+// respondJSON answers a micro request with v; with e set, as a service
+// error (Nats-Service-Error headers, the same JSON as the body), so `nats
+// micro stats` counts it among the endpoint's errors.
+func respondJSON(r micro.Request, v any, e *protocol.Error) {
+	if e == nil {
+		_ = r.RespondJSON(v)
+		return
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	_ = r.Error(strconv.Itoa(int(e.Code)), e.Message, data)
 }
 
 // decider names who sent a decision over NATS: the user of the connection
@@ -698,7 +719,9 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 		c.mu.Lock()
 		c.stops[run] = stop
 		c.mu.Unlock()
+		c.metrics.Driving(1)
 		c.drive(rctx, dctx, run, recs, last)
+		c.metrics.Driving(-1)
 		c.mu.Lock()
 		delete(c.stops, run)
 		c.mu.Unlock()
@@ -765,7 +788,10 @@ func (c *Coordinator) takeOver(ctx context.Context) {
 			if c.driving(run) {
 				continue
 			}
-			if err := c.Resume(ctx, run); err != nil && !errors.Is(err, errHeld) && !errors.Is(err, errNoRoom) {
+			switch err := c.Resume(ctx, run); {
+			case err == nil:
+				c.metrics.TakenOver()
+			case !errors.Is(err, protocol.ErrFenced) && !errors.Is(err, errNoRoom):
 				c.log.Warn("take over run", "run", run, "err", err)
 			}
 		}
@@ -978,3 +1004,7 @@ func (c *Coordinator) emit(run string, step int, kind string, ev *protocol.Event
 		_ = c.nc.Publish(wire.TenantEvent(tenant, run, kind), data)
 	}
 }
+
+// Ready is closed once Run serves: its micro service answers and it takes
+// its work.
+func (c *Coordinator) Ready() <-chan struct{} { return c.ready }

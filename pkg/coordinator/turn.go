@@ -155,6 +155,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 		}
 		d.log.Info("retrying provider call", "step", step, "attempt", attempt, "wait", wait, "err", perr)
 		d.c.emit(s.run, step, protocol.EventRetry, &protocol.Event{Text: fmt.Sprintf("%s; retry %d in %s", perr.Name, retries, wait)})
+		d.c.metrics.Retried()
 		attempt++
 		return again(wait)
 	})

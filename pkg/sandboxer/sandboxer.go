@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -244,11 +245,13 @@ type Sandboxer struct {
 	admitted chan struct{}
 	slots    chan struct{}
 
-	inflight atomic.Int64
-	draining atomic.Bool // Run's context ended: nothing new, the operations in flight finish
-	wg       sync.WaitGroup
-	stopMu   sync.Mutex // guards stopping and every wg.Add
-	stopping bool
+	inflight  atomic.Int64
+	draining  atomic.Bool   // Run's context ended: nothing new, the operations in flight finish
+	ready     chan struct{} // closed once Run serves
+	readyOnce sync.Once
+	wg        sync.WaitGroup
+	stopMu    sync.Mutex // guards stopping and every wg.Add
+	stopping  bool
 
 	// snapMu serialises materialising and removing snapshot workspaces.
 	// It is taken before mu, never while mu is held.
@@ -277,6 +280,7 @@ func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
 		cfg:        cfg,
 		nc:         nc,
 		log:        cfg.Logger.With("sandboxer", cfg.ID),
+		ready:      make(chan struct{}),
 		admitted:   make(chan struct{}, cfg.MaxConcurrent+cfg.MaxQueued),
 		slots:      make(chan struct{}, cfg.MaxConcurrent),
 		workspaces: make(map[string]*workspace),
@@ -331,6 +335,7 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	s.reconcile(ctx)
 
 	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backends", s.backendNames())
+	s.readyOnce.Do(func() { close(s.ready) })
 	<-ctx.Done()
 	if err := svc.Stop(); err != nil {
 		s.log.Warn("stop micro service", "err", err)
@@ -493,7 +498,14 @@ func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
 		s.log.Error("encode reply", "err", err)
 		return
 	}
-	if err := r.Respond(data); err != nil {
+	// A failed operation is a service error, which `nats micro stats`
+	// counts; the body is the reply all the same.
+	if reply.Error != nil {
+		err = r.Error(strconv.Itoa(int(reply.Error.Code)), reply.Error.Message, data)
+	} else {
+		err = r.Respond(data)
+	}
+	if err != nil {
 		s.log.Debug("respond", "err", err)
 	}
 }
@@ -549,3 +561,7 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Ready is closed once Run serves: its micro service answers and it takes
+// its work.
+func (s *Sandboxer) Ready() <-chan struct{} { return s.ready }

@@ -147,10 +147,12 @@ type Worker struct {
 	log    *slog.Logger
 	m      *metrics.Worker
 
-	inflight atomic.Int64
-	draining atomic.Bool // Run's context ended: no task is taken, the calls in flight finish
-	served   atomic.Int64
-	failed   atomic.Int64
+	inflight  atomic.Int64
+	draining  atomic.Bool   // Run's context ended: no task is taken, the calls in flight finish
+	ready     chan struct{} // closed once Run serves
+	readyOnce sync.Once
+	served    atomic.Int64
+	failed    atomic.Int64
 	// notBefore is when the provider may be called again after it rate
 	// limited this worker (unix nanoseconds): the whole worker backs off,
 	// rather than every goroutine hammering it.
@@ -186,7 +188,7 @@ func New(nc *nats.Conn, p Provider, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, log: cfg.Logger.With("worker", cfg.ID)}
+	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, log: cfg.Logger.With("worker", cfg.ID), ready: make(chan struct{})}
 	w.m = metrics.NewWorker(cfg.Metrics, func() float64 { return float64(w.inflight.Load()) })
 	return w, nil
 }
@@ -262,6 +264,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	w.log.Info("worker started", "pools", w.cfg.Pools, "provider", w.p.Name())
+	w.readyOnce.Do(func() { close(w.ready) })
 	<-ctx.Done()
 	w.draining.Store(true)
 	consumers.Wait()
@@ -632,3 +635,7 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Ready is closed once Run serves: its micro service answers and it takes
+// its work.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
