@@ -100,7 +100,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	)
 	t.Cleanup(c.down)
 	c.Compose("up", "-d", "--scale", fmt.Sprintf("worker=%d", o.Workers))
-	c.WaitServices(map[string]int{"harness-coordinator": 2, "harness-sandboxer": 2, "harness-worker": o.Workers + 1})
+	c.WaitServices(map[string]int{"harness-coordinator": 2, "harness-sandboxer": 2, "harness-worker": o.Workers + 2}) // and worker-replay, worker-example
 	return c
 }
 
@@ -272,7 +272,7 @@ func (c *Cluster) removeLeftovers() (leaked bool) {
 }
 
 // roleServices are the compose services running harness's own binaries.
-var roleServices = []string{"coordinator-1", "coordinator-2", "worker", "worker-replay", "sandboxer-1", "sandboxer-2"}
+var roleServices = []string{"coordinator-1", "coordinator-2", "worker", "worker-replay", "worker-example", "sandboxer-1", "sandboxer-2"}
 
 // dumpGoroutines sends SIGQUIT to every harness role container still
 // running, so each writes the stacks of all its goroutines to its log

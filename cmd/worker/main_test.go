@@ -21,14 +21,14 @@ func TestParseConfig(t *testing.T) {
 		args []string
 		want config
 	}{
-		{"defaults", nil, nil, config{natsURL: "nats://127.0.0.1:4222"}},
-		{"an unreadable duration is the flag's default", map[string]string{"HARNESS_ACK_WAIT": "soon"}, nil, config{natsURL: "nats://127.0.0.1:4222"}},
+		{"defaults", nil, nil, config{natsURL: "nats://127.0.0.1:4222", drain: 30 * time.Second}},
+		{"an unreadable duration is the flag's default", map[string]string{"HARNESS_ACK_WAIT": "soon"}, nil, config{natsURL: "nats://127.0.0.1:4222", drain: 30 * time.Second}},
 		{"environment", env, nil, config{natsURL: "nats://env:4222", id: "w-env", replay: "env.cassette", turnDelay: 2 * time.Second,
-			ackWait: 30 * time.Second, metricsAddr: "127.0.0.1:9"}},
+			ackWait: 30 * time.Second, metricsAddr: "127.0.0.1:9", drain: 30 * time.Second}},
 		{"flags over environment", env, []string{"--nats", "nats://flag:4222", "--id", "w-flag", "--pool", "a", "--pool", "b",
 			"--concurrency", "3", "--replay", "flag.cassette", "--turn-delay", "1s", "--ack-wait", "9s", "--metrics", "127.0.0.1:10", "--version"},
 			config{natsURL: "nats://flag:4222", id: "w-flag", pools: listFlag{"a", "b"}, concurrency: 3, replay: "flag.cassette",
-				turnDelay: time.Second, ackWait: 9 * time.Second, metricsAddr: "127.0.0.1:10", version: true}},
+				turnDelay: time.Second, ackWait: 9 * time.Second, metricsAddr: "127.0.0.1:10", version: true, drain: 30 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,5 +43,24 @@ func TestParseConfig(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"worker", "--concurrency", "many"}, func(string) string { return "" }, &bytes.Buffer{}); err == nil {
 		t.Error("parseConfig(--concurrency many) = nil error, want one")
+	}
+}
+
+// TestProviderFallback: with no key and no cassette the worker answers
+// from $HARNESS_REPLAY_FALLBACK (compose ships the example's); a key wins
+// over it; without either there is no provider.
+func TestProviderFallback(t *testing.T) {
+	cassette := "../../examples/fix-a-test/cassette.json"
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	p, _, err := newProvider("", env(map[string]string{"HARNESS_REPLAY_FALLBACK": cassette}))
+	if err != nil || p.Name() != "replay" {
+		t.Fatalf("no key, a fallback: %v, %v; want the replay", p, err)
+	}
+	p, _, err = newProvider("", env(map[string]string{"HARNESS_REPLAY_FALLBACK": cassette, "OPENAI_API_KEY": "sk-test"}))
+	if err != nil || p.Name() == "replay" {
+		t.Fatalf("a key and a fallback: %v, %v; want the key's provider", p, err)
+	}
+	if _, _, err := newProvider("", env(nil)); err == nil {
+		t.Fatal("no key and no fallback gave a provider")
 	}
 }
