@@ -13,10 +13,10 @@ test:
 # named points under 50 overlapping runs, four loops at once, counts
 # printed. HARNESS_FAULT_SEED=N make faults replays a seed's plan.
 faults:
-	$(GO) test -count=1 -run '^TestFaults$$' -parallel 4 -timeout 12m -v .
+	$(GO) test -count=1 -run '^TestFaults$$' -parallel 4 -timeout 12m -v ./tests/faults
 
 # Resume against a bare ordered consumer, and the rebuild alone
 # (docs/benchmarks.md).
 bench-resume:
-	$(GO) test -run '^$$' -bench 'BenchmarkResume' -benchtime 10x .
+	$(GO) test -run '^$$' -bench 'BenchmarkResume' -benchtime 10x ./pkg/coordinator
 	$(GO) test -run '^$$' -bench 'BenchmarkRebuild' -benchtime 20x ./pkg/coordinator

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandbox"
@@ -272,7 +273,7 @@ func TestLinksAreJudgedByTheirTargets(t *testing.T) {
 			// The check asks whether .env holds its key, through a name the
 			// policy lets be read: an oracle on the secret if it answered.
 			raw := linkContract(t, ws, be.name, map[string]any{"file_contains": map[string]string{"path": "notes.txt", "needle": "API_KEY=" + linkSecrets[0][:6]}})
-			res, err := runJSON(t.Context(), cl, raw, "links-"+be.name)
+			res, err := clustertest.RunJSON(t.Context(), cl, raw, "links-"+be.name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,10 +359,10 @@ func TestApprovalCoversOnlyTheNamedPath(t *testing.T) {
 				run := "approve-" + be.name + "-" + tt.name
 				raw := linkContract(t, ws, be.name, map[string]any{"none": map[string]any{}},
 					map[string]string{"act": "write", "effect": "ask", "pattern": "alias.go"}, map[string]string{"act": "write", "effect": "ask", "pattern": "draft.go"})
-				if _, err := submitJSON(t.Context(), cl, raw, run); err != nil {
+				if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, run); err != nil {
 					t.Fatal(err)
 				}
-				waitPaused(t, cl.Client, run)
+				clustertest.WaitPaused(t, cl.Client, run)
 				aps, err := cl.Approvals(t.Context())
 				if err != nil || len(aps) != 1 || aps[0].Pending == nil || aps[0].Pending.Target != tt.shown {
 					t.Fatalf("approvals = %+v, %v; want one, for %s", aps, err, tt.shown)
@@ -370,7 +371,7 @@ func TestApprovalCoversOnlyTheNamedPath(t *testing.T) {
 				if _, err := cl.Decide(t.Context(), aps[0].ID, &d); err != nil {
 					t.Fatal(err)
 				}
-				st := waitSettled(t, cl.Client, run)
+				st := clustertest.WaitSettled(t, cl.Client, run)
 				if st.Outcome != protocol.OutcomeFinished {
 					t.Errorf("run = %s (%s), want finished", st.Outcome, st.Reason)
 				}
@@ -425,7 +426,7 @@ func TestSpawnVerifyFileThroughALink(t *testing.T) {
 			c["budget"] = map[string]any{"max_steps": 3, "tree": map[string]any{"max_agents": 2, "max_steps": 20}}
 			raw, _ := json.Marshal(c)
 			run := "spawn-" + be.name
-			res, err := runJSON(t.Context(), cl, raw, run)
+			res, err := clustertest.RunJSON(t.Context(), cl, raw, run)
 			if err != nil {
 				t.Fatal(err)
 			}

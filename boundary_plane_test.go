@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,32 +14,12 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/backends"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandbox/floor"
 )
-
-// withServerCredentials returns the NATS URL of the harness process
-// serving data with the operator's credentials from its server.json in
-// it, for clients that know only a URL.
-func withServerCredentials(t *testing.T, rawURL, data string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(data, "server.json"))
-	if err != nil {
-		t.Fatalf("server.json: %v", err)
-	}
-	var sf struct{ User, Password string }
-	if err := json.Unmarshal(b, &sf); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(sf.User, sf.Password)
-	return u.String()
-}
 
 // TestEmbeddedClusterAuthenticatesEveryConnection: the embedded cluster's
 // listener and its unix socket take only the operator's credentials, made
@@ -175,7 +152,7 @@ func TestFloorIsTheOperatorsToAllow(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			res, err := runJSON(t.Context(), cl, floorContract(t, ws, tt.backend, strictDefaults), "r")
+			res, err := clustertest.RunJSON(t.Context(), cl, floorContract(t, ws, tt.backend, strictDefaults), "r")
 			if tt.want != "" {
 				if err == nil && res.Outcome == protocol.OutcomeSuccess {
 					t.Fatalf("the run succeeded on the floor without the operator's allowance")
@@ -249,7 +226,7 @@ func TestBlanketAllowIsTheOperatorsToAllow(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			res, err := runJSON(t.Context(), cl, floorContract(t, ws, "auto", tt.defaults), "r")
+			res, err := clustertest.RunJSON(t.Context(), cl, floorContract(t, ws, "auto", tt.defaults), "r")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +269,7 @@ func TestSandboxedCommandCannotReachTheControlPlane(t *testing.T) {
 			map[string]string{"act": "exec", "effect": "allow", "pattern": "bash*"}}}}, "defaults": strictDefaults},
 		"sandbox": map[string]any{"backend": "native", "network": true},
 	})
-	if _, err := runJSON(t.Context(), cl, c, "attack"); err != nil {
+	if _, err := clustertest.RunJSON(t.Context(), cl, c, "attack"); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := cl.Run("attack").Trace(t.Context())
@@ -325,85 +302,3 @@ func TestSandboxedCommandCannotReachTheControlPlane(t *testing.T) {
 type lateProvider struct{ *provider.Scripted }
 
 func (p *lateProvider) Name() string { return "scripted" }
-
-// TestProviderKeyNeverReachesAFloorCommand is the fifth attack of issue
-// 12 through a real `harness run` process: with the floor allowed, a
-// command reads its parent's /proc/PID/environ, where the provider key
-// was. The harness process scrubbed it at start: the command, and so the
-// trace, see the variable's name and never its value.
-func TestProviderKeyNeverReachesAFloorCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts the harness binary; run without -short")
-	}
-	bin := buildRoles(t)
-	const secret = "sk-test-do-not-leak-0123456789"
-	contract := func(root string) []byte {
-		b, _ := json.Marshal(map[string]any{
-			"schema": protocol.ContractSchema, "task": "say done", "workspace": map[string]string{"root": root},
-			"verification": map[string]any{"command": map[string]any{"argv": []string{"sh", "-c", `tr '\000' '\n' < /proc/$PPID/environ | grep API_KEY`}}},
-			"policy": map[string]any{"layers": []any{map[string]any{"name": "t", "rules": []any{
-				map[string]string{"act": "exec", "effect": "allow", "pattern": "sh"},
-				map[string]string{"act": "exec", "effect": "allow", "pattern": "sh -c*"}}}}, "defaults": strictDefaults},
-			"sandbox": map[string]any{"backend": "floor"},
-		})
-		return b
-	}
-	// A cassette of the one turn, recorded on this contract.
-	rec := provider.NewRecord(provider.NewScripted(&protocol.Turn{Text: "Done."}))
-	var c protocol.Contract
-	if err := json.Unmarshal(contract(t.TempDir()), &c); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := harness.Run(t.Context(), &c, harness.WithProvider(rec), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir())); err != nil {
-		t.Fatal(err)
-	}
-	cassette := filepath.Join(t.TempDir(), "done.cassette.json")
-	if err := rec.Save(cassette); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "contract.json")
-	if err := os.WriteFile(path, contract(ws), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	cmd := exec.Command(filepath.Join(bin, "harness"), "run", "--allow-floor", "--data", data, "--replay", cassette, "--id", "leak", path)
-	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+secret)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("harness run: %v\n%s", err, out)
-	}
-	recs := readTrace(t, data, "leak")
-	checked := false
-	for _, r := range recs {
-		if r.Check != nil && r.Check.Exec != nil {
-			checked = true
-			if !strings.Contains(r.Check.Output, "OPENAI_API_KEY=") {
-				t.Errorf("the command did not read its parent's environment: %q", r.Check.Output)
-			}
-		}
-	}
-	if !checked {
-		t.Fatal("the verification never ran")
-	}
-	b, _ := json.Marshal(recs)
-	if strings.Contains(string(b)+string(out), secret) {
-		t.Errorf("the provider key reached the trace or the output")
-	}
-	err = filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), secret) {
-			t.Errorf("the provider key is in %s", p)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}

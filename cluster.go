@@ -108,12 +108,14 @@ func DefaultDataDir() string {
 // processes.
 type Cluster struct {
 	*Client
-	srv    *server.Server
-	creds  credentials
-	sock   *socketProxy // nil without Config.Socket
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	conns  []*nats.Conn
+	srv      *server.Server
+	creds    credentials
+	sock     *socketProxy // nil without Config.Socket
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	coCancel context.CancelFunc
+	coWG     sync.WaitGroup
+	conns    []*nats.Conn
 
 	lock    *dirLock // the data directory's, until Close
 	regs    registries
@@ -209,11 +211,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		Ready() <-chan struct{}
 	}{sb, wk, co}
 	ended := make([]chan error, len(roles))
+	cctx, ccancel := context.WithCancel(rctx)
+	c.coCancel = ccancel
 	for i, role := range roles {
 		ended[i] = make(chan error, 1)
-		c.wg.Add(1)
+		wg, rctx := &c.wg, rctx
+		if _, ok := role.(*coordinator.Coordinator); ok {
+			wg, rctx = &c.coWG, cctx
+		}
+		wg.Add(1)
 		go func() {
-			defer c.wg.Done()
+			defer wg.Done()
 			err := role.Run(rctx)
 			ended[i] <- err
 			// An error after Close began is the role being stopped.
@@ -394,6 +402,10 @@ func (c *Cluster) Server() *server.Server { return c.srv }
 // returns the roles' errors, if any.
 func (c *Cluster) Close() error {
 	c.once.Do(func() {
+		if c.coCancel != nil {
+			c.coCancel()
+			c.coWG.Wait()
+		}
 		if c.cancel != nil {
 			c.cancel()
 		}

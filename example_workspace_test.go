@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/snapshot"
@@ -46,7 +47,7 @@ func ExampleClient_UploadWorkspace() {
 		Policy: &protocol.Policy{Layers: []protocol.Layer{{Name: "example", Rules: []protocol.Rule{
 			{Act: "write", Effect: "allow", Pattern: "greeting.txt"}}}}},
 	})
-	res, err := runJSON(ctx, cl, contract, "")
+	res, err := clustertest.RunJSON(ctx, cl, contract, "")
 	if err != nil {
 		fmt.Println(err)
 		return

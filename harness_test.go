@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,54 +15,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
 
 var update = flag.Bool("update", false, "rewrite the example's cassette from the scripted agent")
-
-// exampleTurns is the scripted agent the shipped cassette was recorded
-// from: look, read, fix.
-func exampleTurns() []*protocol.Turn {
-	return []*protocol.Turn{
-		{Text: "Let me see which Go files the module has.", Usage: protocol.Usage{InputTokens: 412, OutputTokens: 24},
-			ToolCalls: []protocol.ToolCall{{ID: "call_find", Name: "find", Arguments: json.RawMessage(`{"name_glob":"*.go"}`)}}},
-		{Text: "Reading the code and its test.", Usage: protocol.Usage{InputTokens: 498, OutputTokens: 41},
-			ToolCalls: []protocol.ToolCall{
-				{ID: "call_read_code", Name: "read_file", Arguments: json.RawMessage(`{"path":"calc.go"}`)},
-				{ID: "call_read_test", Name: "read_file", Arguments: json.RawMessage(`{"path":"calc_test.go"}`)},
-			}},
-		{Text: "Add subtracts instead of adding. Fixing the code, not the test.", Usage: protocol.Usage{InputTokens: 702, OutputTokens: 52},
-			ToolCalls: []protocol.ToolCall{{ID: "call_fix", Name: "edit_file",
-				Arguments: json.RawMessage(`{"path":"calc.go","search":"return a - b","replace":"return a + b"}`)}}},
-	}
-}
-
-// exampleContract loads the example's contract with its workspace copied
-// to a fresh directory.
-func exampleContract(t *testing.T) *protocol.Contract {
-	t.Helper()
-	raw, err := os.ReadFile("examples/fix-a-test/contract.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := protocol.DecodeContract(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Workspace.Root = copyDir(t, "examples/fix-a-test/workspace")
-	return c
-}
-
-func copyDir(t *testing.T, src string) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "ws")
-	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
 
 // recorder collects events for assertions.
 type recorder struct {
@@ -86,8 +46,8 @@ func (r *recorder) kinds() []string {
 }
 
 func TestExampleCassette(t *testing.T) {
-	c := exampleContract(t)
-	rec := provider.NewRecord(provider.NewScripted(exampleTurns()...))
+	c := clustertest.ExampleContract(t)
+	rec := provider.NewRecord(provider.NewScripted(clustertest.ExampleTurns()...))
 	recData := t.TempDir()
 	res, err := harness.Run(t.Context(), c, harness.WithProvider(rec), harness.WithAllowFloor(), harness.WithDataDir(recData), harness.WithRunID("recorded"))
 	if err != nil {
@@ -96,7 +56,7 @@ func TestExampleCassette(t *testing.T) {
 	if res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("scripted example: outcome %s (%s), want success", res.Outcome, res.Reason)
 	}
-	path := "examples/fix-a-test/cassette.json"
+	path := clustertest.ExampleCassette()
 	if *update {
 		if err := rec.Save(path); err != nil {
 			t.Fatal(err)
@@ -125,10 +85,10 @@ func TestExampleCassette(t *testing.T) {
 		t.Fatal(err)
 	}
 	playData := t.TempDir()
-	if _, err := harness.Run(t.Context(), exampleContract(t), harness.WithProvider(replay), harness.WithAllowFloor(), harness.WithDataDir(playData), harness.WithRunID("replayed")); err != nil {
+	if _, err := harness.Run(t.Context(), clustertest.ExampleContract(t), harness.WithProvider(replay), harness.WithAllowFloor(), harness.WithDataDir(playData), harness.WithRunID("replayed")); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(canonical(readTrace(t, recData, "recorded")), canonical(readTrace(t, playData, "replayed"))); diff != "" {
+	if diff := cmp.Diff(clustertest.Canonical(clustertest.ReadTrace(t, recData, "recorded")), clustertest.Canonical(clustertest.ReadTrace(t, playData, "replayed"))); diff != "" {
 		t.Errorf("the replayed run's trace differs from the recorded run's (-recorded +replayed):\n%s", diff)
 	}
 }
@@ -136,11 +96,8 @@ func TestExampleCassette(t *testing.T) {
 // TestExampleRunsToSuccess is the README's first command, in process: the
 // shipped cassette fixes the example and go test verifies it.
 func TestExampleRunsToSuccess(t *testing.T) {
-	c := exampleContract(t)
-	replay, err := provider.LoadReplay("examples/fix-a-test/cassette.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clustertest.ExampleContract(t)
+	replay := clustertest.ExampleReplay(t)
 	var ev recorder
 	data := t.TempDir()
 	res, err := harness.Run(t.Context(), c, harness.WithProvider(replay), harness.WithAllowFloor(), harness.WithDataDir(data),
@@ -155,9 +112,9 @@ func TestExampleRunsToSuccess(t *testing.T) {
 	if err != nil || !strings.Contains(string(code), "return a + b") {
 		t.Fatalf("calc.go after the run = %q, %v; want the fix", code, err)
 	}
-	recs := readTrace(t, data, "example-1")
+	recs := clustertest.ReadTrace(t, data, "example-1")
 	wantKinds := []string{"started", "step", "step", "step", "finished"}
-	if got := recordKinds(recs); !cmp.Equal(got, wantKinds) {
+	if got := clustertest.RecordKinds(recs); !cmp.Equal(got, wantKinds) {
 		t.Fatalf("trace kinds = %v, want %v", got, wantKinds)
 	}
 	// Step by step: what was called, what was seen, what the gate said.
@@ -178,16 +135,16 @@ func TestExampleRunsToSuccess(t *testing.T) {
 		t.Errorf("changed flags = %v %v %v, want only step 3", s1.Changed, s2.Changed, s3.Changed)
 	}
 	var tokens int64
-	for _, turn := range exampleTurns() {
+	for _, turn := range clustertest.ExampleTurns() {
 		tokens += turn.Usage.Total()
 	}
 	if s3.Tokens != tokens || res.Tokens != tokens {
 		t.Errorf("tokens = %d (trace) %d (result), want %d", s3.Tokens, res.Tokens, tokens)
 	}
-	checkTrace(t, recs, res)
+	clustertest.CheckTrace(t, recs, res)
 	kinds := ev.kinds()
 	for _, want := range []string{"1:token", "1:tool_call", "1:verdict", "1:observation", "1:check", "1:step", "3:verdict", "3:check", "3:step"} {
-		if !contains(kinds, want) {
+		if !slices.Contains(kinds, want) {
 			t.Errorf("events %v lack %s", kinds, want)
 		}
 	}
@@ -284,7 +241,7 @@ func TestStopConditions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := exampleContract(t)
+			c := clustertest.ExampleContract(t)
 			if tt.edit != nil {
 				tt.edit(c)
 			}
@@ -303,7 +260,7 @@ func TestStopConditions(t *testing.T) {
 			if tt.wantSteps != 0 && res.Steps != tt.wantSteps {
 				t.Errorf("steps = %d, want %d", res.Steps, tt.wantSteps)
 			}
-			checkTrace(t, readTrace(t, data, "stop"), res)
+			clustertest.CheckTrace(t, clustertest.ReadTrace(t, data, "stop"), res)
 		})
 	}
 }
@@ -311,7 +268,7 @@ func TestStopConditions(t *testing.T) {
 // TestTranscriptIsMultiTurn checks the model sees its own earlier turns and
 // the tool results matched to them, not one rebuilt user string.
 func TestTranscriptIsMultiTurn(t *testing.T) {
-	c := exampleContract(t)
+	c := clustertest.ExampleContract(t)
 	c.Verification = protocol.Verification{None: &struct{}{}}
 	var second *protocol.CompletionRequest
 	p := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
@@ -343,86 +300,13 @@ func TestTranscriptIsMultiTurn(t *testing.T) {
 	}
 }
 
-// checkTrace checks a finished run's trace record by record: it starts,
-// has one record per committed step numbered from 1 with a running token
-// total, and ends with the outcome the result reports.
-func checkTrace(t *testing.T, recs []protocol.Record, res *protocol.Result) {
-	t.Helper()
-	if len(recs) != res.Steps+2 {
-		t.Fatalf("trace has %d records for %d steps, want %d: %v", len(recs), res.Steps, res.Steps+2, recordKinds(recs))
-	}
-	if recs[0].Kind != protocol.RecordStarted || recs[0].Contract == nil {
-		t.Errorf("record 0 = %s, want started with the contract", recs[0].Kind)
-	}
-	var tokens int64
-	for i, r := range recs[1 : len(recs)-1] {
-		if r.Kind != protocol.RecordStep || r.Step != i+1 || r.Turn == nil {
-			t.Errorf("record %d = %s step %d, want step %d with its turn", i+1, r.Kind, r.Step, i+1)
-			continue
-		}
-		tokens += r.Turn.Usage.Total()
-		if r.Tokens != tokens {
-			t.Errorf("step %d tokens = %d, want the running total %d", r.Step, r.Tokens, tokens)
-		}
-		if len(r.Observations) != len(r.Turn.ToolCalls) {
-			t.Errorf("step %d has %d observations for %d calls", r.Step, len(r.Observations), len(r.Turn.ToolCalls))
-		}
-		for j, o := range r.Observations {
-			if o.CallID != r.Turn.ToolCalls[j].ID {
-				t.Errorf("step %d observation %d answers %q, want %q", r.Step, j, o.CallID, r.Turn.ToolCalls[j].ID)
-			}
-		}
-	}
-	last := recs[len(recs)-1]
-	if last.Kind != protocol.RecordFinished || last.Outcome != res.Outcome || last.Step != res.Steps || last.Tokens != res.Tokens {
-		t.Errorf("last record = %s %s at %d with %d tokens, want finished %s at %d with %d", last.Kind, last.Outcome, last.Step, last.Tokens,
-			res.Outcome, res.Steps, res.Tokens)
-	}
-}
-
-func readTrace(t *testing.T, data, run string) []protocol.Record {
-	t.Helper()
-	c, err := harness.Open(t.Context(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	recs, err := c.Run(run).Trace(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
-}
-
-func recordKinds(recs []protocol.Record) []string {
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.Kind)
-	}
-	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
-
-// endpointed is a scripted provider that says which host it dials.
-type endpointed struct{ *provider.Scripted }
-
-func (endpointed) Endpoints() []string { return []string{"api.example.com:443"} }
-
 // TestProviderEgressIsChecked ends a run refused, before any provider call,
 // when its policy denies the provider's host; the host's own allow does
 // not outrank the deny.
 func TestProviderEgressIsChecked(t *testing.T) {
-	c := exampleContract(t)
+	c := clustertest.ExampleContract(t)
 	c.Policy.Layers = append(c.Policy.Layers, protocol.Layer{Name: "egress", Rules: []protocol.Rule{{Act: "net", Effect: "deny", Pattern: "*.example.com"}}})
-	p := endpointed{provider.NewScripted(exampleTurns()...)}
+	p := clustertest.Endpointed{Scripted: provider.NewScripted(clustertest.ExampleTurns()...)}
 	res, err := harness.Run(t.Context(), c, harness.WithProvider(p), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
@@ -432,8 +316,8 @@ func TestProviderEgressIsChecked(t *testing.T) {
 	}
 	// Without the deny the provider's host is allowed, although net
 	// defaults to deny.
-	c2 := exampleContract(t)
-	p2 := endpointed{provider.NewScripted(exampleTurns()...)}
+	c2 := clustertest.ExampleContract(t)
+	p2 := clustertest.Endpointed{Scripted: provider.NewScripted(clustertest.ExampleTurns()...)}
 	if res, err := harness.Run(t.Context(), c2, harness.WithProvider(p2), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir())); err != nil || res.Outcome != protocol.OutcomeSuccess {
 		t.Errorf("run without the deny = %+v, %v; want success", res, err)
 	}
@@ -442,11 +326,8 @@ func TestProviderEgressIsChecked(t *testing.T) {
 // TestCostIsRecordedPerCall prices each provider call from the price table
 // and records it in the trace, with the running total in the run index.
 func TestCostIsRecordedPerCall(t *testing.T) {
-	c := exampleContract(t)
-	replay, err := provider.LoadReplay("examples/fix-a-test/cassette.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := clustertest.ExampleContract(t)
+	replay := clustertest.ExampleReplay(t)
 	ws := c.Workspace.Root
 	raw, err := json.Marshal(c)
 	if err != nil {
@@ -458,7 +339,7 @@ func TestCostIsRecordedPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	res, err := runJSON(t.Context(), cl, raw, "priced")
+	res, err := clustertest.RunJSON(t.Context(), cl, raw, "priced")
 	if err != nil || res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("run = %+v, %v", res, err)
 	}

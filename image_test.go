@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/tools"
@@ -30,7 +31,7 @@ func imageRun(t *testing.T, p worker.Provider) (*harness.Cluster, string, *proto
 	t.Cleanup(func() { cl.Close() })
 	raw, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "describe shot.png", Workspace: protocol.Workspace{Root: ws},
 		Verification: protocol.Verification{None: &struct{}{}}})
-	res, err := runJSON(t.Context(), cl, raw, "img")
+	res, err := clustertest.RunJSON(t.Context(), cl, raw, "img")
 	if err != nil {
 		t.Fatal(err)
 	}

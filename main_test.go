@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
-	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandbox/native"
 )
 
@@ -32,18 +30,15 @@ func TestExampleInTheNativeSandbox(t *testing.T) {
 		}
 		t.Skipf("no native sandbox here (HARNESS_REQUIRE_NATIVE=1 makes this a failure): %v", err)
 	}
-	c := exampleContract(t)
+	c := clustertest.ExampleContract(t)
 	c.Sandbox.Backend = "native"
-	replay, err := provider.LoadReplay("examples/fix-a-test/cassette.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	replay := clustertest.ExampleReplay(t)
 	data := t.TempDir()
 	res, err := harness.Run(t.Context(), c, harness.WithProvider(replay), harness.WithDataDir(data), harness.WithBackends(bs...), harness.WithRunID("native"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := readTrace(t, data, "native")
+	recs := clustertest.ReadTrace(t, data, "native")
 	if res.Outcome != protocol.OutcomeSuccess {
 		for _, r := range recs {
 			if r.Check != nil {
@@ -55,12 +50,4 @@ func TestExampleInTheNativeSandbox(t *testing.T) {
 	if chk := recs[3].Check; chk == nil || chk.Exec == nil || chk.Exec.Backend != "native" {
 		t.Errorf("the passing check ran on %+v, want the native backend", chk)
 	}
-}
-
-func runJSON(ctx context.Context, s clustertest.Submitter, raw []byte, id string) (*protocol.Result, error) {
-	return clustertest.RunJSON(ctx, s, raw, id)
-}
-
-func submitJSON(ctx context.Context, s clustertest.Submitter, raw []byte, id string) (string, error) {
-	return clustertest.SubmitJSON(ctx, s, raw, id)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/snapshot"
@@ -93,7 +94,7 @@ func TestMetricsMoveWithARun(t *testing.T) {
 		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}},
 		Sandbox:      protocol.SandboxSpec{Backend: "floor", Limits: protocol.Limits{WallSecs: 1}}}
 	data, _ := json.Marshal(c)
-	res, err := runJSON(ctx, cl, data, "")
+	res, err := clustertest.RunJSON(ctx, cl, data, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -17,13 +18,13 @@ import (
 // on its edit of calc.go, and returns the data directory and workspace.
 func pausedRun(t *testing.T, run string) (data, ws string) {
 	t.Helper()
-	ws = copyDir(t, "examples/fix-a-test/workspace")
-	c, err := protocol.DecodeContract(askContract(t, ws))
+	ws = clustertest.ExampleWorkspace(t)
+	c, err := protocol.DecodeContract(clustertest.AskContract(t, ws))
 	if err != nil {
 		t.Fatal(err)
 	}
 	data = t.TempDir()
-	res, err := harness.Run(t.Context(), c, harness.WithProvider(askingAgent(false)), harness.WithAllowFloor(), harness.WithDataDir(data), harness.WithRunID(run))
+	res, err := harness.Run(t.Context(), c, harness.WithProvider(clustertest.AskingAgent(false)), harness.WithAllowFloor(), harness.WithDataDir(data), harness.WithRunID(run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,9 +85,9 @@ func TestResumeWithDecision(t *testing.T) {
 			if err != nil || strings.Count(string(code), tt.code) != 1 || strings.Count(string(code), "\treturn ") != 1 {
 				t.Errorf("calc.go = %q, want %q once", code, tt.code)
 			}
-			recs := readTrace(t, data, run)
+			recs := clustertest.ReadTrace(t, data, run)
 			if n := countKind(recs, protocol.RecordDecision); n != tt.decisions {
-				t.Errorf("trace has %d decision records, want %d: %v", n, tt.decisions, recordKinds(recs))
+				t.Errorf("trace has %d decision records, want %d: %v", n, tt.decisions, clustertest.RecordKinds(recs))
 			}
 		})
 	}
@@ -153,7 +154,7 @@ func TestResumeFromStoredPolicy(t *testing.T) {
 	if code, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !strings.Contains(string(code), "return a - b") {
 		t.Errorf("calc.go changed: %q", code)
 	}
-	if n := countKind(readTrace(t, data, run), protocol.RecordPolicy); n != 1 {
+	if n := countKind(clustertest.ReadTrace(t, data, run), protocol.RecordPolicy); n != 1 {
 		t.Errorf("trace has %d policy records, want the one Resume recorded", n)
 	}
 }

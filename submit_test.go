@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -21,7 +22,7 @@ func natsInProcess(srv *server.Server) nats.Option { return nats.InProcessServer
 // the way `nats pub` does, and checks each is answered with its coded error
 // while the coordinator keeps serving: a good contract after them runs.
 func TestBadContractsOnSubmit(t *testing.T) {
-	ws := copyDir(t, "examples/fix-a-test/workspace")
+	ws := clustertest.ExampleWorkspace(t)
 	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Listen: "127.0.0.1:0", Roots: []string{ws},
 		Provider: provider.NewScripted(&protocol.Turn{Text: "nothing to do"})})
 	if err != nil {
@@ -81,7 +82,7 @@ func TestBadContractsOnSubmit(t *testing.T) {
 				if tt.want == protocol.ErrTooLarge {
 					// A payload over the stream's limit never reaches a
 					// coordinator; the client API refuses it instead.
-					_, err := submitJSON(t.Context(), cl, []byte(tt.body), "")
+					_, err := clustertest.SubmitJSON(t.Context(), cl, []byte(tt.body), "")
 					if !errors.Is(err, protocol.ErrTooLarge) {
 						t.Fatalf("Submit(oversize) = %v, want %v", err, tt.want)
 					}
@@ -105,7 +106,7 @@ func TestBadContractsOnSubmit(t *testing.T) {
 		})
 	}
 	// The coordinator is still serving.
-	res, err := runJSON(t.Context(), cl, []byte(good), "after-bad-input")
+	res, err := clustertest.RunJSON(t.Context(), cl, []byte(good), "after-bad-input")
 	if err != nil {
 		t.Fatal(err)
 	}

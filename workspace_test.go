@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -33,9 +36,9 @@ import (
 func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := exampleContract(t)
+	c := clustertest.ExampleContract(t)
 	src := c.Workspace.Root
-	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: t.TempDir(), Provider: provider.NewScripted(exampleTurns()...)})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: t.TempDir(), Provider: provider.NewScripted(clustertest.ExampleTurns()...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,7 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := runJSON(ctx, cl, data, "")
+	res, err := clustertest.RunJSON(ctx, cl, data, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,15 +107,15 @@ func TestSnapshotWorkspaceComesBackAsAPatch(t *testing.T) {
 func TestPatchOfARootWorkspace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := exampleContract(t)
+	c := clustertest.ExampleContract(t)
 	c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "calc.go", Needle: "return a + b"}}
-	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: t.TempDir(), Provider: provider.NewScripted(exampleTurns()...), Roots: []string{c.Workspace.Root}})
+	cl, err := harness.Start(ctx, harness.Config{AllowFloor: true, DataDir: t.TempDir(), Provider: provider.NewScripted(clustertest.ExampleTurns()...), Roots: []string{c.Workspace.Root}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	data, _ := json.Marshal(c)
-	res, err := runJSON(ctx, cl, data, "")
+	res, err := clustertest.RunJSON(ctx, cl, data, "")
 	if err != nil || res.Patch != nil {
 		t.Fatalf("RunContract = %+v, %v; a root workspace has no patch", res, err)
 	}
@@ -191,7 +194,7 @@ func TestSnapshotOpenGoesToItsHolder(t *testing.T) {
 			Verification: protocol.Verification{None: &struct{}{}},
 			Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}}
 		data, _ := json.Marshal(c)
-		res, err := runJSON(ctx, cl, data, run)
+		res, err := clustertest.RunJSON(ctx, cl, data, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +243,7 @@ func TestHostileSnapshotFailsTheRun(t *testing.T) {
 	}
 	c, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "t", Workspace: protocol.Workspace{Snapshot: ref},
 		Verification: protocol.Verification{None: &struct{}{}}})
-	res, err := runJSON(ctx, cl, c, "")
+	res, err := clustertest.RunJSON(ctx, cl, c, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,14 +284,14 @@ func TestSnapshotRunResumes(t *testing.T) {
 	c, _ := json.Marshal(&protocol.Contract{Schema: protocol.ContractSchema, Task: "write two files", Workspace: protocol.Workspace{Snapshot: ref},
 		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: 5},
 		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}})
-	run, err := submitJSON(ctx, a, c, "resumable")
+	run, err := clustertest.SubmitJSON(ctx, a, c, "resumable")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() error {
+	testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		st, err := a.Run(run).Status(ctx)
 		if err != nil || st.Step < 1 {
-			return errorf("not at step 1 yet: %+v %v", st, err)
+			return fmt.Errorf("not at step 1 yet: %+v %v", st, err)
 		}
 		return nil
 	})

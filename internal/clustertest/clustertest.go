@@ -1,7 +1,14 @@
 // Package clustertest is what the tests of more than one package share
 // to run harness in a test: an embedded cluster composed as harness.Start
-// composes it, the repository's files, and contracts written as JSON. It
-// is imported only by tests.
+// composes it (Start), the repository's files wherever the test runs
+// (Repo, CopyDir), contracts written as JSON (SubmitJSON, RunJSON), the
+// README's example and its scripted agent (ExampleContract, ExampleTurns,
+// ExampleReplay), a run that asks a person (AskContract, AskingAgent) and
+// waits for a run's state (WaitPaused, WaitSettled, WaitStep), checks of a
+// finished run's trace and what the budget ledger charged for it
+// (CheckTrace, Canonical, CheckCharged), and the role binaries built from
+// the module (BuildRoles). It is imported only by tests and the packages
+// under tests/.
 package clustertest
 
 import (

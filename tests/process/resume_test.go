@@ -1,8 +1,10 @@
-package harness_test
+package process
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -46,21 +51,17 @@ func slowContract(t *testing.T, root string) []byte {
 // cassette's path.
 func recordSlow(t *testing.T) string {
 	t.Helper()
-	ws := copyDir(t, "examples/fix-a-test/workspace")
+	ws := clustertest.ExampleWorkspace(t)
 	var c protocol.Contract
 	if err := json.Unmarshal(slowContract(t, ws), &c); err != nil {
 		t.Fatal(err)
 	}
-	rec := provider.NewRecord(provider.NewScripted(exampleTurns()...))
+	rec := provider.NewRecord(provider.NewScripted(clustertest.ExampleTurns()...))
 	res, err := harness.Run(t.Context(), &c, harness.WithProvider(rec), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir()))
 	if err != nil || res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("recording the slow example: %v %+v", err, res)
 	}
-	path := filepath.Join(t.TempDir(), "slow.cassette.json")
-	if err := rec.Save(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return saveCassette(t, rec)
 }
 
 // TestResumeAfterSIGKILL kills a real `harness run` process after its first
@@ -68,12 +69,9 @@ func recordSlow(t *testing.T) string {
 // reaches success, every step is in the trace once, and the edit landed
 // once.
 func TestResumeAfterSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the harness binary; run without -short")
-	}
-	bin := buildRoles(t)
+	bin := roleBinaries(t)
 	cassette := recordSlow(t)
-	ws := copyDir(t, "examples/fix-a-test/workspace")
+	ws := clustertest.ExampleWorkspace(t)
 	contract := filepath.Join(t.TempDir(), "contract.json")
 	if err := os.WriteFile(contract, slowContract(t, ws), 0o644); err != nil {
 		t.Fatal(err)
@@ -91,7 +89,16 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	waitStep(t, func() (*protocol.RunState, error) { return statusVia(t, data, "killed") }, 1)
+	testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		st, err := statusVia(t, data, "killed")
+		if err != nil {
+			return err
+		}
+		if st.Step < 1 {
+			return fmt.Errorf("at step %d", st.Step)
+		}
+		return nil
+	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -106,14 +113,14 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
-		for _, r := range readTrace(t, data, "killed") {
+		for _, r := range clustertest.ReadTrace(t, data, "killed") {
 			b, _ := json.Marshal(r)
 			t.Logf("%s", b)
 		}
 		t.Fatalf("resumed run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
 	}
-	recs := readTrace(t, data, "killed")
-	checkTrace(t, recs, res)
+	recs := clustertest.ReadTrace(t, data, "killed")
+	clustertest.CheckTrace(t, recs, res)
 	code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
 	if err != nil || strings.Count(string(code), "return a + b") != 1 {
 		t.Errorf("calc.go = %q, want the fix applied once", code)
@@ -129,21 +136,18 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 // run; another coordinator notices its lease ran out and carries the run to
 // its outcome with no one asking.
 func TestTakeoverAfterCoordinatorDies(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts the role binaries; run without -short")
-	}
-	bin := buildRoles(t)
+	bin := roleBinaries(t)
 	cassette := recordSlow(t)
 	url, c := serverAndClient(t)
-	ws := copyDir(t, "examples/fix-a-test/workspace")
+	ws := clustertest.ExampleWorkspace(t)
 	env := []string{"NATS_URL=" + url}
 	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
 	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	first := startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "first")
-	if _, err := submitJSON(t.Context(), c, slowContract(t, ws), "taken-over"); err != nil {
+	if _, err := clustertest.SubmitJSON(t.Context(), c, slowContract(t, ws), "taken-over"); err != nil {
 		t.Fatal(err)
 	}
-	waitStep(t, func() (*protocol.RunState, error) { return c.Run("taken-over").Status(t.Context()) }, 1)
+	clustertest.WaitStep(t, c, "taken-over", 1)
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -161,26 +165,11 @@ func TestTakeoverAfterCoordinatorDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTrace(t, recs, res)
+	clustertest.CheckTrace(t, recs, res)
 	st, err := c.Run("taken-over").Status(t.Context())
 	if err != nil || st.Coordinator != "second" {
 		t.Errorf("the run finished under %q (%v), want the second coordinator", st.Coordinator, err)
 	}
-}
-
-// waitStep polls until the run has committed at least n steps.
-func waitStep(t *testing.T, status func() (*protocol.RunState, error), n int) {
-	t.Helper()
-	waitFor(t, 30*time.Second, func() error {
-		st, err := status()
-		if err != nil {
-			return err
-		}
-		if st.Step < n {
-			return errorf("at step %d", st.Step)
-		}
-		return nil
-	})
 }
 
 // statusVia reads a run's state from the harness process serving data.
@@ -212,39 +201,30 @@ func statusVia(t *testing.T, data, run string) (*protocol.RunState, error) {
 // they reconnect on their own and the run reaches its outcome with every
 // step once.
 func TestNATSRestartMidRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts the role binaries; run without -short")
-	}
-	bin := buildRoles(t)
+	bin := roleBinaries(t)
 	cassette := recordSlow(t)
 	store := t.TempDir()
-	srv, err := startServer(store, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := srv.Addr().String()
+	inStore := func(o *server.Options) { o.StoreDir = store }
+	srv := testkit.NATS(t, testkit.Listen, durable, inStore)
+	addr := srv.Addr().(*net.TCPAddr)
 	url := srv.ClientURL()
 	c, err := harness.Connect(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ws := copyDir(t, "examples/fix-a-test/workspace")
+	ws := clustertest.ExampleWorkspace(t)
 	env := []string{"NATS_URL=" + url}
 	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
 	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	startProcess(t, filepath.Join(bin, "coordinator"), env)
-	if _, err := submitJSON(t.Context(), c, slowContract(t, ws), "through-restart"); err != nil {
+	if _, err := clustertest.SubmitJSON(t.Context(), c, slowContract(t, ws), "through-restart"); err != nil {
 		t.Fatal(err)
 	}
-	waitStep(t, func() (*protocol.RunState, error) { return c.Run("through-restart").Status(t.Context()) }, 1)
+	clustertest.WaitStep(t, c, "through-restart", 1)
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	srv, err = startServer(store, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	testkit.NATS(t, durable, inStore, func(o *server.Options) { o.DontListen, o.Host, o.Port = false, addr.IP.String(), addr.Port })
 	res, err := c.Run("through-restart").Wait(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -256,5 +236,5 @@ func TestNATSRestartMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTrace(t, recs, res)
+	clustertest.CheckTrace(t, recs, res)
 }

@@ -1,8 +1,9 @@
-package harness_test
+package process
 
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/snapshot"
 )
@@ -64,29 +67,26 @@ func startServing(t *testing.T, bin string, env []string, args ...string) string
 // processes, each serving its metrics, brings the fix back as a patch,
 // and reads the run in each role's own /metrics.
 func TestAcrossProcessesWithSnapshotAndMetrics(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts the role binaries; run without -short")
-	}
-	bin := buildRoles(t)
+	bin := roleBinaries(t)
 	url, c := serverAndClient(t)
-	cassette, _ := filepath.Abs("examples/fix-a-test/cassette.json")
+	cassette := clustertest.ExampleCassette()
 	env := []string{"NATS_URL=" + url}
 	sandboxerURL := startServing(t, filepath.Join(bin, "sandboxer"), env, "--id", "sbp", "--snapshots", t.TempDir(), "--root", t.TempDir(), "--backends", "floor", "--allow-floor")
 	workerURL := startServing(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
 	coordinatorURL := startServing(t, filepath.Join(bin, "coordinator"), env)
 
-	ws := copyDir(t, "examples/fix-a-test/workspace")
+	ws := clustertest.ExampleWorkspace(t)
 	ref, err := c.UploadWorkspace(t.Context(), ws, snapshot.PackOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	contract := exampleContract(t)
+	contract := clustertest.ExampleContract(t)
 	contract.Workspace = protocol.Workspace{Snapshot: ref}
 	data, err := json.Marshal(contract)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := submitJSON(t.Context(), c, data, "across-snapshot")
+	run, err := clustertest.SubmitJSON(t.Context(), c, data, "across-snapshot")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestAcrossProcessesWithSnapshotAndMetrics(t *testing.T) {
 			`harness_sandboxer_execs_total{backend="floor",result="exit_zero"} 1`}},
 	} {
 		var missing []string
-		waitFor(t, 10*time.Second, func() error {
+		testkit.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 			resp, err := http.Get(tt.url)
 			if err != nil {
 				return err
@@ -132,10 +132,10 @@ func TestAcrossProcessesWithSnapshotAndMetrics(t *testing.T) {
 				}
 			}
 			if strings.Contains(string(body), "harness_coordinator_") != strings.HasPrefix(tt.want[0], "harness_coordinator_") {
-				return errorf("%s serves another role's metrics", tt.url)
+				return fmt.Errorf("%s serves another role's metrics", tt.url)
 			}
 			if len(missing) > 0 {
-				return errorf("%s lacks %v", tt.url, missing)
+				return fmt.Errorf("%s lacks %v", tt.url, missing)
 			}
 			return nil
 		})

@@ -1,4 +1,4 @@
-package harness_test
+package coordinator_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -49,7 +50,7 @@ func refusedBy(recs []protocol.Record, call string) *protocol.Refusal {
 // policy contained with its own, recorded in its started record, so it
 // cannot write what the parent may not.
 func TestSubmittedSubAgentIsContained(t *testing.T) {
-	parent := exampleContract(t)
+	parent := clustertest.ExampleContract(t)
 	parent.Task = "the parent"
 	parent.Verification = protocol.Verification{None: &struct{}{}}
 	// The parent waits for a person on its first write, so it is there,
@@ -69,18 +70,14 @@ func TestSubmittedSubAgentIsContained(t *testing.T) {
 			writeCall("code", "calc.go", "package calc\n\n// rewritten by the sub-agent\n"),
 		}}, nil
 	})
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: agent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: agent})
 	raw, _ := json.Marshal(parent)
-	if _, err := submitJSON(t.Context(), cl, raw, "parent"); err != nil {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, "parent"); err != nil {
 		t.Fatal(err)
 	}
-	waitPaused(t, cl.Client, "parent")
+	clustertest.WaitPaused(t, cl.Client, "parent")
 
-	child := exampleContract(t)
+	child := clustertest.ExampleContract(t)
 	child.Task = "the child"
 	child.Workspace.Root = ws
 	child.Parent = "parent"
@@ -88,7 +85,7 @@ func TestSubmittedSubAgentIsContained(t *testing.T) {
 	child.Policy = &protocol.Policy{Layers: []protocol.Layer{{Name: "wide", Rules: []protocol.Rule{{Act: "write", Effect: "allow", Pattern: "*"}}}},
 		Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "ask", Net: "deny"}}
 	raw, _ = json.Marshal(child)
-	res, err := runJSON(t.Context(), cl, raw, "child")
+	res, err := clustertest.RunJSON(t.Context(), cl, raw, "child")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +121,14 @@ func TestSubmittedSubAgentIsContained(t *testing.T) {
 	// The parent's own errors stand: an unknown parent is refused.
 	child.Parent = "nobody"
 	raw, _ = json.Marshal(child)
-	if _, err := submitJSON(t.Context(), cl, raw, "orphan"); !errors.Is(err, protocol.ErrUnknownRun) {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, "orphan"); !errors.Is(err, protocol.ErrUnknownRun) {
 		t.Errorf("a contract naming an unknown parent = %v, want unknown_run", err)
 	}
 	// No contract names the layer of a person's remembered approvals.
 	child.Parent = ""
 	child.Policy.Layers[0].Name = "remembered"
 	raw, _ = json.Marshal(child)
-	if _, err := submitJSON(t.Context(), cl, raw, "forger"); !errors.Is(err, protocol.ErrInvalidField) {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, "forger"); !errors.Is(err, protocol.ErrInvalidField) {
 		t.Errorf("a contract with a layer named remembered = %v, want invalid_field", err)
 	}
 }
@@ -186,13 +183,9 @@ func TestSpawnAgentNarrows(t *testing.T) {
 		}
 		return readTurn(int(rootCalls.Load())), nil
 	})
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{root.Workspace.Root}, Provider: agent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{root.Workspace.Root}, Provider: agent})
 	raw, _ := json.Marshal(root)
-	res, err := runJSON(t.Context(), cl, raw, "boss")
+	res, err := clustertest.RunJSON(t.Context(), cl, raw, "boss")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,12 +266,8 @@ func TestRefusedSpawnTakesNoSlot(t *testing.T) {
 			ToolCalls: []protocol.ToolCall{spawnCall("s", map[string]any{"goal": "write the note", "verify_file": "note.go", "verify_contains": "hello"})}}, nil
 	})
 	l := ledger.NewMemory()
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{root.Workspace.Root}, Provider: agent, Ledger: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := runJSON(t.Context(), cl, raw, "boss"); err != nil {
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{root.Workspace.Root}, Provider: agent, Ledger: l})
+	if _, err := clustertest.RunJSON(t.Context(), cl, raw, "boss"); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := cl.Run("boss").Trace(t.Context())
@@ -306,7 +295,7 @@ func TestRefusedSpawnTakesNoSlot(t *testing.T) {
 // askingHost is a contract whose policy asks a person before any
 // connection to *.example.com, the scripted provider's host.
 func askingHost(t *testing.T) *protocol.Contract {
-	c := exampleContract(t)
+	c := clustertest.ExampleContract(t)
 	c.Verification = protocol.Verification{None: &struct{}{}}
 	c.Policy.Layers = append(c.Policy.Layers, protocol.Layer{Name: "egress", Rules: []protocol.Rule{{Act: "net", Effect: "ask", Pattern: "*.example.com"}}})
 	return c
@@ -318,18 +307,14 @@ func askingHost(t *testing.T) *protocol.Contract {
 // ends the run denied, and an approver's approval goes on at once.
 func TestProviderHostAskIsAsked(t *testing.T) {
 	t.Run("a person decides, durably", func(t *testing.T) {
-		p := endpointed{provider.NewScripted(&protocol.Turn{Text: "Done."})}
+		p := clustertest.Endpointed{Scripted: provider.NewScripted(&protocol.Turn{Text: "Done."})}
 		c := askingHost(t)
-		cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
+		cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{c.Workspace.Root}, Provider: p})
 		raw, _ := json.Marshal(c)
-		if _, err := submitJSON(t.Context(), cl, raw, "egress"); err != nil {
+		if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, "egress"); err != nil {
 			t.Fatal(err)
 		}
-		st := waitPaused(t, cl.Client, "egress")
+		st := clustertest.WaitPaused(t, cl.Client, "egress")
 		id := protocol.ProviderApprovalID("egress", 0)
 		if !strings.Contains(st.Reason, id) || !strings.Contains(st.Reason, "api.example.com:443") || p.Calls() != 0 {
 			t.Fatalf("paused run = %q after %d provider calls, want it waiting on %s for the provider's host, with no call", st.Reason, p.Calls(), id)
@@ -341,7 +326,7 @@ func TestProviderHostAskIsAsked(t *testing.T) {
 		if _, err := cl.Decide(t.Context(), id, &protocol.Decision{Approve: true, By: "alice"}); err != nil {
 			t.Fatal(err)
 		}
-		if st := waitSettled(t, cl.Client, "egress"); st.Outcome != protocol.OutcomeFinished || p.Calls() != 1 {
+		if st := clustertest.WaitSettled(t, cl.Client, "egress"); st.Outcome != protocol.OutcomeFinished || p.Calls() != 1 {
 			t.Fatalf("approved run = %s (%s) after %d provider calls, want finished after one", st.Outcome, st.Reason, p.Calls())
 		}
 		recs, err := cl.Run("egress").Trace(t.Context())
@@ -359,7 +344,7 @@ func TestProviderHostAskIsAsked(t *testing.T) {
 		}
 	})
 	t.Run("the approver denies", func(t *testing.T) {
-		p := endpointed{provider.NewScripted(&protocol.Turn{Text: "Done."})}
+		p := clustertest.Endpointed{Scripted: provider.NewScripted(&protocol.Turn{Text: "Done."})}
 		res, err := harness.Run(t.Context(), askingHost(t), harness.WithProvider(p), harness.WithDataDir(t.TempDir()), harness.WithAllowFloor(),
 			harness.WithApprover(coordinator.DenyAll{}))
 		if err != nil {
@@ -370,7 +355,7 @@ func TestProviderHostAskIsAsked(t *testing.T) {
 		}
 	})
 	t.Run("the approver approves", func(t *testing.T) {
-		p := endpointed{provider.NewScripted(&protocol.Turn{Text: "Done."})}
+		p := clustertest.Endpointed{Scripted: provider.NewScripted(&protocol.Turn{Text: "Done."})}
 		data := t.TempDir()
 		res, err := harness.Run(t.Context(), askingHost(t), harness.WithProvider(p), harness.WithDataDir(data), harness.WithAllowFloor(),
 			harness.WithApprover(coordinator.ApproveAll{}), harness.WithRunID("approved"))
@@ -380,7 +365,7 @@ func TestProviderHostAskIsAsked(t *testing.T) {
 		if res.Outcome != protocol.OutcomeFinished || p.Calls() != 1 {
 			t.Fatalf("run = %s (%s) after %d provider calls, want finished after one", res.Outcome, res.Reason, p.Calls())
 		}
-		recs := readTrace(t, data, "approved")
+		recs := clustertest.ReadTrace(t, data, "approved")
 		if len(recs) < 2 || len(recs[1].Remember) != 1 || recs[1].Remember[0].Pattern != "api.example.com:443" {
 			t.Fatalf("step 1 remembers %+v, want the approved host", recs[1:])
 		}
@@ -412,19 +397,15 @@ func TestOversizeTurnIsChargedOnce(t *testing.T) {
 		}, 2, 60, "the conversation is"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := exampleContract(t)
+			c := clustertest.ExampleContract(t)
 			c.Verification = protocol.Verification{None: &struct{}{}}
 			c.Budget.MaxWall = protocol.Duration(2 * time.Minute)
 			c.Budget.MaxTokens = 0
 			p := provider.NewScripted(tt.turns...)
 			l := ledger.NewMemory()
-			cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: p, Ledger: l})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{c.Workspace.Root}, Provider: p, Ledger: l})
 			raw, _ := json.Marshal(c)
-			res, err := runJSON(t.Context(), cl, raw, "big")
+			res, err := clustertest.RunJSON(t.Context(), cl, raw, "big")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -438,7 +419,7 @@ func TestOversizeTurnIsChargedOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := traceSpend(t, recs); got.Tokens() != tt.spent {
+			if got := clustertest.TraceSpend(t, recs); got.Tokens() != tt.spent {
 				t.Errorf("the trace holds %d tokens spent, want %d", got.Tokens(), tt.spent)
 			}
 			tot, err := l.Totals(t.Context(), "big")

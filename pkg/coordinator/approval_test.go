@@ -1,9 +1,11 @@
-package harness_test
+package coordinator_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,49 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
 )
-
-// askContract has no rule for writes or commands, so every write and
-// every command asks a person.
-func askContract(t *testing.T, root string) []byte {
-	t.Helper()
-	b, err := json.Marshal(map[string]any{
-		"schema":       protocol.ContractSchema,
-		"task":         "Fix Add in calc.go.",
-		"workspace":    map[string]string{"root": root},
-		"verification": map[string]any{"none": map[string]any{}},
-		"policy":       map[string]any{"defaults": map[string]string{"read": "allow", "write": "ask", "exec": "ask", "net": "deny"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func editCall(id, search, replace string) protocol.ToolCall {
-	args, _ := json.Marshal(map[string]string{"path": "calc.go", "search": search, "replace": replace})
-	return protocol.ToolCall{ID: id, Name: "edit_file", Arguments: args}
-}
-
-// askingAgent fixes Add (a write the policy asks about), then, when
-// twice is set, edits the same file again, then stops.
-func askingAgent(twice bool) *provider.Scripted {
-	return askingAgentWith(editCall("fix", "return a - b", "return a + b"), twice)
-}
-
-// askingAgentWith makes first call (which the policy asks about), then,
-// when twice is set, edits calc.go's comment, then stops.
-func askingAgentWith(first protocol.ToolCall, twice bool) *provider.Scripted {
-	turns := []*protocol.Turn{{Text: "Fixing Add.", ToolCalls: []protocol.ToolCall{first}}}
-	if twice {
-		turns = append(turns, &protocol.Turn{Text: "Documenting it.", ToolCalls: []protocol.ToolCall{editCall("doc", "// Add returns", "// Add returns, fixed,")}})
-	}
-	turns = append(turns, &protocol.Turn{Text: "Done."})
-	return provider.NewScripted(turns...)
-}
 
 // heldAgent is a provider whose calls wait until release is closed.
 type heldAgent struct {
@@ -73,39 +38,18 @@ func (h *heldAgent) Complete(ctx context.Context, req *protocol.CompletionReques
 	return h.Provider.Complete(ctx, req)
 }
 
-// waitSettled polls until the run is completed or failed.
-func waitSettled(t *testing.T, c *harness.Client, run string) *protocol.RunState {
+// pausedAsk starts a cluster serving a copy of the example's workspace to
+// the asking agent, without takeovers when noTakeover is set, submits
+// AskContract as run and waits until the run pauses on the agent's edit.
+func pausedAsk(t *testing.T, run string, noTakeover bool) (*harness.Cluster, string) {
 	t.Helper()
-	var st *protocol.RunState
-	waitFor(t, 30*time.Second, func() error {
-		var err error
-		st, err = c.Run(run).Status(t.Context())
-		if err != nil {
-			return err
-		}
-		if st.Status != protocol.StatusCompleted && st.Status != protocol.StatusFailed {
-			return errorf("run %s is %s", run, st.Status)
-		}
-		return nil
-	})
-	return st
-}
-
-func waitPaused(t *testing.T, c *harness.Client, run string) *protocol.RunState {
-	t.Helper()
-	var st *protocol.RunState
-	waitFor(t, 30*time.Second, func() error {
-		var err error
-		st, err = c.Run(run).Status(t.Context())
-		if err != nil {
-			return err
-		}
-		if st.Status != protocol.StatusPaused {
-			return errorf("run %s is %s", run, st.Status)
-		}
-		return nil
-	})
-	return st
+	ws := clustertest.ExampleWorkspace(t)
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: clustertest.AskingAgent(false), NoTakeover: noTakeover})
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, clustertest.AskContract(t, ws), run); err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitPaused(t, cl.Client, run)
+	return cl, ws
 }
 
 // TestDurableApproval pauses a run on an action the policy asks about,
@@ -143,10 +87,10 @@ func TestDurableApproval(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ws := copyDir(t, "examples/fix-a-test/workspace")
-			var agent provider.Provider = askingAgent(tt.twice)
+			ws := clustertest.ExampleWorkspace(t)
+			var agent provider.Provider = clustertest.AskingAgent(tt.twice)
 			if tt.first != nil {
-				agent = askingAgentWith(*tt.first, tt.twice)
+				agent = clustertest.AskingAgentWith(*tt.first, tt.twice)
 			}
 			release := make(chan struct{})
 			if tt.early {
@@ -156,18 +100,14 @@ func TestDurableApproval(t *testing.T) {
 			} else {
 				close(release)
 			}
-			cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: agent})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: agent})
 			const run = "ask"
 			id := protocol.ApprovalID(run, 1, 0)
 			d := tt.decision
 			if _, err := cl.Decide(t.Context(), id, &d); !errors.Is(err, protocol.ErrUnknownRun) {
 				t.Fatalf("a decision before the run exists = %v, want unknown_run", err)
 			}
-			if _, err := submitJSON(t.Context(), cl, askContract(t, ws), run); err != nil {
+			if _, err := clustertest.SubmitJSON(t.Context(), cl, clustertest.AskContract(t, ws), run); err != nil {
 				t.Fatal(err)
 			}
 			if tt.early {
@@ -180,7 +120,7 @@ func TestDurableApproval(t *testing.T) {
 				close(release)
 			}
 			if !tt.early {
-				st := waitPaused(t, cl.Client, run)
+				st := clustertest.WaitPaused(t, cl.Client, run)
 				if st.Outcome != protocol.OutcomeAwaitingApproval || !strings.Contains(st.Reason, "harness approve "+id) {
 					t.Fatalf("paused state = %+v, want awaiting_approval naming %s", st, id)
 				}
@@ -197,15 +137,15 @@ func TestDurableApproval(t *testing.T) {
 			}
 			var st *protocol.RunState
 			if tt.want == protocol.OutcomeAwaitingApproval {
-				waitFor(t, 30*time.Second, func() error {
+				testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 					var err error
 					if st, err = cl.Run(run).Status(t.Context()); err != nil || st.Status != protocol.StatusPaused || st.Step < 2 {
-						return errorf("state %+v, %v", st, err)
+						return fmt.Errorf("state %+v, %v", st, err)
 					}
 					return nil
 				})
 			} else {
-				st = waitSettled(t, cl.Client, run)
+				st = clustertest.WaitSettled(t, cl.Client, run)
 			}
 			if st.Outcome != tt.want {
 				t.Fatalf("outcome = %s (%s), want %s", st.Outcome, st.Reason, tt.want)
@@ -241,16 +181,7 @@ func TestDurableApproval(t *testing.T) {
 // run under a policy that denies it: the deny added while paused holds,
 // and the new policy is in the trace.
 func TestResumeUnderAnotherPolicy(t *testing.T) {
-	ws := copyDir(t, "examples/fix-a-test/workspace")
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false), NoTakeover: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "repolicy"); err != nil {
-		t.Fatal(err)
-	}
-	waitPaused(t, cl.Client, "repolicy")
+	cl, ws := pausedAsk(t, "repolicy", true)
 	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("repolicy", 1, 0), &protocol.Decision{Approve: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +204,7 @@ func TestResumeUnderAnotherPolicy(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("the trace does not record the new policy: %v", recordKinds(recs))
+		t.Errorf("the trace does not record the new policy: %v", clustertest.RecordKinds(recs))
 	}
 	if code, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !strings.Contains(string(code), "return a - b") {
 		t.Errorf("calc.go changed: %q", code)
@@ -283,16 +214,7 @@ func TestResumeUnderAnotherPolicy(t *testing.T) {
 // TestDecideOverPlainNATS decides an approval with a plain NATS request on
 // harness.decide.<id>, as `nats req` would.
 func TestDecideOverPlainNATS(t *testing.T) {
-	ws := copyDir(t, "examples/fix-a-test/workspace")
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "nats-decided"); err != nil {
-		t.Fatal(err)
-	}
-	waitPaused(t, cl.Client, "nats-decided")
+	cl, _ := pausedAsk(t, "nats-decided", false)
 	nc := cl.Conn()
 	bad, err := nc.Request("harness.decide.nats-decided.1.0", []byte(`{"approve":true,"maybe":1}`), 5*time.Second)
 	if err != nil || !strings.Contains(string(bad.Data), `"malformed"`) {
@@ -302,35 +224,44 @@ func TestDecideOverPlainNATS(t *testing.T) {
 	if err != nil || !strings.Contains(string(m.Data), `"approve":true`) {
 		t.Fatalf("decide = %s, %v", m.Data, err)
 	}
-	if st := waitSettled(t, cl.Client, "nats-decided"); st.Outcome != protocol.OutcomeFinished {
+	if st := clustertest.WaitSettled(t, cl.Client, "nats-decided"); st.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
 	}
 }
 
 // bucketLoser is a provider that, on its first call, deletes the approvals
-// bucket and brings it back a moment later: the pending action its turn
-// asks about is due while JetStream cannot take it, as when NATS is
-// restarting.
+// bucket: the pending action its turn asks about is due while JetStream
+// cannot take it, as when NATS is restarting. The test brings the bucket
+// back once the coordinator has said it tries again.
 type bucketLoser struct {
 	provider.Provider
 	js   jetstream.JetStream
 	once sync.Once
-	back chan error
+	lost chan error
 }
 
 func (b *bucketLoser) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
-	b.once.Do(func() {
-		if err := b.js.DeleteKeyValue(ctx, wire.BucketApprovals); err != nil {
-			b.back <- err
-			return
-		}
-		go func() {
-			time.Sleep(1500 * time.Millisecond)
-			_, err := wire.Ensure(context.Background(), b.js, wire.Config{})
-			b.back <- err
-		}()
-	})
+	b.once.Do(func() { b.lost <- b.js.DeleteKeyValue(ctx, wire.BucketApprovals) })
 	return b.Provider.Complete(ctx, req)
+}
+
+// logSignal is a log handler that closes seen at the first record whose
+// message is msg, and drops every record.
+type logSignal struct {
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logSignal) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logSignal) WithGroup(string) slog.Handler            { return h }
+
+func (h *logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
 }
 
 // TestPauseOutlastsTheApprovalsBucket has the approvals bucket missing
@@ -338,32 +269,43 @@ func (b *bucketLoser) Complete(ctx context.Context, req *protocol.CompletionRequ
 // action instead of failing the run, the run pauses once the bucket is
 // back, and a decision then carries it on.
 func TestPauseOutlastsTheApprovalsBucket(t *testing.T) {
-	ws := copyDir(t, "examples/fix-a-test/workspace")
-	loser := &bucketLoser{Provider: askingAgent(false), back: make(chan error, 1)}
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: loser})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ws := clustertest.ExampleWorkspace(t)
+	loser := &bucketLoser{Provider: clustertest.AskingAgent(false), lost: make(chan error, 1)}
+	retried := &logSignal{msg: "record the pending action; trying again", seen: make(chan struct{})}
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: loser, Logger: slog.New(retried)})
+	var err error
 	if loser.js, err = jetstream.New(cl.Conn()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "bucket-lost"); err != nil {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, clustertest.AskContract(t, ws), "bucket-lost"); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-loser.back:
+	case err := <-loser.lost:
 		if err != nil {
-			t.Fatalf("losing and restoring the approvals bucket: %v", err)
+			t.Fatalf("deleting the approvals bucket: %v", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the agent was never called")
 	}
-	waitPaused(t, cl.Client, "bucket-lost")
+	// The bucket comes back only after the coordinator failed to record
+	// the pending action and said it tries again.
+	select {
+	case <-retried.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the coordinator never said it tries again to record the pending action")
+	}
+	if st, err := cl.Run("bucket-lost").Status(t.Context()); err != nil || st.Status != protocol.StatusRunning {
+		t.Fatalf("while the bucket is missing the run is %+v (%v), want it running", st, err)
+	}
+	if _, err := wire.Ensure(t.Context(), loser.js, wire.Config{}); err != nil {
+		t.Fatalf("restoring the approvals bucket: %v", err)
+	}
+	clustertest.WaitPaused(t, cl.Client, "bucket-lost")
 	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("bucket-lost", 1, 0), &protocol.Decision{Approve: true}); err != nil {
 		t.Fatal(err)
 	}
-	if st := waitSettled(t, cl.Client, "bucket-lost"); st.Outcome != protocol.OutcomeFinished {
+	if st := clustertest.WaitSettled(t, cl.Client, "bucket-lost"); st.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
 	}
 	code, err := os.ReadFile(filepath.Join(ws, "calc.go"))
@@ -376,16 +318,7 @@ func TestPauseOutlastsTheApprovalsBucket(t *testing.T) {
 // that name nothing the run waits for or has reached, each refused with a
 // coded error, and one for the pending action, recorded with who decided.
 func TestDecisionsOnlyForWhatExists(t *testing.T) {
-	ws := copyDir(t, "examples/fix-a-test/workspace")
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(false)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "asker"); err != nil {
-		t.Fatal(err)
-	}
-	waitPaused(t, cl.Client, "asker")
+	cl, _ := pausedAsk(t, "asker", false)
 	decide := func(id, body string) (*protocol.Approval, *protocol.Error) {
 		t.Helper()
 		m, err := cl.Conn().Request("harness.decide."+id, []byte(body), 5*time.Second)
@@ -420,7 +353,7 @@ func TestDecisionsOnlyForWhatExists(t *testing.T) {
 	if _, perr := decide("asker.1.0", `{"approve":false}`); perr == nil || perr.Code != protocol.CodeRunFinished {
 		t.Errorf("a second decision = %v, want run_finished", perr)
 	}
-	if st := waitSettled(t, cl.Client, "asker"); st.Outcome != protocol.OutcomeFinished {
+	if st := clustertest.WaitSettled(t, cl.Client, "asker"); st.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
 	}
 	recs, err := cl.Run("asker").Trace(t.Context())
@@ -442,9 +375,9 @@ func TestDecisionsOnlyForWhatExists(t *testing.T) {
 // ask rule (not the default) asks about: the same write asks no more for
 // the rest of the run.
 func TestRememberAnswersAnAskRule(t *testing.T) {
-	ws := copyDir(t, "examples/fix-a-test/workspace")
+	ws := clustertest.ExampleWorkspace(t)
 	var c map[string]any
-	if err := json.Unmarshal(askContract(t, ws), &c); err != nil {
+	if err := json.Unmarshal(clustertest.AskContract(t, ws), &c); err != nil {
 		t.Fatal(err)
 	}
 	c["policy"] = map[string]any{
@@ -452,24 +385,20 @@ func TestRememberAnswersAnAskRule(t *testing.T) {
 		"defaults": map[string]string{"read": "allow", "write": "allow", "exec": "deny", "net": "deny"},
 	}
 	raw, _ := json.Marshal(c)
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: askingAgent(true)})
-	if err != nil {
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: clustertest.AskingAgent(true)})
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, "remembers"); err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	if _, err := submitJSON(t.Context(), cl, raw, "remembers"); err != nil {
-		t.Fatal(err)
-	}
-	waitPaused(t, cl.Client, "remembers")
+	clustertest.WaitPaused(t, cl.Client, "remembers")
 	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("remembers", 1, 0), &protocol.Decision{Approve: true, Remember: true}); err != nil {
 		t.Fatal(err)
 	}
 	var st *protocol.RunState
-	waitFor(t, 30*time.Second, func() error {
+	testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		var err error
 		st, err = cl.Run("remembers").Status(t.Context())
 		if err != nil || st.Status == protocol.StatusRunning || st.Status == protocol.StatusPaused && st.Step < 2 {
-			return errorf("state %+v, %v", st, err)
+			return fmt.Errorf("state %+v, %v", st, err)
 		}
 		return nil
 	})

@@ -1,4 +1,4 @@
-package harness_test
+package coordinator_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/trace"
@@ -26,22 +28,14 @@ import (
 // synthesized outside the timer with trace.Writer: a small read per step,
 // as an agent exploring a workspace leaves.
 //
-//	go test -run '^$' -bench BenchmarkResume -benchtime 20x .
+//	go test -run '^$' -bench BenchmarkResume -benchtime 20x ./pkg/coordinator
 func BenchmarkResume(b *testing.B) {
 	ws := b.TempDir()
 	finish := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
 		return &protocol.Turn{Text: "Done.", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}, nil
 	})
-	cl, err := harness.Start(b.Context(), harness.Config{AllowFloor: true, DataDir: b.TempDir(), Roots: []string{ws}, Provider: finish, NoTakeover: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()), nats.UserInfo(cl.Credentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
+	cl := clustertest.Start(b, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: finish, NoTakeover: true})
+	nc := testkit.Conn(b, cl.Server(), nats.UserInfo(cl.Credentials()))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		b.Fatal(err)

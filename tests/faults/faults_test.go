@@ -1,4 +1,4 @@
-package harness_test
+package faults
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/redistest"
 	"github.com/ioharness/harness/pkg/ledger"
@@ -31,64 +31,8 @@ import (
 	"github.com/ioharness/harness/pkg/wire"
 )
 
-// The fault-injection suite (issue 6). For each role, and for NATS itself,
-// a loop of faultRuns runs goes through a cluster of real processes (a
-// nats-server built from the module, two coordinators, two workers, two
-// sandboxers) while the loop's target is killed with SIGKILL again and
-// again at named points (internal/fault), chosen with their timing from
-// one seed, and restarted. The runs overlap: they are submitted a little
-// apart and all run at once, so each kill lands among many of them.
-//
-// The agent is faults_agent_test.go's: three changes, each visible if it
-// lands twice, and a careful look when a call's outcome is unknown. A
-// third of the runs ask a person before the third change (approved or
-// denied by the suite), so the approval path is killed too.
-//
-// After each loop, for every run: it reached its expected outcome; its
-// workspace holds each change exactly once; its trace numbers its steps
-// 1, 2, 3... with none repeated and ends with one finished record; the
-// tokens and cost in its status are the sum over its committed steps
-// (checkSpend adds the ledger's totals); and the trace, replayed from the
-// start into a fresh copy of the workspace, reproduces the final workspace
-// and the recorded outcome (see replayExplains for what replaying means
-// when a call was cut off).
-//
-// Kills of NATS are triggered from outside, through the live events (the
-// k-th turn, observation, check or step event seen) and the approvals the
-// suite sees pending, so they land just after the point they are named
-// for.
-//
-// HARNESS_FAULT_SEED=N replays a seed's plan: the same kinds of runs, kill
-// points, counts, delays and restart pauses. The interleaving of 50 runs
-// on real processes differs from one replay to the next, so a failure may
-// take a few replays to show again.
+// faultRuns is how many runs each loop makes.
 const faultRuns = 50
-
-// faultTargets are what the loops kill, one loop each.
-var faultTargets = []string{"coordinator", "worker", "sandboxer", "nats"}
-
-// faultPoints are the points each target is killed at, each at least once
-// per loop.
-var faultPoints = map[string][]fault.Point{
-	"coordinator": {fault.BeforeCommit, fault.AfterCommit, fault.DuringVerification, fault.DuringApprovalPause},
-	"worker":      {fault.BeforeProviderCall, fault.AfterTurnPublished},
-	"sandboxer":   {fault.AfterToolEffect, fault.DuringVerification},
-	"nats":        {fault.AfterTurnPublished, fault.AfterToolEffect, fault.BeforeCommit, fault.AfterCommit, fault.DuringApprovalPause},
-}
-
-// killsPerLoop is how many kills each loop plans.
-var killsPerLoop = map[string]int{"coordinator": 6, "worker": 6, "sandboxer": 5, "nats": 5}
-
-// natsTrigger is what is seen from outside when a NATS kill point is
-// reached: the live event right after it, or "pause" for an approval the
-// suite sees pending.
-var natsTrigger = map[fault.Point]string{
-	fault.AfterTurnPublished:  protocol.EventTurn,
-	fault.AfterToolEffect:     protocol.EventObserved,
-	fault.BeforeCommit:        protocol.EventCheck,
-	fault.AfterCommit:         protocol.EventStep,
-	fault.DuringApprovalPause: "pause",
-}
 
 // faultSeed is HARNESS_FAULT_SEED, or a fresh seed.
 func faultSeed(t *testing.T) uint64 {
@@ -113,7 +57,7 @@ func TestFaults(t *testing.T) {
 	start := time.Now()
 	env := &faultEnv{seed: seed}
 	var wg sync.WaitGroup
-	wg.Go(func() { env.bin = buildRoles(t) })
+	wg.Go(func() { env.bin = clustertest.BuildRoles(t) })
 	wg.Go(func() { env.natsBin = buildNATS(t) })
 	wg.Wait()
 	if t.Failed() {
@@ -129,7 +73,7 @@ func TestFaults(t *testing.T) {
 	var mu sync.Mutex
 	var reports []*loopReport
 	t.Run("loop", func(t *testing.T) {
-		for i, target := range faultTargets {
+		for i, target := range targets {
 			t.Run(target, func(t *testing.T) {
 				t.Parallel()
 				rep := runFaultLoop(t, env, target, uint64(i))
@@ -142,7 +86,7 @@ func TestFaults(t *testing.T) {
 
 	// The whole suite: counts, and every point of every target exercised.
 	sort.Slice(reports, func(i, j int) bool {
-		return slices.Index(faultTargets, reports[i].target) < slices.Index(faultTargets, reports[j].target)
+		return slices.Index(targets, reports[i].target) < slices.Index(targets, reports[j].target)
 	})
 	total := &loopReport{target: "all", kills: map[string]int{}, outcomes: map[string]int{}}
 	for _, r := range reports {
@@ -150,7 +94,7 @@ func TestFaults(t *testing.T) {
 	}
 	t.Logf("fault suite, seed %d, %s:\n%s", seed, time.Since(start).Round(time.Second), total.String())
 	for _, r := range reports {
-		for _, p := range faultPoints[r.target] {
+		for _, p := range points[r.target] {
 			if r.kills[r.target+"/"+string(p)] == 0 {
 				t.Errorf("the %s loop never killed at %s (seed %d): the point was armed but not reached", r.target, p, seed)
 			}
@@ -175,6 +119,7 @@ func buildNATS(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/nats-io/nats-server/v2")
+	cmd.Dir = clustertest.Repo(".")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -223,7 +168,7 @@ func (r *loopReport) String() string {
 		fmt.Fprintf(&b, " in %s", r.took.Round(100*time.Millisecond))
 	}
 	n := 0
-	for _, target := range faultTargets {
+	for _, target := range targets {
 		line := ""
 		for _, k := range slices.Sorted(mapKeys(r.kills)) {
 			if p, ok := strings.CutPrefix(k, target+"/"); ok {
@@ -278,18 +223,6 @@ type faultRun struct {
 	ws   string
 }
 
-// plannedKill is one kill of a loop's plan.
-type plannedKill struct {
-	point   fault.Point
-	n       int           // the n-th time the point is reached (from the process start, or from the last NATS restart)
-	delay   time.Duration // into a span
-	restart time.Duration // pause before the restart
-}
-
-func (k plannedKill) spec() string {
-	return fault.Entry{Point: k.point, N: k.n, Delay: k.delay}.String()
-}
-
 // faultLoop is one loop: a cluster, its runs, its plan, what happened.
 type faultLoop struct {
 	t      *testing.T
@@ -297,17 +230,17 @@ type faultLoop struct {
 	target string
 	dir    string
 	logs   string // the processes' logs, kept when the loop fails
-	nats   *natsProc
+	nats   *NATSServer
 	client *harness.Client
 	js     jetstream.JetStream
 	ledger ledger.Ledger // the coordinators' shared budget ledger, in a real Redis
-	procs  []*roleProc
+	sup    *Supervisor
 	runs   []*faultRun
 	kinds  map[string]string // run → kind
 
 	mu        sync.Mutex
-	plan      []plannedKill // what is left of it
-	quiet     bool          // the runs are over: no more kills
+	plan      []Kill // what is left of it
+	quiet     bool   // the runs are over: no more kills
 	stopping  bool
 	kills     map[string]int
 	anomalies []string
@@ -334,41 +267,15 @@ func (l *faultLoop) killed(target string, p fault.Point) {
 }
 
 // nextKill takes the next kill of the plan, if any is left.
-func (l *faultLoop) nextKill() (plannedKill, bool) {
+func (l *faultLoop) nextKill() (Kill, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.plan) == 0 || l.quiet || l.stopping {
-		return plannedKill{}, false
+		return Kill{}, false
 	}
 	k := l.plan[0]
 	l.plan = l.plan[1:]
 	return k, true
-}
-
-// makePlan draws the loop's kills: every point of the target once, in a
-// random order, then as many more as the loop makes, at random points;
-// counts small enough that each is reached while the runs last.
-func makePlan(rng *rand.Rand, target string) []plannedKill {
-	points := slices.Clone(faultPoints[target])
-	rng.Shuffle(len(points), func(i, j int) { points[i], points[j] = points[j], points[i] })
-	for range killsPerLoop[target] - len(points) {
-		points = append(points, faultPoints[target][rng.IntN(len(faultPoints[target]))])
-	}
-	var plan []plannedKill
-	for _, p := range points {
-		k := plannedKill{point: p, n: 1 + rng.IntN(12), restart: time.Duration(rng.IntN(500)) * time.Millisecond}
-		switch {
-		case p == fault.DuringApprovalPause:
-			k.n = 1 + rng.IntN(2)
-		case target == "nats":
-			k.n = 1 + rng.IntN(6)
-		}
-		if fault.IsSpan(p) {
-			k.delay = time.Duration(20+rng.IntN(160)) * time.Millisecond
-		}
-		plan = append(plan, k)
-	}
-	return plan
 }
 
 // runFaultLoop runs one loop and checks its runs.
@@ -376,10 +283,10 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 	rng := rand.New(rand.NewPCG(env.seed, index))
 	l := &faultLoop{t: t, env: env, target: target, dir: t.TempDir(), kills: map[string]int{}, kinds: map[string]string{}}
 	l.logs = keptDir(t, "harness-faults-"+target+"-")
-	l.plan = makePlan(rng, target)
+	l.plan = MakePlan(rng, target)
 	var planned []string
 	for _, k := range l.plan {
-		planned = append(planned, k.spec())
+		planned = append(planned, k.Spec())
 	}
 	t.Logf("%s loop plan: %s", target, strings.Join(planned, ", "))
 
@@ -394,7 +301,7 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 			kind = "deny"
 		}
 		run := &faultRun{id: fmt.Sprintf("%s-%02d-%s", target, i, kind), kind: kind, ws: filepath.Join(root, fmt.Sprintf("r%02d", i))}
-		if err := writeTree(run.ws, agentWorkspace); err != nil {
+		if err := WriteTree(run.ws, agentWorkspace); err != nil {
 			t.Fatal(err)
 		}
 		l.runs = append(l.runs, run)
@@ -405,8 +312,15 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 		gaps[i] = time.Duration(30+rng.IntN(170)) * time.Millisecond
 	}
 
-	l.nats = startNATS(t, env.natsBin, filepath.Join(l.dir, "nats"), l.logs)
-	c, err := harness.Connect(t.Context(), l.nats.url, nats.ReconnectWait(100*time.Millisecond))
+	var err error
+	l.nats, err = StartNATS(env.natsBin, filepath.Join(l.dir, "nats"), l.logs)
+	if l.nats != nil {
+		t.Cleanup(l.nats.Kill)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := harness.Connect(t.Context(), l.nats.URL, nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,11 +342,11 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 
 	// The cluster. The target's processes start armed; each is started
 	// again, with the next kill of the plan, whenever a kill fires.
-	common := []string{"NATS_URL=" + l.nats.url, fault.EnvVar + "="}
+	common := []string{"NATS_URL=" + l.nats.URL, fault.EnvVar + "="}
+	var procs []*Proc
 	add := func(role, name string, env []string, args ...string) {
-		p := &roleProc{role: role, name: name, bin: filepath.Join(l.env.bin, role), env: append(slices.Clone(common), env...), args: args,
-			exited: make(chan struct{})}
-		l.procs = append(l.procs, p)
+		procs = append(procs, &Proc{Role: role, Name: name, Bin: filepath.Join(l.env.bin, role), Env: append(slices.Clone(common), env...), Args: args,
+			FreshID: role == "coordinator"})
 	}
 	for _, n := range []string{"a", "b"} {
 		add("sandboxer", "sandboxer-"+n, nil, "--id", "sandboxer-"+n, "--root", root, "--backends", "floor", "--allow-floor", "--max-concurrent", "16")
@@ -440,14 +354,15 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 			"--concurrency", "8")
 		add("coordinator", "coordinator-"+n, []string{"HARNESS_PRICES=" + env.prices, "REDIS_URL=" + rs.URL()})
 	}
-	for _, p := range l.procs {
+	l.sup = NewSupervisor(l.logs, l.died)
+	for _, p := range procs {
 		first := ""
-		if p.role == target {
+		if p.Role == target {
 			if k, ok := l.nextKill(); ok {
-				first = k.spec()
+				first = k.Spec()
 			}
 		}
-		l.supervise(p, first)
+		l.sup.Start(p, first)
 	}
 	defer l.stop()
 
@@ -484,7 +399,7 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 	rep := &loopReport{target: target, runs: len(l.runs), took: took, kills: l.kills, outcomes: map[string]int{}, takeovers: l.takeovers}
 	l.mu.Lock()
 	for _, k := range l.plan {
-		t.Logf("%s loop: the kill %s was not reached before the runs ended", target, k.spec())
+		t.Logf("%s loop: the kill %s was not reached before the runs ended", target, k.Spec())
 	}
 	l.mu.Unlock()
 	l.check(rep)
@@ -608,113 +523,39 @@ func (l *faultLoop) waitRuns(ctx context.Context, limit time.Duration) {
 	}
 }
 
-// roleProc is one role process, started again after each death.
-type roleProc struct {
-	role, name string
-	bin        string
-	env        []string
-	args       []string
-	gen        int
-	cur        *exec.Cmd // under faultLoop.mu
-	exited     chan struct{}
-}
-
-// supervise keeps p running until the loop stops, armed with spec first
-// and then with the next kill of the plan after each fault. A death that
-// is not a planned fault is an anomaly.
-func (l *faultLoop) supervise(p *roleProc, spec string) {
-	restart := time.Duration(0)
-	go func() {
-		defer close(p.exited)
-		for {
-			if restart > 0 {
-				time.Sleep(restart)
-			}
-			l.mu.Lock()
-			if l.stopping {
-				l.mu.Unlock()
-				return
-			}
-			p.gen++
-			args := slices.Clone(p.args)
-			id := p.name
-			if p.role == "coordinator" {
-				id = fmt.Sprintf("%s-%d", p.name, p.gen) // a new coordinator, not the dead one back
-				args = append(args, "--id", id)
-			}
-			cmd := exec.Command(p.bin, args...)
-			cmd.Env = append(os.Environ(), p.env...)
-			cmd.Env = append(cmd.Env, fault.EnvVar+"="+spec)
-			logPath := filepath.Join(l.logs, fmt.Sprintf("%s.%d.log", p.name, p.gen))
-			out, err := os.Create(logPath)
-			if err == nil {
-				cmd.Stdout, cmd.Stderr = out, out
-				err = cmd.Start()
-				out.Close()
-			}
-			if err != nil {
-				l.mu.Unlock()
-				l.anomaly("start %s: %v", p.name, err)
-				return
-			}
-			p.cur = cmd
-			l.mu.Unlock()
-			err = cmd.Wait()
-			died := time.Now()
-			l.mu.Lock()
-			stopping := l.stopping
-			l.mu.Unlock()
-			if stopping {
-				return
-			}
-			log, _ := os.ReadFile(logPath)
-			point := faultLine(string(log))
-			if point == "" {
-				l.anomaly("%s (%s) died unplanned: %v; its log is %s", p.name, id, err, logPath)
-			} else {
-				l.killed(p.role, point)
-				if p.role == "coordinator" {
-					l.measureTakeover(id, died)
-				}
-			}
-			spec, restart = "", 0
-			if p.role != l.target {
-				continue
-			}
-			if k, ok := l.nextKill(); ok {
-				spec, restart = k.spec(), k.restart
-			}
+// died is told of each role process's death by the supervisor, and says
+// how to start it again: a planned kill is counted (and for a coordinator
+// its runs' takeover timed), any other death is an anomaly; the target's
+// processes are started again armed with the plan's next kill.
+func (l *faultLoop) died(e Exit) (spec string, restart time.Duration) {
+	switch {
+	case !e.Started:
+		l.anomaly("%v", e.Err)
+		return "", 0
+	case e.Point == "":
+		l.anomaly("%s (%s) died unplanned: %v; its log is %s", e.Proc.Name, e.ID, e.Err, e.Log)
+	default:
+		l.killed(e.Proc.Role, e.Point)
+		if e.Proc.Role == "coordinator" {
+			l.measureTakeover(e.ID, e.Time)
 		}
-	}()
-}
-
-// faultLine is the point a process's fault line names, or "".
-func faultLine(out string) fault.Point {
-	_, rest, ok := strings.Cut(out, "harness fault: SIGKILL at ")
-	if !ok {
-		return ""
 	}
-	name, _, _ := strings.Cut(rest, " ")
-	return fault.Point(name)
+	if e.Proc.Role != l.target {
+		return "", 0
+	}
+	if k, ok := l.nextKill(); ok {
+		return k.Spec(), k.Restart
+	}
+	return "", 0
 }
 
-// stop kills every role process and waits for their supervisors.
+// stop kills every role process and waits for their supervisors; no kill
+// is taken from the plan after it.
 func (l *faultLoop) stop() {
 	l.mu.Lock()
 	l.stopping = true
-	var cmds []*exec.Cmd
-	for _, p := range l.procs {
-		if p.cur != nil {
-			cmds = append(cmds, p.cur)
-		}
-	}
 	l.mu.Unlock()
-	for _, c := range cmds {
-		_ = c.Process.Kill()
-	}
-	for _, p := range l.procs {
-		<-p.exited
-	}
+	l.sup.Stop()
 }
 
 // measureTakeover times, for each unfinished run the dead coordinator
@@ -793,11 +634,11 @@ func (l *faultLoop) watchEvents(ctx context.Context) {
 // next NATS kill waits for.
 func (l *faultLoop) natsObserve(kind string) bool {
 	l.mu.Lock()
-	if len(l.plan) == 0 || l.quiet || l.stopping || natsTrigger[l.plan[0].point] != kind {
+	if len(l.plan) == 0 || l.quiet || l.stopping || natsTrigger[l.plan[0].Point] != kind {
 		l.mu.Unlock()
 		return false
 	}
-	n := l.plan[0].n
+	n := l.plan[0].N
 	l.mu.Unlock()
 	l.natsMu.Lock()
 	defer l.natsMu.Unlock()
@@ -819,10 +660,12 @@ func (l *faultLoop) bounceNATS(ctx context.Context) {
 	if !ok {
 		return
 	}
-	l.nats.kill()
-	l.killed("nats", k.point)
-	_ = sleep(ctx, k.restart)
-	l.nats.start(l.t)
+	l.nats.Kill()
+	l.killed("nats", k.Point)
+	_ = sleep(ctx, k.Restart)
+	if err := l.nats.Start(); err != nil {
+		l.t.Errorf("%v", err)
+	}
 	l.natsMu.Lock()
 	l.natsSeen, l.natsBusy = 0, false
 	l.natsMu.Unlock()
@@ -838,81 +681,6 @@ func (l *faultLoop) natsSettled() {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// natsProc is a nats-server process with JetStream on a store that
-// survives its restarts, syncing every write before acknowledging it.
-type natsProc struct {
-	bin, conf, url string
-	logs           string
-	mu             sync.Mutex
-	cmd            *exec.Cmd
-	gen            int
-}
-
-func startNATS(t *testing.T, bin, dir, logs string) *natsProc {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(dir, "nats.conf")
-	text := fmt.Sprintf("listen: %q\nmax_payload: 8MB\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n", addr, filepath.Join(dir, "store"))
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := &natsProc{bin: bin, conf: conf, url: "nats://" + addr, logs: logs}
-	n.start(t)
-	t.Cleanup(n.kill)
-	return n
-}
-
-// start starts the server and waits until it takes connections.
-func (n *natsProc) start(t *testing.T) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	cmd := exec.Command(n.bin, "-c", n.conf)
-	n.gen++
-	out, err := os.Create(filepath.Join(n.logs, fmt.Sprintf("nats-server.%d.log", n.gen)))
-	if err == nil {
-		cmd.Stdout, cmd.Stderr = out, out
-		err = cmd.Start()
-		out.Close()
-	}
-	if err != nil {
-		t.Errorf("start nats-server: %v", err)
-		return
-	}
-	n.cmd = cmd
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		nc, err := nats.Connect(n.url, nats.MaxReconnects(0))
-		if err == nil {
-			nc.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("nats-server did not come up: %v (its log is in %s)", err, n.logs)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill kills the server with SIGKILL.
-func (n *natsProc) kill() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		_ = n.cmd.Process.Kill()
-		_ = n.cmd.Wait()
-		n.cmd = nil
 	}
 }
 
@@ -946,36 +714,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// writeTree writes files (relative path → content) under dir.
-func writeTree(dir string, files map[string]string) error {
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readTree reads every regular file under dir (relative path → content).
-func readTree(dir string) (map[string]string, error) {
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		out[filepath.ToSlash(rel)] = string(b)
-		return nil
-	})
-	return out, err
 }

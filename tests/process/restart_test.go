@@ -1,7 +1,9 @@
-package harness_test
+package process
 
 import (
 	"bufio"
+	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +13,32 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
+
+// withServerCredentials returns the NATS URL of the harness process
+// serving data with the operator's credentials from its server.json in
+// it, for clients that know only a URL.
+func withServerCredentials(t *testing.T, rawURL, data string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "server.json"))
+	if err != nil {
+		t.Fatalf("server.json: %v", err)
+	}
+	var sf struct{ User, Password string }
+	if err := json.Unmarshal(b, &sf); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(sf.User, sf.Password)
+	return u.String()
+}
 
 // up starts `harness up` on data and returns its NATS URL and process.
 func up(t *testing.T, bin, data, cassette, root string) (string, *exec.Cmd) {
@@ -45,26 +70,19 @@ func up(t *testing.T, bin, data, cassette, root string) (string, *exec.Cmd) {
 // so the processes below can replay the same conversation.
 func recordApproval(t *testing.T, d protocol.Decision, twice bool) string {
 	t.Helper()
-	ws := copyDir(t, "examples/fix-a-test/workspace")
-	rec := provider.NewRecord(askingAgent(twice))
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := clustertest.ExampleWorkspace(t)
+	rec := provider.NewRecord(clustertest.AskingAgent(twice))
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: rec})
 	defer cl.Close()
-	if _, err := submitJSON(t.Context(), cl, askContract(t, ws), "rec"); err != nil {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, clustertest.AskContract(t, ws), "rec"); err != nil {
 		t.Fatal(err)
 	}
-	waitPaused(t, cl.Client, "rec")
+	clustertest.WaitPaused(t, cl.Client, "rec")
 	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("rec", 1, 0), &d); err != nil {
 		t.Fatal(err)
 	}
-	waitSettled(t, cl.Client, "rec")
-	path := filepath.Join(t.TempDir(), "approval.cassette.json")
-	if err := rec.Save(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	clustertest.WaitSettled(t, cl.Client, "rec")
+	return saveCassette(t, rec)
 }
 
 // TestApprovalOutlivesEveryProcess pauses a run on a cluster, kills the
@@ -72,10 +90,7 @@ func recordApproval(t *testing.T, d protocol.Decision, twice bool) string {
 // store, and decides with the harness CLI: the run carries on to its
 // outcome with the action performed exactly once, or ends denied.
 func TestApprovalOutlivesEveryProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts the harness binary; run without -short")
-	}
-	bin := buildRoles(t)
+	bin := roleBinaries(t)
 	approve := recordApproval(t, protocol.Decision{Approve: true}, false)
 	for _, tt := range []struct {
 		name     string
@@ -102,20 +117,20 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 				}
 				cassette = recordApproval(t, d, tt.twice)
 			}
-			data, ws := t.TempDir(), copyDir(t, "examples/fix-a-test/workspace")
+			data, ws := t.TempDir(), clustertest.ExampleWorkspace(t)
 			url, first := up(t, bin, data, cassette, ws)
 			c, err := harness.Connect(t.Context(), url)
 			if err != nil {
 				t.Fatal(err)
 			}
 			id := protocol.ApprovalID("paused-run", 1, 0)
-			if _, err := submitJSON(t.Context(), c, askContract(t, ws), "paused-run"); err != nil {
+			if _, err := clustertest.SubmitJSON(t.Context(), c, clustertest.AskContract(t, ws), "paused-run"); err != nil {
 				t.Fatal(err)
 			}
 			if tt.early != nil {
 				// A decision is taken only for a run that exists: made as soon
 				// as the run does, whether or not its pause is recorded yet.
-				waitFor(t, 30*time.Second, func() error {
+				testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 					_, err := c.Run("paused-run").Status(t.Context())
 					return err
 				})
@@ -123,7 +138,7 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				waitPaused(t, c, "paused-run")
+				clustertest.WaitPaused(t, c, "paused-run")
 			}
 			c.Close()
 			if err := first.Process.Signal(syscall.SIGKILL); err != nil {
@@ -143,7 +158,7 @@ func TestApprovalOutlivesEveryProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			st := waitSettled(t, c, "paused-run")
+			st := clustertest.WaitSettled(t, c, "paused-run")
 			if st.Outcome != tt.want {
 				t.Fatalf("outcome after the restart = %s (%s), want %s", st.Outcome, st.Reason, tt.want)
 			}

@@ -1,4 +1,4 @@
-package harness_test
+package faults
 
 import (
 	"context"
@@ -6,9 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -17,147 +14,15 @@ import (
 	"github.com/ioharness/harness/pkg/tools"
 )
 
-// runFindings is what checking one run found, besides its anomalies.
-type runFindings struct {
-	outcome       string
-	indeterminate int
-	unanswered    int
-	again         int
-	looks         int
-	branched      bool
-}
+// The trace checker: what a run's trace must say of the run, held against
+// its status, the budget ledger and its workspace. Each check returns what
+// it found wrong, in words, and nothing for a sound trace.
 
-// check checks every run of the loop, a few at a time, and adds what it
-// found to rep; each failed check is an anomaly of the loop.
-func (l *faultLoop) check(rep *loopReport) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	for _, r := range l.runs {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			f := l.checkRun(l.t.Context(), r)
-			mu.Lock()
-			defer mu.Unlock()
-			rep.outcomes[f.outcome]++
-			rep.indeterminate += f.indeterminate
-			rep.unanswered += f.unanswered
-			rep.again += f.again
-			rep.looks += f.looks
-			if f.branched {
-				rep.replayBranch++
-			}
-		})
-	}
-	wg.Wait()
-}
-
-var againID = regexp.MustCompile(`^e\da([2-9]|\d\d)$`)
-
-// checkRun checks one run: its outcome, its trace, its spend, its
-// workspace, and its replay.
-func (l *faultLoop) checkRun(ctx context.Context, r *faultRun) runFindings {
-	var f runFindings
-	bad := func(format string, args ...any) { l.anomaly("run %s: %s", r.id, fmt.Sprintf(format, args...)) }
-	st, err := l.client.Run(r.id).Status(ctx)
-	if err != nil {
-		f.outcome = "unknown"
-		bad("status: %v", err)
-		return f
-	}
-	f.outcome = string(st.Outcome)
-	want := protocol.OutcomeSuccess
-	if r.kind == "deny" {
-		want = protocol.OutcomeDenied
-	}
-	if st.Status != protocol.StatusCompleted || st.Outcome != want {
-		bad("%s %s (%s), want completed %s", st.Status, st.Outcome, st.Reason, want)
-	}
-	recs, err := l.client.Run(r.id).Trace(ctx)
-	if err != nil {
-		bad("trace: %v", err)
-		return f
-	}
-	for _, s := range traceShape(recs, st) {
-		bad("%s", s)
-	}
-	for _, s := range checkSpend(st, recs) {
-		bad("%s", s)
-	}
-	for _, s := range checkLedger(ctx, l.ledger, r.id, recs) {
-		bad("%s", s)
-	}
-	for _, rec := range recs {
-		for _, o := range rec.Observations {
-			switch o.State() {
-			case protocol.CallIndeterminate:
-				f.indeterminate++
-			case protocol.CallUnanswered:
-				f.unanswered++
-			}
-		}
-		if rec.Turn != nil {
-			for _, c := range rec.Turn.ToolCalls {
-				if againID.MatchString(c.ID) {
-					f.again++
-				}
-				if strings.HasPrefix(c.ID, "l") {
-					f.looks++
-				}
-			}
-		}
-	}
-
-	// Each change exactly once.
-	got, err := readTree(r.ws)
-	if err != nil {
-		bad("read the workspace: %v", err)
-		return f
-	}
-	if !maps.Equal(got, agentFinal(r.kind)) {
-		bad("workspace = %q, want %q: a change landed twice or not at all", got, agentFinal(r.kind))
-	}
-
-	// The trace replayed from the start gives the same workspace and the
-	// same outcome.
-	ops, err := replayOps(recs)
-	if err != nil {
-		bad("replay: %v", err)
-		return f
-	}
-	for _, op := range ops {
-		f.branched = f.branched || op.unknown
-	}
-	base := filepath.Join(l.dir, "replay", r.id)
-	dir, err := replayExplains(ctx, ops, base, agentWorkspace, got)
-	switch {
-	case err != nil:
-		bad("replay: %v", err)
-		return f
-	case dir == "":
-		bad("replaying the trace from the start does not give the workspace %q", got)
-		return f
-	}
-	outcome := replayOutcome(recs)
-	if outcome != st.Outcome {
-		bad("replaying the trace gives the outcome %q, the run recorded %q", outcome, st.Outcome)
-	}
-	if outcome == protocol.OutcomeSuccess {
-		v := recs[0].Contract.Verification.Command
-		res, err := floor.New().Run(ctx, sandbox.Spec{Argv: v.Argv, Dir: dir, Env: sandbox.MinimalEnv(), Limits: protocol.Limits{}.WithDefaults()})
-		if err != nil || !res.Report.Exited || res.Report.ExitCode != v.ExpectExit {
-			bad("the verification fails on the replayed workspace: %v %+v", err, res)
-		}
-	}
-	return f
-}
-
-// traceShape checks a finished run's trace record by record: one started
+// CheckShape checks a finished run's trace record by record: one started
 // record first; steps numbered 1, 2, 3... with none repeated or skipped,
 // each with an observation per call; pauses and decisions belonging to the
 // last step; one finished record, last, with the status's step count.
-func traceShape(recs []protocol.Record, st *protocol.RunState) []string {
+func CheckShape(recs []protocol.Record, st *protocol.RunState) []string {
 	var out []string
 	if len(recs) == 0 || recs[0].Kind != protocol.RecordStarted {
 		return []string{"the trace does not begin with a started record"}
@@ -199,11 +64,11 @@ func traceShape(recs []protocol.Record, st *protocol.RunState) []string {
 	return out
 }
 
-// checkSpend checks what a run spent against its committed steps: the
+// CheckSpend checks what a run spent against its committed steps: the
 // tokens and the cost in its status are the sums over its step records,
 // and each step's running totals add up. The budget ledger's totals for the
 // run belong here too: they must equal the same sums.
-func checkSpend(st *protocol.RunState, recs []protocol.Record) []string {
+func CheckSpend(st *protocol.RunState, recs []protocol.Record) []string {
 	var out []string
 	var tokens, cost int64
 	for _, r := range recs {
@@ -229,11 +94,11 @@ func checkSpend(st *protocol.RunState, recs []protocol.Record) []string {
 	return out
 }
 
-// checkLedger holds the budget ledger's totals for a run (the root of its
+// CheckLedger holds the budget ledger's totals for a run (the root of its
 // own tree) against its trace: what the ledger charged is the sum of the
 // draws the trace records, each provider call once, and nothing is left
 // held.
-func checkLedger(ctx context.Context, l ledger.Ledger, run string, recs []protocol.Record) []string {
+func CheckLedger(ctx context.Context, l ledger.Ledger, run string, recs []protocol.Record) []string {
 	var want ledger.Usage
 	keys := map[string]bool{}
 	var out []string
@@ -262,31 +127,34 @@ func checkLedger(ctx context.Context, l ledger.Ledger, run string, recs []protoc
 	return out
 }
 
-// replayOp is one tool call of a trace as a replay applies it.
-type replayOp struct {
-	call    protocol.ToolCall
-	obs     protocol.Observation
-	unknown bool // cut off: it may or may not have taken effect
+// Op is one tool call of a trace as a replay applies it.
+type Op struct {
+	Call    protocol.ToolCall
+	Obs     protocol.Observation
+	Unknown bool // cut off: it may or may not have taken effect
 }
 
-// replayOps lists the calls a trace says were carried out, in order: every
+// ReplayOps lists the calls a trace says were carried out, in order: every
 // call of every step that ran (not refused, not waiting for a person, not
 // failed), and every action a person approved, with the arguments the
 // person saw or rewrote. A call whose outcome the trace does not know (the
-// sandboxer died under it, or never answered) is marked unknown.
-func replayOps(recs []protocol.Record) ([]replayOp, error) {
+// sandboxer died under it, or never answered) is marked unknown. Errors:
+// a step without one observation per call, a decision on no call of the
+// trace, an observation status the checker does not know.
+func ReplayOps(recs []protocol.Record) ([]Op, error) {
 	steps := map[int]*protocol.Record{}
-	var ops []replayOp
-	add := func(call protocol.ToolCall, o protocol.Observation) {
+	var ops []Op
+	add := func(call protocol.ToolCall, o protocol.Observation) error {
 		switch o.State() {
 		case protocol.CallAwaitingApproval, protocol.CallNotRun, protocol.CallRefused, protocol.CallFailed:
 		case protocol.CallIndeterminate, protocol.CallUnanswered:
-			ops = append(ops, replayOp{call: call, obs: o, unknown: true})
+			ops = append(ops, Op{Call: call, Obs: o, Unknown: true})
 		case protocol.CallOK:
-			ops = append(ops, replayOp{call: call, obs: o})
+			ops = append(ops, Op{Call: call, Obs: o})
 		default:
-			panic(fmt.Sprintf("call %s: observation status %q is not one the checker knows", call.ID, o.State()))
+			return fmt.Errorf("call %s: observation status %q is not one the checker knows", call.ID, o.State())
 		}
+		return nil
 	}
 	for i := range recs {
 		r := &recs[i]
@@ -297,7 +165,9 @@ func replayOps(recs []protocol.Record) ([]replayOp, error) {
 			}
 			steps[r.Step] = r
 			for j, c := range r.Turn.ToolCalls {
-				add(c, r.Observations[j])
+				if err := add(c, r.Observations[j]); err != nil {
+					return nil, err
+				}
 			}
 		case protocol.RecordDecision:
 			if r.Decision == nil || !r.Decision.Approve || len(r.Observations) == 0 {
@@ -315,13 +185,15 @@ func replayOps(recs []protocol.Record) ([]replayOp, error) {
 			if r.Decision.Rewrite != nil {
 				c.Arguments = r.Decision.Rewrite
 			}
-			add(c, r.Observations[0])
+			if err := add(c, r.Observations[0]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return ops, nil
 }
 
-// replayExplains replays ops from the initial workspace, with the same
+// ReplayExplains replays ops from the initial workspace, with the same
 // tools the sandboxer runs, into directories under base, and returns the
 // directory whose result equals final, or "" when none does. Each read is
 // checked against what the trace recorded it saw. A call the trace does not
@@ -329,7 +201,7 @@ func replayOps(recs []protocol.Record) ([]replayOp, error) {
 // explains the workspace when one way gives it. So a change that landed
 // twice, or one the trace says landed and did not, is caught, while a
 // change cut off by a crash counts at most once.
-func replayExplains(ctx context.Context, ops []replayOp, base string, initial, final map[string]string) (string, error) {
+func ReplayExplains(ctx context.Context, ops []Op, base string, initial, final map[string]string) (string, error) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
 	}
@@ -337,24 +209,24 @@ func replayExplains(ctx context.Context, ops []replayOp, base string, initial, f
 	if err != nil {
 		return "", err
 	}
-	if err := writeTree(dir, initial); err != nil {
+	if err := WriteTree(dir, initial); err != nil {
 		return "", err
 	}
 	return explore(ctx, ops, base, dir, final)
 }
 
-func explore(ctx context.Context, ops []replayOp, base, dir string, final map[string]string) (string, error) {
+func explore(ctx context.Context, ops []Op, base, dir string, final map[string]string) (string, error) {
 	for i, op := range ops {
-		if op.unknown {
+		if op.Unknown {
 			alt, err := os.MkdirTemp(base, "w")
 			if err != nil {
 				return "", err
 			}
-			tree, err := readTree(dir)
+			tree, err := ReadTree(dir)
 			if err != nil {
 				return "", err
 			}
-			if err := writeTree(alt, tree); err != nil {
+			if err := WriteTree(alt, tree); err != nil {
 				return "", err
 			}
 			if ok, err := applyOp(ctx, alt, op); err != nil {
@@ -371,7 +243,7 @@ func explore(ctx context.Context, ops []replayOp, base, dir string, final map[st
 			return "", err
 		}
 	}
-	tree, err := readTree(dir)
+	tree, err := ReadTree(dir)
 	if err != nil || !maps.Equal(tree, final) {
 		return "", err
 	}
@@ -381,10 +253,10 @@ func explore(ctx context.Context, ops []replayOp, base, dir string, final map[st
 // applyOp runs one call in dir. It reports false when the call cannot
 // have gone this way: it fails where the trace says it ran, or a read sees
 // other content than the trace recorded.
-func applyOp(ctx context.Context, dir string, op replayOp) (bool, error) {
-	tool, ok := tools.Builtins().Get(op.call.Name)
+func applyOp(ctx context.Context, dir string, op Op) (bool, error) {
+	tool, ok := tools.Builtins().Get(op.Call.Name)
 	if !ok {
-		return false, fmt.Errorf("the trace calls %q, which is no built-in tool", op.call.Name)
+		return false, fmt.Errorf("the trace calls %q, which is no built-in tool", op.Call.Name)
 	}
 	ws, err := tools.OpenWorkspace(dir)
 	if err != nil {
@@ -392,19 +264,19 @@ func applyOp(ctx context.Context, dir string, op replayOp) (bool, error) {
 	}
 	defer ws.Close()
 	env := &tools.Env{Workspace: ws, Sandbox: floor.New(), Limits: protocol.Limits{}.WithDefaults(), CmdEnv: sandbox.MinimalEnv()}
-	out, err := tool.Invoke(ctx, env, op.call.Arguments)
+	out, err := tool.Invoke(ctx, env, op.Call.Arguments)
 	if err != nil {
-		return op.unknown, nil // a cut-off call that fails here had no effect either way
+		return op.Unknown, nil // a cut-off call that fails here had no effect either way
 	}
-	if op.call.Name == "read_file" && !op.unknown && out.Content != op.obs.Content {
+	if op.Call.Name == "read_file" && !op.Unknown && out.Content != op.Obs.Content {
 		return false, nil
 	}
 	return true, nil
 }
 
-// replayOutcome folds the outcome a trace's records lead to: denied by a
+// ReplayOutcome folds the outcome a trace's records lead to: denied by a
 // person's denial, success by a passed verification.
-func replayOutcome(recs []protocol.Record) protocol.Outcome {
+func ReplayOutcome(recs []protocol.Record) protocol.Outcome {
 	for _, r := range recs {
 		switch {
 		case r.Kind == protocol.RecordDecision && r.Decision != nil && !r.Decision.Approve:
@@ -414,4 +286,36 @@ func replayOutcome(recs []protocol.Record) protocol.Outcome {
 		}
 	}
 	return ""
+}
+
+// WriteTree writes files (relative path → content) under dir.
+func WriteTree(dir string, files map[string]string) error {
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadTree reads every regular file under dir (relative path → content).
+func ReadTree(dir string) (map[string]string, error) {
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		out[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	return out, err
 }

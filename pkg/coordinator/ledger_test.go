@@ -1,21 +1,21 @@
-package harness_test
+package coordinator_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/redistest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -25,7 +25,7 @@ import (
 // passes verification, so it ends at its step cap (or its budget).
 func readingContract(t *testing.T, task string, edit func(c *protocol.Contract)) (*protocol.Contract, []byte) {
 	t.Helper()
-	c := exampleContract(t)
+	c := clustertest.ExampleContract(t)
 	c.Task = task
 	c.Budget.MaxSteps = 5
 	c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "calc.go", Needle: "never there"}}
@@ -44,63 +44,54 @@ func readTurn(call int) *protocol.Turn {
 		ToolCalls: []protocol.ToolCall{{ID: fmt.Sprintf("c%d", call), Name: "read_file", Arguments: json.RawMessage(`{"path":"calc.go"}`)}}}
 }
 
-// gatedAgent answers every call with a read; the call numbered at blocks
-// until release is closed, after reporting on reached.
-func gatedAgent(at int, reached, release chan struct{}) (*provider.Scripted, *atomic.Int32) {
-	var calls atomic.Int32
-	return provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
-		n := calls.Add(1)
+// gated is a provider that answers every call with a read; the call
+// numbered at blocks until release is closed, after reporting on reached.
+// It counts its calls, and those begun while down is set.
+type gated struct {
+	*provider.Scripted
+	calls, whileDown atomic.Int32
+	down             atomic.Bool
+}
+
+func gatedAgent(at int, reached, release chan struct{}) *gated {
+	g := &gated{}
+	g.Scripted = provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		n := g.calls.Add(1)
+		if g.down.Load() {
+			g.whileDown.Add(1)
+		}
 		if int(n) == at {
 			close(reached)
 			<-release
 		}
 		return readTurn(int(n)), nil
-	}), &calls
+	})
+	return g
 }
 
-// traceSpend sums what a run's trace says it drew.
-func traceSpend(t *testing.T, recs []protocol.Record) ledger.Usage {
-	t.Helper()
-	var u ledger.Usage
-	for _, r := range recs {
-		for _, d := range r.Draws {
-			u = u.Add(ledger.Usage{InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, CostMicros: d.CostMicros, Steps: d.Steps})
-		}
-		if r.Kind == protocol.RecordStep && len(r.Draws) != 1 {
-			t.Errorf("step %d records %d draws, want 1", r.Step, len(r.Draws))
-		}
-	}
-	return u
+// askedLedger is a budget ledger that counts the reservations and
+// settlements it is asked for, answered or not.
+type askedLedger struct {
+	ledger.Ledger
+	asked atomic.Int32
 }
 
-// checkCharged checks that the ledger charged a tree exactly what the traces
-// of its runs say they drew, and holds nothing.
-func checkCharged(t *testing.T, l ledger.Ledger, tree string, traces ...[]protocol.Record) {
-	t.Helper()
-	var want ledger.Usage
-	for _, recs := range traces {
-		want = want.Add(traceSpend(t, recs))
-	}
-	tot, err := l.Totals(t.Context(), tree)
-	if err != nil {
-		t.Fatalf("ledger totals of %s: %v", tree, err)
-	}
-	if tot.Spent != want || tot.Reserved != (ledger.Usage{}) {
-		t.Errorf("ledger of tree %s: spent %+v, reserved %+v; the traces drew %+v (charged once, nothing left held)", tree, tot.Spent, tot.Reserved, want)
-	}
+func (l *askedLedger) Reserve(ctx context.Context, r ledger.Reservation) (ledger.Grant, error) {
+	l.asked.Add(1)
+	return l.Ledger.Reserve(ctx, r)
 }
 
-func redisLedger(t *testing.T, srv *redistest.Server) ledger.Ledger {
-	t.Helper()
-	l, closeL, err := ledger.Dial(t.Context(), srv.URL(), ledger.RedisConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = closeL() })
-	return l
+func (l *askedLedger) Settle(ctx context.Context, tree, key string, actual ledger.Usage) (ledger.Settlement, error) {
+	l.asked.Add(1)
+	return l.Ledger.Settle(ctx, tree, key, actual)
 }
 
-// events records a run's events of the given kinds.
+func (l *askedLedger) SettleAndReserve(ctx context.Context, key string, actual ledger.Usage, next ledger.Reservation) (ledger.Settlement, ledger.Grant, error) {
+	l.asked.Add(1)
+	return l.Ledger.SettleAndReserve(ctx, key, actual, next)
+}
+
+// watchKinds records a run's events of the given kinds.
 func watchKinds(t *testing.T, cl *harness.Cluster, run string, kinds ...string) func() []protocol.Event {
 	t.Helper()
 	var mu sync.Mutex
@@ -131,17 +122,13 @@ func watchKinds(t *testing.T, cl *harness.Cluster, run string, kinds ...string) 
 // says so.
 func TestLedgerLostMidRun(t *testing.T) {
 	srv := redistest.Start(t)
-	l := redisLedger(t, srv)
+	l := clustertest.RedisLedger(t, srv)
 	c, raw := readingContract(t, "read and read", nil)
 	reached, release := make(chan struct{}), make(chan struct{})
-	agent, calls := gatedAgent(3, reached, release)
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	agent := gatedAgent(3, reached, release)
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
 	events := watchKinds(t, cl, "lost", protocol.EventLedger, protocol.EventSpendDraw)
-	if _, err := submitJSON(t.Context(), cl, raw, "lost"); err != nil {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, "lost"); err != nil {
 		t.Fatal(err)
 	}
 	<-reached // the third call is reserved and in flight
@@ -151,15 +138,15 @@ func TestLedgerLostMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != protocol.OutcomeStepCapReached || res.Steps != 5 || calls.Load() != 5 {
-		t.Fatalf("run = %s after %d steps and %d calls (%s), want step_cap_reached after 5", res.Outcome, res.Steps, calls.Load(), res.Reason)
+	if res.Outcome != protocol.OutcomeStepCapReached || res.Steps != 5 || agent.calls.Load() != 5 {
+		t.Fatalf("run = %s after %d steps and %d calls (%s), want step_cap_reached after 5", res.Outcome, res.Steps, agent.calls.Load(), res.Reason)
 	}
 	recs, err := cl.Run("lost").Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCharged(t, l, "lost", recs)
-	waitFor(t, 5*time.Second, func() error {
+	clustertest.CheckCharged(t, l, "lost", recs)
+	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		var rebuilt, draws int
 		for _, ev := range events() {
 			if ev.Kind == protocol.EventLedger && strings.Contains(ev.Text, "rebuilt") {
@@ -185,22 +172,19 @@ func TestLedgerLostMidRun(t *testing.T) {
 // and goes on when Redis is back.
 func TestLedgerDownWaits(t *testing.T) {
 	srv := redistest.Start(t)
-	l := redisLedger(t, srv)
+	l := &askedLedger{Ledger: clustertest.RedisLedger(t, srv)}
 	c, raw := readingContract(t, "read while the ledger is away", nil)
 	reached, release := make(chan struct{}), make(chan struct{})
-	agent, calls := gatedAgent(2, reached, release)
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := submitJSON(t.Context(), cl, raw, "down"); err != nil {
+	agent := gatedAgent(2, reached, release)
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{c.Workspace.Root}, Provider: agent, Ledger: l})
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, raw, "down"); err != nil {
 		t.Fatal(err)
 	}
 	<-reached
+	agent.down.Store(true)
 	srv.Stop()
 	close(release) // the answer comes back with nowhere to settle it
-	waitFor(t, 20*time.Second, func() error {
+	testkit.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		st, err := cl.Run("down").Status(t.Context())
 		if err != nil {
 			return err
@@ -210,10 +194,20 @@ func TestLedgerDownWaits(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond) // long enough for a call that should not happen
-	if n := calls.Load(); n != 2 {
-		t.Fatalf("%d provider calls while the ledger was down, want none past the second", n)
+	// The coordinator asks the ledger twice more, and is refused each
+	// time, after saying it waits: it is still waiting, and had it called
+	// the provider without a reservation that call would have begun.
+	since := l.asked.Load()
+	testkit.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if n := l.asked.Load() - since; n < 2 {
+			return fmt.Errorf("the coordinator asked the ledger %d times since it said it waits, want 2", n)
+		}
+		return nil
+	})
+	if n, down := agent.calls.Load(), agent.whileDown.Load(); n != 2 || down != 0 {
+		t.Fatalf("%d provider calls, %d of them while the ledger was down; want none past the second", n, down)
 	}
+	agent.down.Store(false)
 	srv.Restart() // empty: the tree is rebuilt from the trace
 	res, err := cl.Run("down").Wait(t.Context())
 	if err != nil {
@@ -226,7 +220,10 @@ func TestLedgerDownWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCharged(t, l, "down", recs)
+	clustertest.CheckCharged(t, l, "down", recs)
+	if n := agent.whileDown.Load(); n != 0 {
+		t.Errorf("%d provider calls began while the ledger was down, want none", n)
+	}
 	if st, err := cl.Run("down").Status(t.Context()); err != nil || strings.Contains(st.Reason, "waiting") {
 		t.Errorf("finished status = %+v, %v; the wait is over", st, err)
 	}
@@ -237,7 +234,7 @@ func TestLedgerDownWaits(t *testing.T) {
 // raise the ceiling, and both end budget_ceiling_reached.
 func TestTreeCeiling(t *testing.T) {
 	srv := redistest.Start(t)
-	l := redisLedger(t, srv)
+	l := clustertest.RedisLedger(t, srv)
 	rootC, rootRaw := readingContract(t, "the root", func(c *protocol.Contract) {
 		c.Budget.MaxSteps = 10
 		c.Budget.Tree = &protocol.TreeBudget{MaxSteps: 4}
@@ -254,12 +251,8 @@ func TestTreeCeiling(t *testing.T) {
 		}
 		return readTurn(int(rootCalls.Load())), nil
 	})
-	cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent, Ledger: l})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := submitJSON(t.Context(), cl, rootRaw, "root"); err != nil {
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{rootC.Workspace.Root}, Provider: agent, Ledger: l})
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, rootRaw, "root"); err != nil {
 		t.Fatal(err)
 	}
 	<-rootHeld
@@ -270,12 +263,12 @@ func TestTreeCeiling(t *testing.T) {
 		c.Parent = "root"
 		c.Budget.Tree = &protocol.TreeBudget{MaxSteps: 100}
 	})
-	if _, err := submitJSON(t.Context(), cl, raiser, "raiser"); !isCode(err, protocol.CodeInvalidField) {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, raiser, "raiser"); !isCode(err, protocol.CodeInvalidField) {
 		t.Errorf("a sub-agent with a tree budget: %v, want invalid_field", err)
 	}
 	// Nor join a tree that does not exist.
 	_, orphan := readingContract(t, "the child", func(c *protocol.Contract) { c.Parent = "nobody" })
-	if _, err := submitJSON(t.Context(), cl, orphan, "orphan"); !isCode(err, protocol.CodeUnknownRun) {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, orphan, "orphan"); !isCode(err, protocol.CodeUnknownRun) {
 		t.Errorf("a sub-agent of an unknown run: %v, want unknown_run", err)
 	}
 
@@ -293,7 +286,7 @@ func TestTreeCeiling(t *testing.T) {
 		c.Parent = "root"
 		c.Budget.MaxSteps = 10
 	})
-	if _, err := submitJSON(t.Context(), cl, childRaw, "child"); err != nil {
+	if _, err := clustertest.SubmitJSON(t.Context(), cl, childRaw, "child"); err != nil {
 		t.Fatal(err)
 	}
 	child, err := cl.Run("child").Wait(t.Context())
@@ -318,7 +311,7 @@ func TestTreeCeiling(t *testing.T) {
 	}
 	rootRecs, _ := cl.Run("root").Trace(t.Context())
 	childRecs, _ := cl.Run("child").Trace(t.Context())
-	checkCharged(t, l, "root", rootRecs, childRecs)
+	clustertest.CheckCharged(t, l, "root", rootRecs, childRecs)
 	if len(childRecs) == 0 || childRecs[0].Tree != "root" || childRecs[0].Depth != 1 {
 		t.Errorf("the child's started record places it in tree %q at depth %d, want root at 1", childRecs[0].Tree, childRecs[0].Depth)
 	}
@@ -370,64 +363,6 @@ func isCode(err error, code protocol.Code) bool {
 	return err != nil && protocol.AsError(err).Code == code
 }
 
-// TestLedgerCrashBeforeSettle kills the coordinator process after a
-// provider call answered and before its draw was settled; the coordinator
-// that takes the run over settles that same call once, so the run is
-// charged exactly what its trace says.
-func TestLedgerCrashBeforeSettle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and starts the role binaries; run without -short")
-	}
-	rs := redistest.Start(t)
-	l := redisLedger(t, rs)
-	bin := buildRoles(t)
-	cassette := recordSlow(t)
-	url, c := serverAndClient(t)
-	ws := copyDir(t, "examples/fix-a-test/workspace")
-	env := []string{"NATS_URL=" + url, "REDIS_URL=" + rs.URL()}
-	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", ws)
-	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
-	first := startProcess(t, filepath.Join(bin, "coordinator"), append(env, "HARNESS_FAULT=before-settle:2"), "--id", "first")
-	if _, err := submitJSON(t.Context(), c, slowContract(t, ws), "unsettled"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- first.Wait() }()
-	select {
-	case err := <-done:
-		if ws, ok := first.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("the first coordinator ended with %v, want killed at before-settle", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the first coordinator never reached its second settle")
-	}
-	// The second call's reservation is held and its turn is durable.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if tot, err := l.Totals(ctx, "unsettled"); err != nil || tot.Reserved.Steps != 1 || tot.Spent.Steps != 1 {
-		t.Fatalf("after the crash the ledger shows %+v, %v; want one call spent and one held", tot, err)
-	}
-	startProcess(t, filepath.Join(bin, "coordinator"), env, "--id", "second")
-	res, err := c.Run("unsettled").Wait(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome != protocol.OutcomeSuccess || res.Steps != 3 {
-		t.Fatalf("run = %s after %d (%s), want success after 3", res.Outcome, res.Steps, res.Reason)
-	}
-	recs, err := c.Run("unsettled").Trace(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkTrace(t, recs, res)
-	checkCharged(t, l, "unsettled", recs)
-	// The second step acts on the call made before the crash: no new
-	// attempt, so no second payment.
-	if d := recs[2].Draws; len(d) != 1 || d[0].Key != "unsettled.2.1" {
-		t.Errorf("step 2 draws %+v, want the one call unsettled.2.1", d)
-	}
-}
-
 // TestSpawnAgent has a root agent start sub-agents with spawn_agent: a
 // sub-agent works in the same workspace on the same tree ceiling, and its
 // outcome is the root's observation; one past the tree's agent cap is
@@ -475,12 +410,8 @@ func TestSpawnAgent(t *testing.T) {
 				}
 				return readTurn(int(rootCalls.Load())), nil
 			})
-			cl, err := harness.Start(t.Context(), harness.Config{AllowFloor: true, DataDir: t.TempDir(), Roots: []string{rootC.Workspace.Root}, Provider: agent})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			res, err := runJSON(t.Context(), cl, raw, "boss")
+			cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{rootC.Workspace.Root}, Provider: agent})
+			res, err := clustertest.RunJSON(t.Context(), cl, raw, "boss")
 			if err != nil {
 				t.Fatal(err)
 			}

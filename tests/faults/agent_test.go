@@ -1,4 +1,4 @@
-package harness_test
+package faults
 
 import (
 	"encoding/json"

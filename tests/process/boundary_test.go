@@ -1,0 +1,92 @@
+package process
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// TestProviderKeyNeverReachesAFloorCommand is the fifth attack of issue
+// 12 through a real `harness run` process: with the floor allowed, a
+// command reads its parent's /proc/PID/environ, where the provider key
+// was. The harness process scrubbed it at start: the command, and so the
+// trace, see the variable's name and never its value.
+func TestProviderKeyNeverReachesAFloorCommand(t *testing.T) {
+	bin := roleBinaries(t)
+	const secret = "sk-test-do-not-leak-0123456789"
+	contract := func(root string) []byte {
+		b, _ := json.Marshal(map[string]any{
+			"schema": protocol.ContractSchema, "task": "say done", "workspace": map[string]string{"root": root},
+			"verification": map[string]any{"command": map[string]any{"argv": []string{"sh", "-c", `tr '\000' '\n' < /proc/$PPID/environ | grep API_KEY`}}},
+			"policy": map[string]any{"layers": []any{map[string]any{"name": "t", "rules": []any{
+				map[string]string{"act": "exec", "effect": "allow", "pattern": "sh"},
+				map[string]string{"act": "exec", "effect": "allow", "pattern": "sh -c*"}}}},
+				"defaults": map[string]string{"read": "allow", "write": "deny", "exec": "deny", "net": "deny"}},
+			"sandbox": map[string]any{"backend": "floor"},
+		})
+		return b
+	}
+	// A cassette of the one turn, recorded on this contract.
+	rec := provider.NewRecord(provider.NewScripted(&protocol.Turn{Text: "Done."}))
+	var c protocol.Contract
+	if err := json.Unmarshal(contract(t.TempDir()), &c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harness.Run(t.Context(), &c, harness.WithProvider(rec), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir())); err != nil {
+		t.Fatal(err)
+	}
+	cassette := saveCassette(t, rec)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "contract.json")
+	if err := os.WriteFile(path, contract(ws), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "harness"), "run", "--allow-floor", "--data", data, "--replay", cassette, "--id", "leak", path)
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY="+secret)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("harness run: %v\n%s", err, out)
+	}
+	recs := clustertest.ReadTrace(t, data, "leak")
+	checked := false
+	for _, r := range recs {
+		if r.Check != nil && r.Check.Exec != nil {
+			checked = true
+			if !strings.Contains(r.Check.Output, "OPENAI_API_KEY=") {
+				t.Errorf("the command did not read its parent's environment: %q", r.Check.Output)
+			}
+		}
+	}
+	if !checked {
+		t.Fatal("the verification never ran")
+	}
+	b, _ := json.Marshal(recs)
+	if strings.Contains(string(b)+string(out), secret) {
+		t.Errorf("the provider key reached the trace or the output")
+	}
+	err = filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), secret) {
+			t.Errorf("the provider key is in %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
