@@ -122,12 +122,12 @@ func (c *Client) Submit(ctx context.Context, contract *protocol.Contract, opts .
 	if err := h.observeWith(&co); err != nil {
 		return nil, err
 	}
-	run, err := c.submit(ctx, data, id)
-	if err != nil {
+	// The run id is the key's (protocol.RunIDFor), known before anyone
+	// answers, so the observer watches the right run from the start.
+	if _, err := c.submit(ctx, data, id); err != nil {
 		h.stopObserving()
 		return nil, err
 	}
-	h.id = run
 	return h, nil
 }
 

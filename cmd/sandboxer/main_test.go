@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -21,17 +22,17 @@ func TestParseConfig(t *testing.T) {
 		args []string
 		want config
 	}{
-		{"defaults", nil, nil, config{natsURL: "nats://127.0.0.1:4222", backends: "native,floor"}},
+		{"defaults", nil, nil, config{natsURL: "nats://127.0.0.1:4222", backends: "native,floor", drain: 30 * time.Second}},
 		{"only 1 allows", map[string]string{"HARNESS_ALLOW_FLOOR": "true", "HARNESS_ALLOW_PERMISSIVE": "yes"}, nil,
-			config{natsURL: "nats://127.0.0.1:4222", backends: "native,floor"}},
+			config{natsURL: "nats://127.0.0.1:4222", backends: "native,floor", drain: 30 * time.Second}},
 		{"environment", env, nil, config{natsURL: "nats://env:4222", id: "s-env", backends: "docker", dockerImage: "img:1",
-			allowFloor: true, allowPermissive: true, goCache: "/cache", snapshots: "/snaps", metricsAddr: "127.0.0.1:9"}},
+			allowFloor: true, allowPermissive: true, goCache: "/cache", snapshots: "/snaps", metricsAddr: "127.0.0.1:9", drain: 30 * time.Second}},
 		{"flags over environment", env, []string{"--nats", "nats://flag:4222", "--id", "s-flag", "--root", "/a", "--root", "/b",
 			"--max-concurrent", "2", "--backends", "native", "--allow-floor=false", "--allow-permissive=false", "--go-cache", "/c2",
-			"--images", "--snapshots", "/s2", "--no-snapshots", "--keep-snapshots", "--metrics", "127.0.0.1:10", "--version"},
+			"--images", "--snapshots", "/s2", "--no-snapshots", "--keep-snapshots", "--metrics", "127.0.0.1:10", "--version", "--drain", "5s"},
 			config{natsURL: "nats://flag:4222", id: "s-flag", roots: listFlag{"/a", "/b"}, maxConcurrent: 2, backends: "native",
 				dockerImage: "img:1", goCache: "/c2", images: true, snapshots: "/s2", noSnapshots: true, keepSnapshots: true,
-				metricsAddr: "127.0.0.1:10", version: true}},
+				metricsAddr: "127.0.0.1:10", version: true, drain: 5 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
