@@ -18,6 +18,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/wire"
 )
 
@@ -419,7 +420,7 @@ func (c *Cluster) Client() *harness.Client {
 // include at least want of each name.
 func (c *Cluster) WaitServices(want map[string]int) {
 	c.t.Helper()
-	WaitFor(c.t, 3*time.Minute, func() error {
+	testkit.CheckFor(c.t, 3*time.Minute, 250*time.Millisecond, func() error {
 		out, err := c.NATS("admin", "micro", "ls", "--json")
 		if err != nil {
 			return fmt.Errorf("nats micro ls: %v: %s", err, out)
@@ -431,21 +432,4 @@ func (c *Cluster) WaitServices(want map[string]int) {
 		}
 		return nil
 	})
-}
-
-// WaitFor polls f until it returns nil, failing t with its last error
-// after d.
-func WaitFor(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", d, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }

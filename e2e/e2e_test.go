@@ -26,6 +26,7 @@ import (
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/e2e/script"
 	"github.com/ioharness/harness/internal/streams"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
@@ -446,7 +447,7 @@ func waitRuns(t *testing.T, c *Cluster, runs []string, d time.Duration) map[stri
 	deadline := time.Now().Add(d)
 	out := map[string]*protocol.Result{}
 	for _, r := range runs {
-		WaitFor(t, time.Until(deadline), func() error {
+		testkit.CheckFor(t, time.Until(deadline), 250*time.Millisecond, func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			st, err := c.Client().Run(r).Status(ctx)
@@ -458,7 +459,7 @@ func waitRuns(t *testing.T, c *Cluster, runs []string, d time.Duration) map[stri
 			}
 			return nil
 		})
-		WaitFor(t, time.Minute, func() error {
+		testkit.CheckFor(t, time.Minute, 250*time.Millisecond, func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			res, err := c.Client().Run(r).Wait(ctx)
@@ -618,7 +619,7 @@ func TestCluster(t *testing.T) {
 			c.Scale("worker", workers)
 			c.WaitServices(map[string]int{"harness-worker": workers + 2})
 			n := ev.turnCount()
-			WaitFor(t, time.Minute, func() error {
+			testkit.CheckFor(t, time.Minute, 250*time.Millisecond, func() error {
 				if ev.turnCount() < n+workers*3 {
 					return fmt.Errorf("turns not flowing with %d workers", workers)
 				}
@@ -684,7 +685,7 @@ func TestCluster(t *testing.T) {
 		after := func(more int, what string) {
 			t.Helper()
 			target := min(steps()+more, len(runs)*91)
-			WaitFor(t, 3*time.Minute, func() error {
+			testkit.CheckFor(t, 3*time.Minute, 250*time.Millisecond, func() error {
 				if n := steps(); n < target {
 					return fmt.Errorf("before %s: %d steps, waiting for %d", what, n, target)
 				}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ioharness/harness/internal/redistest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/ledger/ledgertest"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -371,7 +372,7 @@ func TestRedisKeyTTL(t *testing.T) {
 	if _, err := l.Settle(ctx, tree, r.Key, oneStep); err != nil {
 		t.Fatal(err)
 	}
-	ledgertest.WaitFor(t, 5*time.Second, func() error {
+	testkit.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		_, err := l.Settle(ctx, tree, r.Key, oneStep)
 		if errors.Is(err, ledger.ErrReservationUnknown) {
 			return nil
@@ -449,7 +450,7 @@ func TestRedisProcesses(t *testing.T) {
 		cmds[p] = cmd
 	}
 	// Release all helpers at once, once each is connected and waiting.
-	ledgertest.WaitFor(t, 60*time.Second, func() error {
+	testkit.CheckFor(t, 60*time.Second, 5*time.Millisecond, func() error {
 		n, err := c.Get(ctx, "test:{"+tree+"}:ready").Int()
 		if err != nil || n < procs {
 			return fmt.Errorf("%d of %d helpers ready (%v)", n, procs, err)
@@ -506,7 +507,7 @@ func TestHelperProcess(t *testing.T) {
 	if err := c.Incr(ctx, "test:{"+tree+"}:ready").Err(); err != nil {
 		t.Fatal(err)
 	}
-	ledgertest.WaitFor(t, 60*time.Second, func() error { return c.Get(ctx, "test:{"+tree+"}:go").Err() })
+	testkit.CheckFor(t, 60*time.Second, 5*time.Millisecond, func() error { return c.Get(ctx, "test:{"+tree+"}:go").Err() })
 	tally, err := ledgertest.Hammer(ctx, l, tree, strings.Split(os.Getenv(agentsEnv), ","))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -64,23 +65,6 @@ var treeSeq atomic.Int64
 func NewTree(t testing.TB) string {
 	name := strings.NewReplacer("/", ".", " ", "_", "{", "(", "}", ")").Replace(t.Name())
 	return fmt.Sprintf("%s.%s.%d", name, strconv.FormatInt(time.Now().UnixNano(), 36), treeSeq.Add(1))
-}
-
-// WaitFor calls f until it returns nil, failing the test with f's last
-// error if timeout passes first.
-func WaitFor(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // setup opens a tree with c and registers agents at depth 0, 1, 2, ...
@@ -689,7 +673,7 @@ func testDeadlinePasses(t *testing.T, l ledger.Ledger) {
 	tree := setup(t, l, ledger.Ceiling{Wall: 300 * time.Millisecond}, "root")
 	reserve(t, l, ledger.Reservation{Tree: tree, Agent: "root", Key: "root.0.0", Estimate: step})
 	i := 0
-	WaitFor(t, 10*time.Second, func() error {
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		i++
 		_, err := l.Reserve(context.Background(), ledger.Reservation{Tree: tree, Agent: "root", Key: fmt.Sprintf("root.%d.0", i), Estimate: ledger.Usage{Steps: 1}})
 		if errors.Is(err, ledger.ErrCeilingReached) {
