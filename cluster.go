@@ -72,6 +72,10 @@ type Config struct {
 	// Approver answers what the policy asks a person; default durable: the
 	// run pauses until someone decides with Client.Decide.
 	Approver coordinator.Approver
+	// Retention is how long a finished run is kept (its trace, index
+	// entry, approvals and cancel); default coordinator.DefaultRetention,
+	// 30 days; negative keeps runs for ever.
+	Retention time.Duration
 	// NoTakeover keeps the coordinator to the runs submitted to it and
 	// resumed through Cluster.Resume, instead of also taking over every
 	// run whose coordinator is gone (which `harness up` does).
@@ -184,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return fail(err)
 	}
 	co, err := coordinator.New(nc, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices,
-		Ledger: cfg.Ledger, Metrics: c.regs.coordinator})
+		Ledger: cfg.Ledger, Metrics: c.regs.coordinator, Retention: cfg.Retention})
 	if err != nil {
 		return fail(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,6 +44,7 @@ type config struct {
 	nats        *streams.Flags
 	id          string
 	maxRuns     int
+	retention   time.Duration
 	redisURL    string
 	pricesFile  string
 	pools       string
@@ -59,6 +61,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.natsURL, "nats", envOr(getenv, "NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "coordinator id ($HARNESS_ID; default random)")
 	fs.IntVar(&c.maxRuns, "max-runs", 0, "runs driven at once (default 64)")
+	fs.DurationVar(&c.retention, "retention", retentionEnv(getenv), "how long a finished run's trace, index entry, approvals and cancel are kept; negative keeps them for ever (default 720h, 30 days) ($HARNESS_RETENTION)")
 	fs.StringVar(&c.redisURL, "redis", getenv("REDIS_URL"), "Redis URL of the budget ledger shared by every coordinator ($REDIS_URL; default a ledger in this process)")
 	fs.StringVar(&c.pricesFile, "prices", getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")
 	fs.StringVar(&c.pools, "pools", envOr(getenv, "HARNESS_POOLS", "default"), "worker pools whose consumers coordinators create, for workers that may not ($HARNESS_POOLS, comma-separated)")
@@ -124,7 +127,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if msrv != nil {
 		log.Info("serving metrics", "url", msrv.URL())
 	}
-	ccfg := coordinator.Config{ID: cfg.id, MaxRuns: cfg.maxRuns, Prices: prices, Ledger: led, Logger: log, Metrics: reg}
+	ccfg := coordinator.Config{ID: cfg.id, MaxRuns: cfg.maxRuns, Retention: cfg.retention, Prices: prices, Ledger: led, Logger: log, Metrics: reg}
 	if err := serve(ctx, log, msrv, cfg.natsURL, opts, ccfg); err != nil {
 		return failed(exitError, err)
 	}
@@ -152,5 +155,12 @@ func envOr(getenv func(string) string, k, d string) string {
 	if v := getenv(k); v != "" {
 		return v
 	}
+	return d
+}
+
+// retentionEnv reads $HARNESS_RETENTION; zero (the default's) when unset
+// or not a duration.
+func retentionEnv(getenv func(string) string) time.Duration {
+	d, _ := time.ParseDuration(getenv("HARNESS_RETENTION"))
 	return d
 }

@@ -43,6 +43,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	fs.Var(&roots, "root", "a directory whose workspaces the sandboxer serves (repeatable; default the working directory)")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
 	redisURL := fs.String("redis", env.getenv("REDIS_URL"), "Redis URL of the budget ledger ($REDIS_URL; default a ledger in this process, rebuilt from the trace after a restart)")
+	retention := fs.Duration("retention", 0, "how long a finished run's trace, index entry, approvals and cancel are kept; negative keeps them for ever (default 720h, 30 days)")
 	roles := clusterFlags(env, fs)
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
@@ -70,7 +71,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	dir := dataDir(env, *data)
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-	cfg := harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, MetricsListen: *roles.metrics}
+	cfg := harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, MetricsListen: *roles.metrics, Retention: *retention}
 	if err := roles.build(ctx, env, logger, &cfg); err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage

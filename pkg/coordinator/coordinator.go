@@ -69,6 +69,14 @@ type Config struct {
 	// TakeoverInterval is how often the coordinator looks for runs whose
 	// lease ran out; default 1 second.
 	TakeoverInterval time.Duration
+	// Retention is how long a finished run is kept: its trace, index
+	// entry, approvals and cancel are forgotten that long after it ended.
+	// Default DefaultRetention (30 days); negative keeps runs for ever. A
+	// run running or paused is never forgotten.
+	Retention time.Duration
+	// PruneInterval is how often the coordinator forgets the runs past
+	// Retention; default 1 hour.
+	PruneInterval time.Duration
 	// NoTakeover stops this coordinator from taking over other
 	// coordinators' runs on its own (the embedded `harness run` sets it:
 	// it serves one workspace). Resume still works.
@@ -129,6 +137,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.TakeoverInterval == 0 {
 		c.TakeoverInterval = time.Second
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = time.Hour
 	}
 	if c.Approver == nil {
 		c.Approver = Durable{}
@@ -288,6 +302,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		defer c.wg.Done()
 		c.watchCancels(ctx)
 	}()
+	if c.cfg.Retention > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.prune(ctx)
+		}()
+	}
 	if !c.cfg.NoTakeover {
 		c.wg.Add(2)
 		go func() {

@@ -1,0 +1,109 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
+)
+
+// DefaultRetention is how long a finished run is kept by default: its
+// trace, its index entry, its approvals and its cancel.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// A run's records have the ages of its steps, so no stream limit can say
+// "the runs that finished a month ago": a limit on age would take the
+// first records of a run paused that long, which its resume needs. So
+// finished runs are forgotten by a sweep, run by run, from the index.
+// What limits do fit is kept by them: the turns stream keeps a day, the
+// ops bucket a week.
+
+// prunable lists the runs of states that finished at least keep before
+// now, oldest first. A run running or paused is never among them, however
+// old.
+func prunable(states []protocol.RunState, now time.Time, keep time.Duration) []string {
+	var old []protocol.RunState
+	for _, st := range states {
+		if (st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed) && !st.Updated.After(now.Add(-keep)) {
+			old = append(old, st)
+		}
+	}
+	slices.SortFunc(old, func(a, b protocol.RunState) int { return a.Updated.Compare(b.Updated) })
+	runs := make([]string, len(old))
+	for i, st := range old {
+		runs[i] = st.Run
+	}
+	return runs
+}
+
+// prune forgets the runs that finished longer ago than the retention,
+// every PruneInterval, until ctx ends.
+func (c *Coordinator) prune(ctx context.Context) {
+	t := time.NewTicker(c.cfg.PruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := c.pruneOnce(ctx, time.Now())
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("forget finished runs", "err", err)
+		}
+		if n > 0 {
+			c.log.Info("forgot finished runs", "runs", n, "finished before", time.Now().Add(-c.cfg.Retention).Format(time.RFC3339))
+		}
+	}
+}
+
+// pruneOnce forgets the runs that finished at least the retention before
+// now, and says how many. Every coordinator sweeps; forgetting is
+// idempotent, so two at once only repeat work.
+func (c *Coordinator) pruneOnce(ctx context.Context, now time.Time) (int, error) {
+	states, err := c.index.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, run := range prunable(states, now, c.cfg.Retention) {
+		if err := c.forget(ctx, run); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// forget removes a finished run: its trace, its approvals, its cancel,
+// and last its index entry, so a forget cut short is found and finished by
+// the next sweep.
+func (c *Coordinator) forget(ctx context.Context, run string) error {
+	if err := c.assets.Trace.Purge(ctx, jetstream.WithPurgeSubject(wire.Trace(run))); err != nil {
+		return fmt.Errorf("purge the trace of %s: %w", run, err)
+	}
+	lister, err := c.assets.Approvals.ListKeysFiltered(ctx, run+".>")
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return fmt.Errorf("list the approvals of %s: %w", run, err)
+	}
+	if lister != nil {
+		for k := range lister.Keys() {
+			if err := c.assets.Approvals.Purge(ctx, k); err != nil {
+				return fmt.Errorf("forget approval %s: %w", k, err)
+			}
+		}
+	}
+	if err := c.assets.Cancels.Purge(ctx, run); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("forget the cancel of %s: %w", run, err)
+	}
+	if err := c.assets.Runs.Purge(ctx, run); err != nil {
+		return fmt.Errorf("forget run %s: %w", run, err)
+	}
+	return nil
+}
