@@ -49,6 +49,9 @@ func operate(t *testing.T, c *Cluster, work string) {
 	if err != nil || !strings.Contains(out, `"run": "stuck-1"`) {
 		t.Fatalf("harness ls --state running: %v\n%s", err, out)
 	}
+	if out, err := c.NATS("admin", "kv", "ls", "harness-runs"); err != nil || !strings.Contains(out, "stuck-1") || !strings.Contains(out, "example-1") {
+		t.Errorf("nats kv ls harness-runs: %v\n%s", err, out)
+	}
 	if out, _ := c.Harness("status", "stuck-1"); !strings.Contains(out, "no worker serves pool nobody") {
 		t.Errorf("harness status of a run no worker serves:\n%s", out)
 	}
