@@ -9,6 +9,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -54,4 +55,56 @@ func TestMicroStatsCountErrors(t *testing.T) {
 		}
 	}
 	t.Fatalf("no decide endpoint in the stats: %s", sm.Data)
+}
+
+// TestClusterGauges pauses a run for a person and reads the cluster-wide
+// gauges a scrape reports: one run paused, one action pending, the default
+// pool's queue seen.
+func TestClusterGauges(t *testing.T) {
+	ws := t.TempDir()
+	agent := provider.NewScripted(&protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "1", Name: "write_file",
+		Arguments: json.RawMessage(`{"path":"a.txt","content":"a"}`)}}})
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true, AllowFloor: true})
+	h, err := cl.Submit(t.Context(), cancelContract(ws, &protocol.Defaults{Write: "ask"}), harness.WithRunID("gauged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.Wait(t.Context()); err != nil || res.Outcome != protocol.OutcomeAwaitingApproval {
+		t.Fatalf("wait = %+v, %v; want awaiting_approval", res, err)
+	}
+	for _, g := range []struct {
+		name, label, value string
+		want               float64
+	}{
+		{"harness_runs", "status", "paused", 1},
+		{"harness_runs", "status", "running", 0},
+		{"harness_approvals_pending", "", "", 1},
+		{"harness_pool_queued", "pool", "default", 0},
+	} {
+		if got := gauge(t, cl, g.name, g.label, g.value); got != g.want {
+			t.Errorf("%s{%s=%q} = %v, want %v", g.name, g.label, g.value, got, g.want)
+		}
+	}
+}
+
+// gauge reads one gauge of the cluster's metrics, by one label (none when
+// label is "").
+func gauge(t *testing.T, cl *harness.Cluster, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := cl.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" || hasLabel(m, label, value) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q}", name, label, value)
+	return 0
 }

@@ -184,3 +184,60 @@ func (m *Coordinator) Spent(input, output, costMicros int64) {
 	m.tokens.WithLabelValues("output").Add(float64(max(output, 0)))
 	m.cost.Add(float64(max(costMicros, 0)))
 }
+
+// ClusterState is what the cluster holds as a whole, read when scraped:
+// runs by status, actions waiting for a person, and the step tasks queued
+// per worker pool.
+type ClusterState struct {
+	Runs     map[string]int // by status: running, paused, completed, failed
+	Pending  int
+	Queued   map[string]uint64 // by pool
+	Inflight map[string]int    // step tasks a worker holds, by pool
+}
+
+// clusterCollector reports a ClusterState read at each scrape.
+type clusterCollector struct {
+	read                     func() (ClusterState, error)
+	runs, pending, q, flight *prometheus.Desc
+}
+
+// RegisterCluster registers on reg the cluster-wide gauges, read by read
+// at each scrape: harness_runs{status}, harness_approvals_pending,
+// harness_pool_queued{pool} and harness_pool_inflight{pool}. They are the
+// same on every coordinator that serves them: take one. A read that fails
+// reports nothing for that scrape. A nil reg registers nothing.
+func RegisterCluster(reg prometheus.Registerer, read func() (ClusterState, error)) {
+	if reg == nil {
+		return
+	}
+	register(reg, prometheus.Collector(&clusterCollector{read: read,
+		runs:    prometheus.NewDesc(namespace+"_runs", "Runs in the run index, by status.", []string{"status"}, nil),
+		pending: prometheus.NewDesc(namespace+"_approvals_pending", "Actions waiting for a person to decide, of runs not ended.", nil, nil),
+		q:       prometheus.NewDesc(namespace+"_pool_queued", "Step tasks waiting for a worker, by pool.", []string{"pool"}, nil),
+		flight:  prometheus.NewDesc(namespace+"_pool_inflight", "Step tasks a worker holds and has not acknowledged, by pool.", []string{"pool"}, nil),
+	}))
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.runs
+	ch <- c.pending
+	ch <- c.q
+	ch <- c.flight
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	st, err := c.read()
+	if err != nil {
+		return
+	}
+	for _, s := range []string{"running", "paused", "completed", "failed"} {
+		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(st.Runs[s]), s)
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(st.Pending))
+	for pool, n := range st.Queued {
+		ch <- prometheus.MustNewConstMetric(c.q, prometheus.GaugeValue, float64(n), pool)
+	}
+	for pool, n := range st.Inflight {
+		ch <- prometheus.MustNewConstMetric(c.flight, prometheus.GaugeValue, float64(n), pool)
+	}
+}

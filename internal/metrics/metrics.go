@@ -28,6 +28,8 @@
 //	coordinator_tokens_total{kind}                     tokens settled on the ledger: input, output
 //	coordinator_cost_micros_total                      cost settled, in micro-units
 //	build_info{version,revision,goversion}             1: which build the process runs
+//	runs{status}, approvals_pending                    the cluster's runs by status and actions waiting, read at each scrape
+//	pool_queued{pool}, pool_inflight{pool}             step tasks waiting for a worker, and held by one, by pool
 //	worker_turns_total{result}                         step tasks served: ok, or the error code's name
 //	worker_provider_latency_seconds{provider}          one provider call, answered or not
 //	worker_provider_failures_total{provider,code}      provider calls that failed, by error code

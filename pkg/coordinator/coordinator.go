@@ -222,7 +222,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		}
 	}
 	traces := trace.New(js, assets.Trace)
-	return &Coordinator{
+	c := &Coordinator{
 		cfg:       cfg,
 		nc:        nc,
 		js:        js,
@@ -239,7 +239,9 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		active:    make(map[string]bool),
 		stops:     make(map[string]context.CancelCauseFunc),
 		ready:     make(chan struct{}),
-	}, nil
+	}
+	metrics.RegisterCluster(cfg.Metrics, c.clusterState)
+	return c, nil
 }
 
 // ID returns the coordinator's id.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -106,4 +108,40 @@ func (c *Coordinator) forget(ctx context.Context, run string) error {
 		return fmt.Errorf("forget run %s: %w", run, err)
 	}
 	return nil
+}
+
+// clusterState reads what the cluster holds as a whole, for the
+// cluster-wide gauges a scrape reports.
+func (c *Coordinator) clusterState() (metrics.ClusterState, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st := metrics.ClusterState{Runs: map[string]int{}, Queued: map[string]uint64{}, Inflight: map[string]int{}}
+	runs, err := c.index.List(ctx)
+	if err != nil {
+		return st, err
+	}
+	ended := map[string]bool{}
+	for _, r := range runs {
+		st.Runs[string(r.Status)]++
+		if r.Status == protocol.StatusCompleted || r.Status == protocol.StatusFailed {
+			ended[r.Run] = true
+		}
+	}
+	aps, err := c.approvals.List(ctx)
+	if err != nil {
+		return st, err
+	}
+	for _, ap := range aps {
+		if ap.Pending != nil && ap.Decision == nil && !ended[ap.Pending.Run] {
+			st.Pending++
+		}
+	}
+	infos := c.assets.Steps.ListConsumers(ctx)
+	for info := range infos.Info() {
+		if pool, ok := strings.CutPrefix(info.Name, "workers-"); ok {
+			st.Queued[pool] = info.NumPending
+			st.Inflight[pool] = info.NumAckPending
+		}
+	}
+	return st, infos.Err()
 }
