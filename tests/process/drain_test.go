@@ -3,6 +3,7 @@ package process
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
 )
 
@@ -139,6 +141,69 @@ func checkNothingLost(t *testing.T, c *harness.Client, run string, res *protocol
 		for _, d := range r.Draws {
 			if strings.Contains(d.Key, ".lost") {
 				t.Errorf("step %d charges %s as a call lost with its worker", r.Step, d.Key)
+			}
+		}
+	}
+}
+
+// TestSandboxerDrainsOnSIGTERM sends SIGTERM to the sandboxer while the
+// run's command runs: it lets the command finish and answers it, then
+// exits 0; started again under its node id, it serves the rest of the
+// run, which succeeds with the command's observation ok, not cut off.
+func TestSandboxerDrainsOnSIGTERM(t *testing.T) {
+	bin := roleBinaries(t)
+	ws := t.TempDir()
+	contract := func(root string) *protocol.Contract {
+		return &protocol.Contract{Task: "write out.txt slowly", Workspace: protocol.Workspace{Root: root},
+			Verification: protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "out.txt", Needle: "drained"}},
+			Budget:       protocol.Budget{MaxSteps: 3},
+			Policy: &protocol.Policy{Layers: []protocol.Layer{{Name: "t", Rules: []protocol.Rule{{Act: "exec", Effect: "allow", Pattern: "sh*"}}}},
+				Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}}
+	}
+	rec := provider.NewRecord(provider.NewScripted(&protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "slow", Name: "exec",
+		Arguments: json.RawMessage(`{"argv":["sh","-c","echo started > started.txt; sleep 2; echo drained > out.txt"]}`)}}}))
+	if res, err := harness.Run(t.Context(), contract(t.TempDir()), harness.WithProvider(rec), harness.WithAllowFloor(), harness.WithDataDir(t.TempDir())); err != nil || res.Outcome != protocol.OutcomeSuccess {
+		t.Fatalf("recording: %+v, %v", res, err)
+	}
+	cassette := saveCassette(t, rec)
+	url, c := serverAndClient(t)
+	env := []string{"NATS_URL=" + url, "HARNESS_ALLOW_FLOOR=1"}
+	startProcess(t, filepath.Join(bin, "coordinator"), env)
+	startProcess(t, filepath.Join(bin, "worker"), env, "--replay", cassette)
+	first := startProcess(t, filepath.Join(bin, "sandboxer"), env, "--id", "sb1", "--root", ws, "--backends", "floor", "--drain", "1m")
+	h, err := c.Submit(t.Context(), contract(ws), harness.WithRunID("drained-sandboxer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		_, err := os.Stat(filepath.Join(ws, "started.txt"))
+		return err
+	})
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Errorf("the drained sandboxer exited with %v, want 0", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || !strings.Contains(string(b), "drained") {
+		t.Fatalf("the command in flight did not finish before the sandboxer exited: %q, %v", b, err)
+	}
+	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--id", "sb1", "--root", ws, "--backends", "floor")
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeSuccess {
+		t.Fatalf("run after the sandboxer drained = %s (%s), want success", res.Outcome, res.Reason)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		for _, o := range r.Observations {
+			if o.CallID == "slow" && o.State() != protocol.CallOK {
+				t.Errorf("the drained command's observation is %s: %s", o.State(), o.Content)
 			}
 		}
 	}
