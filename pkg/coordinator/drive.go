@@ -21,7 +21,11 @@ import (
 // model's turn, act.go decides each tool call, approve.go pauses for a
 // person and carries on with the decision, spawn.go starts sub-agents;
 // sandbox.go and workspace.go speak to the sandboxer, budget.go to the
-// ledger, and retry.go holds the back-off every retry uses.
+// ledger, and retry.go holds the back-off every retry uses. Around the
+// drivers: coordinator.go starts them, admit.go takes submitted
+// contracts, takeover.go holds leases and takes runs over, cancel.go stops
+// runs, endpoints.go answers the micro service's requests, prune.go
+// forgets finished runs past the retention.
 
 // driver carries one run through its steps. It is used by one goroutine.
 type driver struct {

@@ -1,0 +1,222 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ioharness/harness/pkg/policy"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// hold renews a lease until ctx ends; if the lease is lost, it cancels the
+// run's driver, which stops at its next step boundary (and is fenced out
+// of the trace should it try to write).
+func (c *Coordinator) hold(ctx context.Context, cancel context.CancelFunc, ls *lease) {
+	t := time.NewTicker(c.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := c.leases.renew(ctx, ls)
+			switch {
+			case err == nil:
+				lastOK = time.Now()
+			case errors.Is(err, errHeld) || time.Since(lastOK) >= c.cfg.LeaseTTL:
+				c.log.Warn("lease lost; stopping the run here", "run", ls.run, "err", err)
+				cancel()
+				return
+			default:
+				c.log.Warn("renew lease", "run", ls.run, "err", err)
+			}
+		}
+	}
+}
+
+// driving reports whether this coordinator is driving run.
+func (c *Coordinator) driving(run string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active[run]
+}
+
+// takeOver drives the runs whose lease ran out: their coordinator died or
+// stopped without finishing them. It checks every TakeoverInterval.
+func (c *Coordinator) takeOver(ctx context.Context) {
+	t := time.NewTicker(c.cfg.TakeoverInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		runs, err := c.leases.expired(ctx)
+		if err != nil {
+			c.log.Debug("list leases", "err", err)
+			continue
+		}
+		for _, run := range runs {
+			if c.driving(run) {
+				continue
+			}
+			switch err := c.Resume(ctx, run); {
+			case err == nil:
+				c.metrics.TakenOver()
+			case !errors.Is(err, protocol.ErrFenced) && !errors.Is(err, errNoRoom):
+				c.log.Warn("take over run", "run", run, "err", err)
+			}
+		}
+	}
+}
+
+// carryOnDecided watches the approvals and carries on every paused run
+// whose pending action has been decided, on whichever coordinator gets its
+// lease first, including decisions made while no coordinator was running.
+// A watch that ends (NATS lost the bucket's stream, or could not start
+// one) is begun again until ctx ends: a coordinator that stopped watching
+// would leave every later decision waiting. Every sweepInterval it also
+// looks over every decided approval, for a decision whose carrying on
+// failed (NATS restarting under it) or whose event was missed: nothing
+// else would wake its run.
+func (c *Coordinator) carryOnDecided(ctx context.Context) {
+	swept := make(chan struct{})
+	defer func() { <-swept }()
+	go func() {
+		defer close(swept)
+		t := time.NewTicker(sweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			aps, err := c.approvals.List(ctx)
+			if err != nil {
+				continue
+			}
+			for i := range aps {
+				c.carryOn(ctx, &aps[i], true)
+			}
+		}
+	}()
+	for {
+		err := c.approvals.Watch(ctx, func(ap *protocol.Approval) { c.carryOn(ctx, ap, false) })
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("the watch of the approvals ended; watching again", "err", err)
+		if sleep(ctx, rewatchWait) != nil {
+			return
+		}
+	}
+}
+
+// sweepInterval is how often carryOnDecided looks over every approval.
+const sweepInterval = 5 * time.Second
+
+// carryOn resumes the run of a decided approval unless it is finished,
+// driven here already, or held by another coordinator. A sweep leaves
+// alone the approvals of steps the run has gone past: they were carried
+// on.
+func (c *Coordinator) carryOn(ctx context.Context, ap *protocol.Approval, sweep bool) {
+	if ap.Pending == nil || ap.Decision == nil {
+		return
+	}
+	run := ap.Pending.Run
+	if c.driving(run) {
+		return
+	}
+	st, err := c.index.Get(ctx, run)
+	// Not only a run the index shows paused: the pause may be in the
+	// trace while the index write was lost (NATS died in between).
+	if err != nil || st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed || sweep && st.Step > ap.Pending.Step {
+		return
+	}
+	if err := c.Resume(ctx, run); err != nil && !errors.Is(err, protocol.ErrFenced) && !errors.Is(err, errNoRoom) {
+		c.log.Warn("carry on a decided run", "run", run, "err", err)
+	}
+}
+
+// rewatchWait is how long carryOnDecided waits before watching again.
+const rewatchWait = time.Second
+
+// errNoRoom means every run slot is taken.
+var errNoRoom = errors.New("no room for another run")
+
+// Resume takes over a run whose coordinator is gone and drives it from the
+// step after its last committed one. A finished run is left as it is.
+// Errors: a *protocol.Error with CodeUnknownRun when the run has no trace;
+// CodeFenced when another coordinator holds it; the trace's read errors.
+func (c *Coordinator) Resume(ctx context.Context, run string) error {
+	return c.ResumeWith(ctx, run, nil)
+}
+
+// ResumeWith is Resume under another policy, which is recorded in the trace
+// as the run's policy from then on; nil keeps the stored one. A sub-agent's
+// new policy is contained in its parent's as it was when the sub-agent
+// started, like the one it started with. Errors: as Resume, and a
+// *protocol.Error for a policy that does not validate or names a layer
+// "remembered".
+func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.Policy) error {
+	if pol != nil {
+		if err := cmp.Or(pol.Validate(), reservedLayers(pol)); err != nil {
+			return err
+		}
+	}
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		return errNoRoom
+	}
+	ls, err := c.leases.acquire(ctx, run)
+	if err != nil {
+		<-c.slots
+		if errors.Is(err, errHeld) {
+			return protocol.Errorf(protocol.CodeFenced, "run %s is being driven by another coordinator", run)
+		}
+		return err
+	}
+	recs, last, err := c.trace.Read(ctx, run)
+	if err != nil {
+		// The trace did not answer (NATS electing a leader, say). The
+		// lease is left to run out rather than deleted, so the run is
+		// still found by the next scan for expired leases; deleting it
+		// would leave the run running with no owner for good.
+		<-c.slots
+		return err
+	}
+	if len(recs) == 0 {
+		c.leases.release(ctx, ls)
+		<-c.slots
+		return protocol.Errorf(protocol.CodeUnknownRun, "no run %s", run)
+	}
+	if pol != nil && recs[0].ParentPolicy != nil {
+		// A sub-agent stays within its parent, whoever resumes it.
+		parent, perr := policy.FromProtocol(recs[0].ParentPolicy)
+		own, oerr := policy.FromProtocol(pol)
+		if err := cmp.Or(perr, oerr); err != nil {
+			c.leases.release(ctx, ls)
+			<-c.slots
+			return err
+		}
+		pol = policy.Contain(parent, own).Protocol()
+	}
+	if pol != nil && recs[len(recs)-1].Kind != protocol.RecordFinished {
+		w := c.trace.Writer(run, last)
+		rec := &protocol.Record{Kind: protocol.RecordPolicy, Step: len(recs), Policy: pol, Coordinator: c.cfg.ID}
+		if err := w.Append(ctx, rec); err != nil {
+			<-c.slots // the lease runs out, as above
+			return err
+		}
+		recs, last = append(recs, *rec), w.LastSeq()
+	}
+	c.log.Info("resuming run", "run", run, "records", len(recs), "generation", ls.gen)
+	c.start(ctx, run, recs, last, ls, c.heldSlot())
+	return nil
+}
