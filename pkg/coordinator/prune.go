@@ -47,14 +47,7 @@ func prunable(states []protocol.RunState, now time.Time, keep time.Duration) []s
 // prune forgets the runs that finished longer ago than the retention,
 // every PruneInterval, until ctx ends.
 func (c *Coordinator) prune(ctx context.Context) {
-	t := time.NewTicker(c.cfg.PruneInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.cfg.PruneInterval, func() {
 		n, err := c.pruneOnce(ctx, time.Now())
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("forget finished runs", "err", err)
@@ -62,7 +55,7 @@ func (c *Coordinator) prune(ctx context.Context) {
 		if n > 0 {
 			c.log.Info("forgot finished runs", "runs", n, "finished before", time.Now().Add(-c.cfg.Retention).Format(time.RFC3339))
 		}
-	}
+	})
 }
 
 // pruneOnce forgets the runs that finished at least the retention before

@@ -47,18 +47,11 @@ func (c *Coordinator) driving(run string) bool {
 // takeOver drives the runs whose lease ran out: their coordinator died or
 // stopped without finishing them. It checks every TakeoverInterval.
 func (c *Coordinator) takeOver(ctx context.Context) {
-	t := time.NewTicker(c.cfg.TakeoverInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.cfg.TakeoverInterval, func() {
 		runs, err := c.leases.expired(ctx)
 		if err != nil {
 			c.log.Debug("list leases", "err", err)
-			continue
+			return
 		}
 		for _, run := range runs {
 			if c.driving(run) {
@@ -71,6 +64,20 @@ func (c *Coordinator) takeOver(ctx context.Context) {
 				c.log.Warn("take over run", "run", run, "err", err)
 			}
 		}
+	})
+}
+
+// every calls f every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f()
 	}
 }
 
@@ -88,22 +95,15 @@ func (c *Coordinator) carryOnDecided(ctx context.Context) {
 	defer func() { <-swept }()
 	go func() {
 		defer close(swept)
-		t := time.NewTicker(sweepInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		every(ctx, sweepInterval, func() {
 			aps, err := c.approvals.List(ctx)
 			if err != nil {
-				continue
+				return
 			}
 			for i := range aps {
 				c.carryOn(ctx, &aps[i], true)
 			}
-		}
+		})
 	}()
 	for {
 		err := c.approvals.Watch(ctx, func(ap *protocol.Approval) { c.carryOn(ctx, ap, false) })

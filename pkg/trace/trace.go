@@ -126,40 +126,13 @@ func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64
 // and then each as it is written, until fn returns an error (which Follow
 // returns; ErrStop ends it with nil) or ctx ends.
 func (t *Trace) Follow(ctx context.Context, run string, fn func(*protocol.Record) error) error {
-	subj := Subject(run)
-	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	err := t.records(ctx, run, "follow", func(rec *protocol.Record, _ uint64) (bool, error) {
+		return false, fn(rec)
 	})
-	if err != nil {
-		return fmt.Errorf("follow %s: %w", subj, err)
+	if errors.Is(err, ErrStop) {
+		return nil
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(512))
-	if err != nil {
-		return fmt.Errorf("follow %s: %w", subj, err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("follow %s: %w", subj, err)
-		}
-		rec, err := Decode(msg.Data())
-		if err != nil {
-			return err
-		}
-		if err := fn(rec); err != nil {
-			if errors.Is(err, ErrStop) {
-				return nil
-			}
-			return err
-		}
-	}
+	return err
 }
 
 // ErrStop is what a Follow callback returns to end the follow.
@@ -178,16 +151,30 @@ func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) 
 		return 0, fmt.Errorf("read %s: %w", subj, err)
 	}
 	last := lastMsg.Sequence
+	err = t.records(ctx, run, "read", func(rec *protocol.Record, seq uint64) (bool, error) {
+		return seq >= last, fn(rec)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// records delivers run's records in order from its first, with their
+// stream sequences, to fn until fn says it is done or fails, or ctx ends.
+// what names the reading in errors.
+func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *protocol.Record, seq uint64) (done bool, err error)) error {
+	subj := Subject(run)
 	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", subj, err)
+		return fmt.Errorf("%s %s: %w", what, subj, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(512))
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", subj, err)
+		return fmt.Errorf("%s %s: %w", what, subj, err)
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -196,23 +183,21 @@ func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) 
 		msg, err := it.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, ctx.Err()
+				return ctx.Err()
 			}
-			return 0, fmt.Errorf("read %s: %w", subj, err)
+			return fmt.Errorf("%s %s: %w", what, subj, err)
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			return 0, fmt.Errorf("read %s: %w", subj, err)
+			return fmt.Errorf("%s %s: %w", what, subj, err)
 		}
 		rec, err := Decode(msg.Data())
 		if err != nil {
-			return 0, fmt.Errorf("read %s at %d: %w", subj, meta.Sequence.Stream, err)
+			return fmt.Errorf("%s %s at %d: %w", what, subj, meta.Sequence.Stream, err)
 		}
-		if err := fn(rec); err != nil {
-			return 0, err
-		}
-		if meta.Sequence.Stream >= last {
-			return last, nil
+		done, err := fn(rec, meta.Sequence.Stream)
+		if err != nil || done {
+			return err
 		}
 	}
 }
