@@ -97,9 +97,12 @@ func (c *Coordinator) Cancel(ctx context.Context, run, by, reason string) (*prot
 		}
 	}
 	c.log.Info("run cancel asked", "run", run, "by", mark.By, "reason", mark.Reason)
-	c.stopDriver(run, mark)
-	if err := c.endIdle(ctx, run, mark); err != nil {
-		c.log.Warn("end a cancelled run", "run", run, "err", err)
+	// The driver here ends the run itself, with what it was doing (the
+	// call it abandons is charged); only a run no one drives is ended here.
+	if !c.stopDriver(run, mark) {
+		if err := c.endIdle(ctx, run, mark); err != nil {
+			c.log.Warn("end a cancelled run", "run", run, "err", err)
+		}
 	}
 	c.cancelChildren(ctx, run, mark)
 	return mark, nil
@@ -122,14 +125,16 @@ func (c *Coordinator) cancelChildren(ctx context.Context, run string, mark *prot
 	}
 }
 
-// stopDriver ends the driver of run, if this coordinator drives it.
-func (c *Coordinator) stopDriver(run string, mark *protocol.Cancel) {
+// stopDriver ends the driver of run, if this coordinator drives it, and
+// says whether it did.
+func (c *Coordinator) stopDriver(run string, mark *protocol.Cancel) bool {
 	c.mu.Lock()
 	stop := c.stops[run]
 	c.mu.Unlock()
 	if stop != nil {
 		stop(&cancelled{mark})
 	}
+	return stop != nil
 }
 
 // endIdle ends run cancelled when no coordinator drives it: paused for a
