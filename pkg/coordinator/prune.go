@@ -12,6 +12,7 @@ import (
 
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/trace"
 	"github.com/ioharness/harness/pkg/wire"
 )
 
@@ -64,6 +65,11 @@ func (c *Coordinator) prune(ctx context.Context) {
 func (c *Coordinator) pruneOnce(ctx context.Context, now time.Time) (int, error) {
 	states, err := c.index.List(ctx)
 	if err != nil {
+		return 0, err
+	}
+	// Objects before runs: what the runs kept need is touched from their
+	// traces before anything is deleted.
+	if _, err := c.pruneObjects(ctx, now, states); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -137,4 +143,87 @@ func (c *Coordinator) clusterState() (metrics.ClusterState, error) {
 		}
 	}
 	return st, infos.Err()
+}
+
+// pruneObjects deletes the blobs and workspace objects no run kept may
+// need: those neither written nor touched within the retention. The store
+// names objects by their content, so one may serve many runs; each use
+// touches it (a blob put again, a snapshot uploaded again), and a run that
+// lives across the horizon (started more than half a retention ago and
+// not forgotten) has the objects it refers to touched here first, so its
+// trace and its workspace stay whole however long it lasts.
+func (c *Coordinator) pruneObjects(ctx context.Context, now time.Time, states []protocol.RunState) (int, error) {
+	forgotten := map[string]bool{}
+	for _, run := range prunable(states, now, c.cfg.Retention) {
+		forgotten[run] = true
+	}
+	stores := map[string]jetstream.ObjectStore{"blobs": c.assets.Blobs, "workspaces": c.assets.Workspaces}
+	for _, st := range states {
+		if forgotten[st.Run] || !st.Started.Before(now.Add(-c.cfg.Retention/2)) {
+			continue
+		}
+		refs, err := c.refsOf(ctx, st.Run)
+		if err != nil {
+			return 0, err
+		}
+		for store, names := range refs {
+			for _, name := range names {
+				info, err := stores[store].GetInfo(ctx, name)
+				if err != nil {
+					continue // gone already: nothing to keep
+				}
+				if err := trace.Touch(ctx, stores[store], info, now); err != nil {
+					return 0, fmt.Errorf("touch %s %s: %w", store, name, err)
+				}
+			}
+		}
+	}
+	n := 0
+	horizon := now.Add(-c.cfg.Retention)
+	for store, objs := range stores {
+		infos, err := objs.List(ctx)
+		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+			return n, fmt.Errorf("list %s: %w", store, err)
+		}
+		for _, info := range infos {
+			if info.Deleted || !trace.LastUsed(info).Before(horizon) {
+				continue
+			}
+			if err := objs.Delete(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				return n, fmt.Errorf("delete %s %s: %w", store, info.Name, err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// refsOf lists the objects run's trace refers to, by store: the blobs
+// holding its turns, observations and images, and the workspace snapshot
+// and patch.
+func (c *Coordinator) refsOf(ctx context.Context, run string) (map[string][]string, error) {
+	recs, _, err := c.trace.Read(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	refs := map[string][]string{}
+	add := func(store, name string) {
+		if name != "" {
+			refs[store] = append(refs[store], name)
+		}
+	}
+	for _, r := range recs {
+		add("blobs", r.TurnRef)
+		for _, o := range r.Observations {
+			add("blobs", o.Ref)
+			add("blobs", o.ImageRef)
+		}
+		if r.Contract != nil {
+			add("workspaces", r.Contract.Workspace.Snapshot)
+		}
+		if r.Patch != nil {
+			add("workspaces", r.Patch.Ref)
+		}
+	}
+	return refs, nil
 }

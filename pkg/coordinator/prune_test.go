@@ -92,3 +92,51 @@ func TestForgetFinishedRuns(t *testing.T) {
 		t.Errorf("the paused run kept %v, want %v", got, want)
 	}
 }
+
+// TestForgetUnusedObjects puts two blobs and two workspace objects in the
+// real stores: one of each is referred to by a run that started long ago
+// and still runs, the others by nothing. A sweep past the retention keeps
+// the long run's, touched, and deletes the rest.
+func TestForgetUnusedObjects(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t))
+	c, err := New(nc, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, name := range []string{"sha256-kept", "sha256-unused"} {
+		if _, err := c.assets.Blobs.PutBytes(ctx, name, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.assets.Workspaces.PutBytes(ctx, name, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().Add(DefaultRetention + time.Hour) // every object is older than the retention
+	started := now.Add(-20 * 24 * time.Hour)
+	for _, rec := range []protocol.Record{
+		{Format: 1, Kind: protocol.RecordStarted, Run: "long", Time: started,
+			Contract: &protocol.Contract{Workspace: protocol.Workspace{Snapshot: "sha256-kept"}}},
+		{Format: 1, Kind: protocol.RecordStep, Run: "long", Step: 1, Time: started, TurnRef: "sha256-kept"},
+	} {
+		data, _ := json.Marshal(&rec)
+		if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: wire.Trace("long"), Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := json.Marshal(&protocol.RunState{Run: "long", Status: protocol.StatusRunning, Started: started, Updated: started})
+	if _, err := c.assets.Runs.Put(ctx, "long", st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.pruneOnce(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	for store, os := range map[string]jetstream.ObjectStore{"blobs": c.assets.Blobs, "workspaces": c.assets.Workspaces} {
+		if _, err := os.GetInfo(ctx, "sha256-kept"); err != nil {
+			t.Errorf("%s: the long run's object is gone: %v", store, err)
+		}
+		if _, err := os.GetInfo(ctx, "sha256-unused"); !errors.Is(err, jetstream.ErrObjectNotFound) {
+			t.Errorf("%s: the unused object is still there (%v)", store, err)
+		}
+	}
+}

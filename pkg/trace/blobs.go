@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,7 +28,10 @@ func NewBlobs(os jetstream.ObjectStore) *Blobs { return &Blobs{os: os} }
 func (b *Blobs) Put(ctx context.Context, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	ref := "sha256-" + hex.EncodeToString(sum[:])
-	if _, err := b.os.GetInfo(ctx, ref); err == nil {
+	if info, err := b.os.GetInfo(ctx, ref); err == nil {
+		// Held already, perhaps for a run long gone: it is used again now,
+		// so the retention sweep counts its age from here.
+		_ = Touch(ctx, b.os, info, time.Now())
 		return ref, nil
 	}
 	if _, err := b.os.PutBytes(ctx, ref, data); err != nil {
@@ -125,4 +129,32 @@ func (b *Blobs) Resolve(ctx context.Context, recs []protocol.Record) error {
 		}
 	}
 	return nil
+}
+
+// UsedKey is the metadata key under which an object of the blob or
+// workspace store says when a run last needed it (RFC 3339); the
+// retention sweep counts an object's age from it, or from when it was
+// written.
+const UsedKey = "harness-used"
+
+// Touch records that an object is needed at now.
+func Touch(ctx context.Context, store jetstream.ObjectStore, info *jetstream.ObjectInfo, now time.Time) error {
+	meta := info.ObjectMeta
+	md := make(map[string]string, len(meta.Metadata)+1)
+	for k, v := range meta.Metadata {
+		md[k] = v
+	}
+	md[UsedKey] = now.UTC().Format(time.RFC3339)
+	meta.Metadata = md
+	return store.UpdateMeta(ctx, info.Name, meta)
+}
+
+// LastUsed is when an object was last needed: the later of when it was
+// written and when it was last touched.
+func LastUsed(info *jetstream.ObjectInfo) time.Time {
+	used := info.ModTime
+	if t, err := time.Parse(time.RFC3339, info.Metadata[UsedKey]); err == nil && t.After(used) {
+		used = t
+	}
+	return used
 }
