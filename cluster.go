@@ -72,6 +72,12 @@ type Config struct {
 	// Approver answers what the policy asks a person; default durable: the
 	// run pauses until someone decides with Client.Decide.
 	Approver coordinator.Approver
+	// MaxRuns is how many runs the coordinator drives at once (a paused
+	// run takes none); default 64.
+	MaxRuns int
+	// Concurrency is how many provider calls the worker makes at once;
+	// default 8.
+	Concurrency int
 	// Retention is how long a finished run is kept (its trace, index
 	// entry, approvals and cancel); default coordinator.DefaultRetention,
 	// 30 days; negative keeps runs for ever.
@@ -188,14 +194,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return fail(err)
 	}
 	co, err := coordinator.New(nc, coordinator.Config{Logger: cfg.Logger, NoTakeover: cfg.NoTakeover, Approver: cfg.Approver, Prices: cfg.Prices,
-		Ledger: cfg.Ledger, Metrics: c.regs.coordinator, Retention: cfg.Retention})
+		Ledger: cfg.Ledger, Metrics: c.regs.coordinator, Retention: cfg.Retention, MaxRuns: cfg.MaxRuns})
 	if err != nil {
 		return fail(err)
 	}
 	if nc, err = connect("harness-worker"); err != nil {
 		return fail(err)
 	}
-	wk, err := worker.New(nc, cfg.Provider, worker.Config{Logger: cfg.Logger, Metrics: c.regs.worker})
+	wk, err := worker.New(nc, cfg.Provider, worker.Config{Logger: cfg.Logger, Metrics: c.regs.worker, Concurrency: cfg.Concurrency})
 	if err != nil {
 		return fail(err)
 	}

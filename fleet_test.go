@@ -1,10 +1,15 @@
 package harness_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 func TestServing(t *testing.T) {
@@ -31,5 +36,40 @@ func TestServing(t *testing.T) {
 		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
 			t.Errorf("%s: Serving = %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestClusterSizes starts an embedded cluster with MaxRuns and
+// Concurrency set (harness up's --max-runs and --concurrency): the
+// coordinator's and the worker's status endpoints report them.
+func TestClusterSizes(t *testing.T) {
+	cl := clustertest.Start(t, harness.Config{Roots: []string{t.TempDir()}, Provider: provider.NewScripted(), MaxRuns: 3, Concurrency: 2})
+	fleet, err := cl.Fleet(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, in := range fleet {
+		var subj, key string
+		switch in.Service {
+		case "harness-coordinator":
+			subj, key = wire.CoordinatorStatus(in.ID), "max_runs"
+		case "harness-worker":
+			subj, key = wire.WorkerStatus(in.ID), "concurrency"
+		default:
+			continue
+		}
+		m, err := cl.Conn().Request(subj, nil, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string]any
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		got[key], _ = st[key].(float64)
+	}
+	if got["max_runs"] != 3 || got["concurrency"] != 2 {
+		t.Errorf("status = %v, want max_runs 3 and concurrency 2", got)
 	}
 }

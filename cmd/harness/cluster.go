@@ -43,6 +43,8 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	fs.Var(&roots, "root", "a directory whose workspaces the sandboxer serves (repeatable; default the working directory)")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
 	redisURL := fs.String("redis", env.getenv("REDIS_URL"), "Redis URL of the budget ledger ($REDIS_URL; default a ledger in this process, rebuilt from the trace after a restart)")
+	maxRuns := fs.Int("max-runs", 0, "runs the coordinator drives at once; a paused run takes none (default 64)")
+	concurrency := fs.Int("concurrency", 0, "provider calls the worker makes at once (default 8)")
 	retention := fs.Duration("retention", 0, "how long a finished run's trace, index entry, approvals and cancel are kept; negative keeps them for ever (default 720h, 30 days)")
 	roles := clusterFlags(env, fs)
 	if _, err := parse(fs, args); err != nil {
@@ -71,7 +73,8 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	dir := dataDir(env, *data)
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
-	cfg := harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, MetricsListen: *roles.metrics, Retention: *retention}
+	cfg := harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, MetricsListen: *roles.metrics, Retention: *retention,
+		MaxRuns: *maxRuns, Concurrency: *concurrency}
 	if err := roles.build(ctx, env, logger, &cfg); err != nil {
 		fail(env.stderr, "%v", err)
 		return exitUsage
