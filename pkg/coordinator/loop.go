@@ -194,10 +194,24 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn),
 		Draws: d.draws, Remember: d.hostRemember, Decided: d.hostDecided}
 	d.hostRemember, d.hostDecided = nil, nil
+	// A turn cut off at the output limit may hold a call whose arguments
+	// are cut short, and a refusal's calls are no answer: none of them is
+	// carried out, and the model hears why.
+	unrun := ""
+	switch turn.Finish() {
+	case protocol.FinishMaxTokens:
+		unrun = "[not run] your output was cut off at its token limit, perhaps inside this call, so its arguments may be incomplete; make the call again, shorter, or split the work."
+	case protocol.FinishRefusal:
+		unrun = "[not run] the turn that made this call was a refusal; no call of it is carried out."
+	}
 	for i := range turn.ToolCalls {
 		call := &turn.ToolCalls[i]
 		if call.ID == "" {
 			call.ID = fmt.Sprintf("call_%d_%d", step, i)
+		}
+		if unrun != "" {
+			rec.Observations = append(rec.Observations, protocol.Observation{CallID: call.ID, Tool: call.Name, Status: protocol.CallNotRun, IsError: true, Content: unrun})
+			continue
 		}
 		if pending != nil {
 			// A call earlier in this step waits for a person; the rest wait

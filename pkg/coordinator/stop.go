@@ -76,7 +76,9 @@ func (s *runState) next(b boundary) (action, protocol.Outcome, string) {
 		if s.overBudget(rec.Tokens) {
 			return finishRun, protocol.OutcomeCostBudgetExceeded, fmt.Sprintf("%d tokens spent, the budget is %d", rec.Tokens, s.contract.Budget.MaxTokens)
 		}
-		if s.contract.Verification.None != nil && (rec.Turn == nil || len(rec.Turn.ToolCalls) == 0) {
+		// A paused turn (Anthropic's pause_turn) is carried on as it
+		// stands, not taken for the agent's last word.
+		if s.contract.Verification.None != nil && (rec.Turn == nil || len(rec.Turn.ToolCalls) == 0 && rec.Turn.Finish() != protocol.FinishPause) {
 			return finishRun, protocol.OutcomeFinished, "the agent replied without calling a tool"
 		}
 		if rec.Check != nil && rec.Check.Passed {

@@ -55,6 +55,7 @@ func TestNext(t *testing.T) {
 		{name: "finished beats a pass", c: contract(none), steps: 1, b: boundary{took: took(step(1, 10, 0, passed))},
 			want: finishRun, out: protocol.OutcomeFinished},
 		{name: "none goes on after a tool call", c: contract(none), steps: 1, b: boundary{took: took(step(1, 10, 1, nil))}, want: stepOn},
+		{name: "none goes on after a paused turn", c: contract(none), steps: 1, b: boundary{took: took(pausedTurn(step(1, 10, 0, nil)))}, want: stepOn},
 		{name: "check passed", c: contract(nil), steps: 1, b: boundary{took: took(step(1, 10, 1, passed))},
 			want: finishRun, out: protocol.OutcomeSuccess, why: "ok"},
 		{name: "check failed", c: contract(nil), steps: 1, b: boundary{took: took(step(1, 10, 1, failed))}, want: stepOn},
@@ -116,3 +117,11 @@ func TestNext(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// pausedTurn marks a step's turn as paused by the provider (pause_turn).
+func pausedTurn(r protocol.Record) protocol.Record {
+	t := *r.Turn
+	t.FinishReason = "pause_turn"
+	r.Turn = &t
+	return r
+}

@@ -241,3 +241,16 @@ func TestObservationState(t *testing.T) {
 		}
 	}
 }
+
+func TestTurnFinish(t *testing.T) {
+	for vendor, want := range map[string]string{
+		"": "", "stop": FinishStop, "end_turn": FinishStop, "stop_sequence": FinishStop,
+		"tool_calls": FinishToolCalls, "tool_use": FinishToolCalls, "function_call": FinishToolCalls,
+		"length": FinishMaxTokens, "max_tokens": FinishMaxTokens, "model_context_window_exceeded": FinishMaxTokens,
+		"pause_turn": FinishPause, "refusal": FinishRefusal, "content_filter": FinishFilter, "something_new": "something_new",
+	} {
+		if got := (&Turn{FinishReason: vendor}).Finish(); got != want {
+			t.Errorf("Finish of %q = %q, want %q", vendor, got, want)
+		}
+	}
+}

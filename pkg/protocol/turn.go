@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -141,4 +142,38 @@ type TurnResult struct {
 	// an ask, which the coordinator puts to the run's approver; once a
 	// person approves, the endpoint is remembered as allowed for the run.
 	Refused *Refusal `json:"refused,omitempty"`
+}
+
+// Finish reasons, as Turn.Finish gives every provider's.
+const (
+	FinishStop      = "stop"           // the model ended its turn
+	FinishToolCalls = "tool_calls"     // it stopped to have its calls carried out
+	FinishMaxTokens = "max_tokens"     // it was cut off at its output limit, perhaps inside a call
+	FinishPause     = "pause_turn"     // it paused a long turn, to be continued as it stands
+	FinishRefusal   = "refusal"        // it refused
+	FinishFilter    = "content_filter" // the provider withheld its output
+)
+
+// Finish is the turn's finish reason, mapped from its provider's words
+// (OpenAI's length, Anthropic's end_turn and tool_use, ...) to one of the
+// Finish reasons above; "" when the provider gave none, and the provider's
+// own word when it is none of those.
+func (t *Turn) Finish() string {
+	switch strings.ToLower(t.FinishReason) {
+	case "":
+		return ""
+	case "stop", "end_turn", "stop_sequence":
+		return FinishStop
+	case "tool_calls", "tool_use", "function_call":
+		return FinishToolCalls
+	case "length", "max_tokens", "model_context_window_exceeded":
+		return FinishMaxTokens
+	case "pause_turn":
+		return FinishPause
+	case "refusal":
+		return FinishRefusal
+	case "content_filter":
+		return FinishFilter
+	}
+	return t.FinishReason
 }

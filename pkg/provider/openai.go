@@ -364,8 +364,13 @@ func (o *OpenAI) turn(resp *openai.ChatCompletionResponse, model string) *protoc
 			OutputTokens: int64(resp.Usage.CompletionTokens),
 		},
 	}
-	if t.Text == "" {
-		t.Text = c.Message.Refusal
+	if c.Message.Refusal != "" {
+		// A refusal is no answer: the turn says so, whatever the choice's
+		// finish reason.
+		t.FinishReason = protocol.FinishRefusal
+		if t.Text == "" {
+			t.Text = c.Message.Refusal
+		}
 	}
 	if t.Model == "" {
 		t.Model = model

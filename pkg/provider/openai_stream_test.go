@@ -77,7 +77,7 @@ func TestOpenAIStream(t *testing.T) {
 				usageChunk,
 				"data: [DONE]",
 			},
-			want:   &protocol.Turn{Text: "I can't help.", FinishReason: "stop"},
+			want:   &protocol.Turn{Text: "I can't help.", FinishReason: "refusal"}, // a refusal, not an answer
 			tokens: []string{"I can't ", "help."},
 		},
 		{

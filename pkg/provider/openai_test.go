@@ -204,7 +204,7 @@ func TestOpenAITurns(t *testing.T) {
 			name:    "refusal",
 			message: `{"role": "assistant", "content": null, "refusal": "I can't help with that."}`,
 			finish:  `"stop"`,
-			want:    &protocol.Turn{Text: "I can't help with that.", FinishReason: "stop"},
+			want:    &protocol.Turn{Text: "I can't help with that.", FinishReason: "refusal"}, // a refusal, not an answer
 		},
 		{
 			name:    "cut off by the output limit",
