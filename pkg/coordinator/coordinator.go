@@ -390,15 +390,16 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 		c.stops[run] = stop
 		c.mu.Unlock()
 		c.metrics.Driving(1)
-		c.drive(rctx, dctx, run, recs, last)
+		settled := c.drive(rctx, dctx, run, recs, last)
 		c.metrics.Driving(-1)
 		c.mu.Lock()
 		delete(c.stops, run)
 		c.mu.Unlock()
 		stop(nil)
-		// The driver stops early only when its context ends: the lease was
-		// lost or this coordinator is stopping.
-		unfinished = rctx.Err() != nil
+		// A driver that left the run neither finished nor paused (its lease
+		// lost, the run taken over under it, this coordinator stopping, a
+		// read that failed) leaves it to whoever takes it next.
+		unfinished = !settled
 		cancel()
 		<-held // the lease is ours alone again before it is given back
 	}()

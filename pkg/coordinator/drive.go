@@ -58,12 +58,19 @@ type driver struct {
 	// live is the driver's context before a cancel, which ends only with
 	// the lease: what a cancelled run is ended on.
 	live context.Context
+	// settled is set when the driver leaves the run paused for a person:
+	// it holds nothing, and its lease may go. A driver that stops any
+	// other way before the run finished (taken over, cut off, stopping)
+	// leaves the lease to run out, so a coordinator looking for expired
+	// leases finds the run.
+	settled bool
 }
 
 // drive carries a run from the state its trace records to its outcome,
 // on ctx, which a cancel ends; live is ctx before a cancel, which ends
-// only with the lease, and on which a cancelled run is ended.
-func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protocol.Record, last uint64) {
+// only with the lease, and on which a cancelled run is ended. It reports
+// whether it left the run settled: finished, or paused for a person.
+func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protocol.Record, last uint64) (settled bool) {
 	log := c.log.With("run", run)
 	if err := c.resolve(ctx, recs); err != nil {
 		log.Error("read trace content", "err", err)
@@ -74,11 +81,11 @@ func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protoc
 		log.Error("rebuild run", "err", err)
 		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusFailed, Outcome: protocol.OutcomeFailed,
 			Reason: err.Error(), Coordinator: c.cfg.ID})
-		return
+		return true // nothing a driver could do with it
 	}
 	if s.finished != nil {
 		c.indexFinished(ctx, s)
-		return
+		return true
 	}
 	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16), recovering: true}
 	if err := d.compilePolicy(); err != nil {
@@ -98,11 +105,12 @@ func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protoc
 		log.Warn("look for a cancel", "err", err)
 	} else if mark != nil {
 		d.finish(live, protocol.OutcomeCancelled, cancelReason(mark))
-		return
+		return s.finished != nil
 	}
 	d.live = live
 	d.loop(ctx)
 	d.finishCancelled(live, ctx) // a cancel that stopped the loop before its workspace was open
+	return d.settled || s.finished != nil
 }
 
 // compilePolicy sets the driver's policy: the run's effective one (a

@@ -90,6 +90,7 @@ func (d *driver) loop(ctx context.Context) {
 			if err != nil || ap == nil || ap.Decision == nil || ap.Pending == nil {
 				// Still waiting for a person; the run holds nothing meanwhile.
 				d.c.putState(ctx, d.pausedState(s.paused.Reason))
+				d.settled = true
 				return
 			}
 			d.c.putState(ctx, d.runningState())
