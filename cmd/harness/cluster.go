@@ -198,9 +198,7 @@ func readRun(ctx context.Context, env *environ, args []string, name, about, json
 	for _, m := range more {
 		m(fs)
 	}
-	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
-	env.nats = streams.AuthFlags(fs, env.getenv)
-	data := fs.String("data", "", "data directory")
+	at := targetFlags(env, fs)
 	asJSON := fs.Bool("json", false, jsonHelp)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -210,10 +208,9 @@ func readRun(ctx context.Context, env *environ, args []string, name, about, json
 		fs.Usage()
 		return exitUsage
 	}
-	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
-	if err != nil {
-		fail(env.stderr, "%v", err)
-		return exitError
+	c, closeFn, code := at.connect(ctx, env)
+	if c == nil {
+		return code
 	}
 	defer closeFn()
 	return show(c, pos[0], *asJSON)

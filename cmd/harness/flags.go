@@ -10,6 +10,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/backends"
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
 )
 
@@ -135,4 +136,27 @@ func (r roleFlags) build(ctx context.Context, env *environ, log *slog.Logger, cf
 		fmt.Fprintln(env.stderr, "harness: the floor backend is allowed: commands may run unsandboxed, as your user (--allow-floor)")
 	}
 	return nil
+}
+
+// target is where a command finds the cluster: --nats (or $NATS_URL,
+// with the credential flags) or --data.
+type target struct{ natsURL, data *string }
+
+// targetFlags registers a command's --nats, credential and --data flags.
+func targetFlags(env *environ, fs *flag.FlagSet) target {
+	t := target{natsURL: fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")}
+	env.nats = streams.AuthFlags(fs, env.getenv)
+	t.data = fs.String("data", "", "data directory")
+	return t
+}
+
+// connect returns a client of the target, and the function that closes
+// it; on failure it says why on stderr and returns the exit code.
+func (t target) connect(ctx context.Context, env *environ) (*harness.Client, func(), int) {
+	c, closeFn, err := client(ctx, env, *t.natsURL, dataDir(env, *t.data))
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return nil, nil, exitError
+	}
+	return c, closeFn, exitOK
 }

@@ -9,16 +9,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
 func cmdLs(ctx context.Context, env *environ, args []string) int {
 	fs := newFlags(env, "ls", "[flags]", `Lists the runs the cluster's run index holds, newest first: id, status,
 outcome, pool, steps, tokens, age and task.`)
-	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
-	env.nats = streams.AuthFlags(fs, env.getenv)
-	data := fs.String("data", "", "data directory")
+	at := targetFlags(env, fs)
 	state := fs.String("state", "", "only runs with this status: running, paused, completed, failed (or an outcome, such as cancelled)")
 	pool := fs.String("pool", "", "only runs whose turns go to this worker pool")
 	tenant := fs.String("tenant", "", "only runs this tenant submitted")
@@ -36,10 +33,9 @@ outcome, pool, steps, tokens, age and task.`)
 		fail(env.stderr, "--state %q is not a status or an outcome; use running, paused, completed, failed, or an outcome such as success or cancelled", *state)
 		return exitUsage
 	}
-	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
-	if err != nil {
-		fail(env.stderr, "%v", err)
-		return exitError
+	c, closeFn, code := at.connect(ctx, env)
+	if c == nil {
+		return code
 	}
 	defer closeFn()
 	runs, err := c.Runs(ctx)
@@ -110,9 +106,7 @@ func cmdApprovals(ctx context.Context, env *environ, args []string) int {
 with exactly what each would do: decide each with harness approve ID or
 harness deny ID. Decided actions, and those of runs that have ended, are
 not listed.`)
-	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
-	env.nats = streams.AuthFlags(fs, env.getenv)
-	data := fs.String("data", "", "data directory")
+	at := targetFlags(env, fs)
 	asJSON := fs.Bool("json", false, "print the pending actions as a JSON array")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -122,10 +116,9 @@ not listed.`)
 		fs.Usage()
 		return exitUsage
 	}
-	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
-	if err != nil {
-		fail(env.stderr, "%v", err)
-		return exitError
+	c, closeFn, code := at.connect(ctx, env)
+	if c == nil {
+		return code
 	}
 	defer closeFn()
 	pending, err := c.Pending(ctx)
