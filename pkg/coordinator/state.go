@@ -89,7 +89,8 @@ func (s *runState) apply(rec *protocol.Record) error {
 		s.spent = s.spent.Add(drawn(rec))
 		s.stall.fold(s.contract.Stall, rec)
 		if rec.Turn != nil {
-			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls})
+			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls,
+				Thinking: rec.Turn.Thinking})
 		}
 		var images []protocol.Image
 		for _, o := range rec.Observations {
@@ -203,7 +204,16 @@ func (s *runState) request(tools []protocol.ToolSpec) *protocol.CompletionReques
 		Messages:        msgs,
 		Tools:           tools,
 		MaxOutputTokens: s.contract.Provider.MaxOutputTokens,
+		ReasoningEffort: s.contract.Provider.ReasoningEffort,
+		ThinkingBudget:  thinkingBudget(s.contract.Provider.Thinking),
 	}
+}
+
+func thinkingBudget(t *protocol.ThinkingSpec) int {
+	if t == nil {
+		return 0
+	}
+	return t.BudgetTokens
 }
 
 // overBudget reports whether tokens spent exceed the contract's cap.

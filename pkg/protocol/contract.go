@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -145,7 +146,26 @@ type ProviderSpec struct {
 	Pool string `json:"pool,omitempty"`
 	// MaxOutputTokens bounds one turn's output; default 4096.
 	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
+	// Thinking turns on extended thinking, for the providers that take a
+	// budget of it (Anthropic; OpenRouter passes it on). Absent: off.
+	Thinking *ThinkingSpec `json:"thinking,omitempty"`
+	// ReasoningEffort is the reasoning effort asked of OpenAI-wire models
+	// ("minimal", "low", "medium" or "high"); default the model's own.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 }
+
+// ThinkingSpec is how much a model may think before it answers each turn.
+// BudgetTokens is at least MinThinkingBudget and under the turn's
+// max_output_tokens, which it is a part of.
+type ThinkingSpec struct {
+	BudgetTokens int `json:"budget_tokens"`
+}
+
+// MinThinkingBudget is the smallest thinking budget Anthropic accepts.
+const MinThinkingBudget = 1024
+
+// ReasoningEfforts are the values provider.reasoning_effort takes.
+var ReasoningEfforts = []string{"minimal", "low", "medium", "high"}
 
 // SandboxSpec says where and how commands run.
 type SandboxSpec struct {
@@ -314,6 +334,9 @@ func (c *Contract) Validate() error {
 	if c.Provider.MaxOutputTokens < 0 {
 		return FieldError(CodeInvalidField, "provider.max_output_tokens", "use a positive number", "max_output_tokens is negative")
 	}
+	if err := c.Provider.validateReasoning(); err != nil {
+		return err
+	}
 	switch c.Sandbox.Backend {
 	case "", "auto", "native", "docker", "floor":
 	default:
@@ -394,6 +417,29 @@ func (p *Policy) Validate() error {
 				return FieldError(CodeInvalidField, "policy.defaults."+f.name, `use "allow", "ask" or "deny"`, "unknown effect %q", f.v)
 			}
 		}
+	}
+	return nil
+}
+
+// validateReasoning checks the thinking budget against the output limit it
+// is a part of, and the reasoning effort against the values providers take.
+func (p ProviderSpec) validateReasoning() error {
+	if t := p.Thinking; t != nil {
+		limit := p.MaxOutputTokens
+		if limit == 0 {
+			limit = DefaultMaxOutput
+		}
+		if t.BudgetTokens < MinThinkingBudget {
+			return FieldError(CodeInvalidField, "provider.thinking.budget_tokens", fmt.Sprintf("use %d or more, or leave thinking out", MinThinkingBudget),
+				"a thinking budget of %d tokens is under the least providers take", t.BudgetTokens)
+		}
+		if t.BudgetTokens >= limit {
+			return FieldError(CodeInvalidField, "provider.thinking.budget_tokens", "raise provider.max_output_tokens above the budget, or lower the budget",
+				"the thinking budget of %d tokens does not fit under max_output_tokens %d, which it is a part of", t.BudgetTokens, limit)
+		}
+	}
+	if e := p.ReasoningEffort; e != "" && !slices.Contains(ReasoningEfforts, e) {
+		return FieldError(CodeInvalidField, "provider.reasoning_effort", `use "minimal", "low", "medium" or "high"`, "unknown reasoning effort %q", e)
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ const (
 	CodeProviderMalformed Code = 3007
 	CodeContextOverflow   Code = 3008
 	CodeUnrecorded        Code = 3009 // a replayed provider has no answer for the request
+	CodeQuotaExhausted    Code = 3010 // the provider account's quota or credit is used up
 	CodePathEscape        Code = 4001 // a path resolves outside the workspace
 	CodeNotFound          Code = 4002 // a file or workspace does not exist
 	CodeBadArguments      Code = 4003 // a tool call's arguments do not fit its schema
@@ -66,6 +67,7 @@ var codeNames = map[Code]string{
 	CodeProviderMalformed: "provider_malformed",
 	CodeContextOverflow:   "context_overflow",
 	CodeUnrecorded:        "unrecorded",
+	CodeQuotaExhausted:    "quota_exhausted",
 	CodePathEscape:        "path_escape",
 	CodeNotFound:          "not_found",
 	CodeBadArguments:      "bad_arguments",
@@ -102,6 +104,8 @@ func (c Code) Retryable() bool { return retryable[c] }
 // Error is the error type that crosses the wire. Field names the offending
 // field in dotted form ("budget.max_wall") when there is one; Hint says what
 // to do about it. RetryAfterMS carries a server's requested wait, if any.
+// Retry, when set, is the server's own word on whether to try again (the
+// x-should-retry header), which overrides what the code says.
 type Error struct {
 	Code         Code   `json:"code"`
 	Name         string `json:"name"`
@@ -109,6 +113,7 @@ type Error struct {
 	Message      string `json:"message"`
 	Hint         string `json:"hint,omitempty"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	Retry        *bool  `json:"retry,omitempty"`
 }
 
 // Sentinels to match with errors.Is; they compare by code only.
@@ -134,6 +139,7 @@ var (
 	ErrProviderMalformed = &Error{Code: CodeProviderMalformed}
 	ErrContextOverflow   = &Error{Code: CodeContextOverflow}
 	ErrUnrecorded        = &Error{Code: CodeUnrecorded}
+	ErrQuotaExhausted    = &Error{Code: CodeQuotaExhausted}
 	ErrPathEscape        = &Error{Code: CodePathEscape}
 	ErrNotFound          = &Error{Code: CodeNotFound}
 	ErrBadArguments      = &Error{Code: CodeBadArguments}
@@ -176,8 +182,14 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
-// Retryable reports whether the error may succeed if tried again unchanged.
-func (e *Error) Retryable() bool { return e.Code.Retryable() }
+// Retryable reports whether the error may succeed if tried again
+// unchanged: Retry when the server said, else what its code says.
+func (e *Error) Retryable() bool {
+	if e.Retry != nil {
+		return *e.Retry
+	}
+	return e.Code.Retryable()
+}
 
 // MarshalJSON fills Name from Code so the wire form is always complete.
 func (e *Error) MarshalJSON() ([]byte, error) {

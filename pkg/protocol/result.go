@@ -22,12 +22,15 @@ const (
 	OutcomeRefused              Outcome = "refused"
 	OutcomeCancelled            Outcome = "cancelled"
 	OutcomeFailed               Outcome = "failed"
+	// OutcomeModelRefused: the model refused the task (its finish reason
+	// said refusal), and was not talked round.
+	OutcomeModelRefused Outcome = "model_refused"
 )
 
 // Outcomes lists every outcome.
 var Outcomes = []Outcome{OutcomeSuccess, OutcomeFinished, OutcomeStepCapReached, OutcomeTimeBudgetExceeded, OutcomeCostBudgetExceeded,
 	OutcomeDenied, OutcomeAwaitingApproval, OutcomeStalled, OutcomeEscalatedRetryable, OutcomeEscalatedTerminal,
-	OutcomeBudgetCeilingReached, OutcomeRefused, OutcomeCancelled, OutcomeFailed}
+	OutcomeBudgetCeilingReached, OutcomeRefused, OutcomeCancelled, OutcomeFailed, OutcomeModelRefused}
 
 // Status is where a run stands.
 type Status string

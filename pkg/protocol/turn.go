@@ -24,6 +24,27 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	// Images ride on a user message, for models that accept them.
 	Images []Image `json:"images,omitempty"`
+	// Thinking is an assistant turn's reasoning, as its provider gave it
+	// (Turn.Thinking): sent back to that provider with the turn, as the
+	// Anthropic API requires of signed blocks, and to no tool.
+	Thinking []Thinking `json:"thinking,omitempty"`
+}
+
+// Kinds of Thinking.
+const (
+	ThinkingText     = "thinking"          // Anthropic's thinking block: text and its signature
+	ThinkingRedacted = "redacted_thinking" // Anthropic's redacted block: encrypted data only
+	ThinkingSummary  = "reasoning"         // an OpenAI-wire provider's reasoning text (OpenRouter's message.reasoning)
+)
+
+// Thinking is one block of a model's reasoning before or between the
+// parts of its answer. Signature and Data are opaque, and are sent back
+// byte for byte: a changed block is refused by the API that signed it.
+type Thinking struct {
+	Kind      string `json:"kind"`
+	Text      string `json:"text,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Data      string `json:"data,omitempty"`
 }
 
 // Image is a picture for the model: its media type (image/png,
@@ -65,14 +86,39 @@ type CompletionRequest struct {
 	Messages        []Message  `json:"messages"`
 	Tools           []ToolSpec `json:"tools,omitempty"`
 	MaxOutputTokens int        `json:"max_output_tokens,omitempty"`
+	// ThinkingBudget turns Anthropic's extended thinking on with that many
+	// tokens of it (at least 1,024, under MaxOutputTokens); OpenRouter
+	// sends it as reasoning.max_tokens. Zero: off.
+	ThinkingBudget int `json:"thinking_budget,omitempty"`
+	// ReasoningEffort is passed to OpenAI-wire providers as their
+	// reasoning effort ("minimal", "low", "medium", "high"). Empty: the
+	// model's default.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 }
 
-// Usage is what a provider reports a call cost, in tokens.
+// Usage is what a provider reports a call cost. InputTokens counts every
+// prompt token, those read from and written to the provider's prompt cache
+// included (CachedTokens and CacheWriteTokens are parts of it, priced on
+// their own); OutputTokens counts every generated token, the reasoning
+// ones included (ReasoningTokens is a part of it, priced as output).
 type Usage struct {
-	InputTokens     int64 `json:"input_tokens"`
-	OutputTokens    int64 `json:"output_tokens"`
-	CachedTokens    int64 `json:"cached_tokens,omitempty"`
-	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CachedTokens     int64 `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+	// ReportedCost is what the provider itself said the call cost, in its
+	// own currency (OpenRouter's usage.cost, in credits worth a US
+	// dollar); zero when it said nothing. It is recorded beside the cost
+	// the price table gives, never in its place.
+	ReportedCost float64 `json:"reported_cost,omitempty"`
+}
+
+// Add returns u and v summed, as two reports of parts of one call.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CachedTokens: u.CachedTokens + v.CachedTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		ReasoningTokens: u.ReasoningTokens + v.ReasoningTokens, ReportedCost: u.ReportedCost + v.ReportedCost}
 }
 
 // Total is input plus output tokens.
@@ -87,6 +133,10 @@ type Turn struct {
 	FinishReason string     `json:"finish_reason,omitempty"`
 	// Served names the provider that answered ("openai", "replay", ...).
 	Served string `json:"served,omitempty"`
+	// Thinking is the reasoning the provider returned with the answer, in
+	// its order: kept in the transcript and the trace, sent back with the
+	// turn, never put in Text nor shown to a tool.
+	Thinking []Thinking `json:"thinking,omitempty"`
 }
 
 // StepTask is what a coordinator publishes on harness.steps.<pool> for a

@@ -115,6 +115,7 @@ func cloneRequest(req *protocol.CompletionRequest) *protocol.CompletionRequest {
 		c.Messages = make([]protocol.Message, len(req.Messages))
 		for i, m := range req.Messages {
 			m.ToolCalls = cloneCalls(m.ToolCalls)
+			m.Thinking = slices.Clone(m.Thinking)
 			c.Messages[i] = m
 		}
 	}
@@ -135,6 +136,7 @@ func cloneTurn(t *protocol.Turn) *protocol.Turn {
 	}
 	c := *t
 	c.ToolCalls = cloneCalls(t.ToolCalls)
+	c.Thinking = slices.Clone(t.Thinking)
 	return &c
 }
 
