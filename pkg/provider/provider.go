@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -162,4 +163,37 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return b.Bytes()
+}
+
+// uniqueCallIDs gives every call of a turn an id of its own, in place: a
+// call with no id, or with the id of an earlier call of the turn (a
+// server that numbers every call call_0), gets call_<i>, or the repeated
+// id with _<i> added, whichever no other call has. Results are matched to
+// calls by id, so two calls with one id could not be told apart.
+func uniqueCallIDs(calls []protocol.ToolCall) {
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		if c.ID != "" {
+			seen[c.ID] = false // taken, not yet claimed by a call
+		}
+	}
+	for i := range calls {
+		id := calls[i].ID
+		if claimed, ok := seen[id]; ok && !claimed {
+			seen[id] = true
+			continue
+		}
+		base := id
+		if base == "" {
+			base = "call"
+		}
+		for n := i; ; n++ {
+			cand := base + "_" + strconv.Itoa(n)
+			if _, taken := seen[cand]; !taken {
+				calls[i].ID = cand
+				seen[cand] = true
+				break
+			}
+		}
+	}
 }
