@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -173,29 +172,61 @@ func NewAnthropic(cfg AnthropicConfig) (*Anthropic, error) {
 func (a *Anthropic) Name() string { return a.name }
 
 // Complete sends req to the Messages API and returns the answer as a turn
-// whose Served is Name(). The turn's Text is the answer's text blocks
-// joined, its ToolCalls its tool_use blocks (Arguments the input object,
-// compacted), FinishReason Anthropic's stop_reason ("end_turn",
-// "tool_use", "max_tokens"), and Usage.InputTokens counts every input
-// token: input_tokens plus cache reads and cache writes, so that
-// CachedTokens (cache_read_input_tokens) is a part of it, as with OpenAI.
+// whose Served is Name():
+//
+//   - Text is the answer's text blocks joined, and nothing else.
+//   - Thinking is its thinking and redacted_thinking blocks, in their
+//     order: Kind protocol.ThinkingText with the block's Text and
+//     Signature, or protocol.ThinkingRedacted with its Data, the
+//     signature and data byte for byte as the API sent them.
+//   - ToolCalls is its tool_use blocks, Arguments the input object
+//     compacted (input that is not JSON, as a stream cut off at its
+//     output limit inside a call leaves it, is kept as a JSON string of
+//     its text); a missing or repeated id is made unique with
+//     uniqueCallIDs, so every result can name its call.
+//   - FinishReason is Anthropic's own stop_reason (end_turn, tool_use,
+//     max_tokens, pause_turn, refusal, stop_sequence,
+//     model_context_window_exceeded), which protocol.Turn.Finish maps.
+//   - Usage.InputTokens counts every input token: input_tokens plus cache
+//     reads and cache writes, so that CachedTokens
+//     (cache_read_input_tokens) and CacheWriteTokens
+//     (cache_creation_input_tokens, or the sum of its cache_creation
+//     breakdown when only that is given) are parts of it, as with OpenAI.
+//     OutputTokens is output_tokens, the thinking included, since
+//     Anthropic counts and prices thinking as output. It reports no
+//     thinking count of its own, so ReasoningTokens is an estimate, a
+//     part of OutputTokens and never more than it: a token per four bytes
+//     of thinking text (rounded up, block by block); redacted blocks,
+//     whose text is not known, are not counted.
+//
+// When req.ThinkingBudget is above zero, extended thinking is turned on:
+// "thinking": {"type": "enabled", "budget_tokens": ThinkingBudget} is
+// sent, and the budget must be under the max_tokens sent (the request's
+// MaxOutputTokens, or the config's MaxTokens when that is zero), which it
+// is a part of.
 //
 // The transcript is mapped as the API wants it: System as the top-level
-// system prompt; an assistant message as text and tool_use blocks (an
-// assistant message with neither is left out, since the API refuses empty
-// content); tool results as tool_result blocks in one user message, with
-// a user message that follows them in the same message. Arguments that
-// are not a JSON object (a model's broken JSON, kept as a string) are sent
-// as {"arguments": <what the model wrote>}, since the API wants an object.
+// system prompt; an assistant message as its thinking blocks first,
+// unchanged and in order (thinking with its text and signature,
+// redacted_thinking with its data; Thinking of another kind, from a
+// provider that signs nothing, is left out), then a text block, then its
+// tool_use blocks, since the API wants a signed block back with the
+// tool_use it came before; an assistant message with neither text nor
+// tool calls is left out, thinking and all, since the API refuses empty
+// content; tool results as tool_result blocks in one user message, with a
+// user message that follows them in the same message. Arguments that are
+// not a JSON object (a model's broken JSON, kept as a string) are sent as
+// {"arguments": <what the model wrote>}, since the API wants an object.
 //
 // The request is refused before sending, with CodeProviderRequest whose
 // Field names the offending field, when no model is known, a message has
 // an unknown role, a tool result names no call or a call no earlier
-// assistant message made, or a tool's Parameters is not valid JSON. Every
-// other error is classified as described on Provider: 429 is
-// CodeRateLimited with RetryAfterMS from Retry-After (seconds or an HTTP
-// date), 401 and 403 CodeProviderAuth, 5xx and 529 (overloaded)
-// CodeProviderServer, a 400 saying the prompt is too long
+// assistant message made, a tool's Parameters is not valid JSON, or the
+// thinking budget is negative or not under max_tokens (Field
+// "thinking_budget"). Every other error is classified as described on
+// Provider: 429 is CodeRateLimited with RetryAfterMS from Retry-After
+// (seconds or an HTTP date), 401 and 403 CodeProviderAuth, 5xx and 529
+// (overloaded) CodeProviderServer, a 400 saying the prompt is too long
 // CodeContextOverflow, any other 4xx or a redirect CodeProviderRequest, a
 // body that is not a message CodeProviderMalformed, a deadline
 // CodeProviderTimeout, and a lost connection or a cancelled ctx
@@ -207,16 +238,22 @@ func (a *Anthropic) Complete(ctx context.Context, req *protocol.CompletionReques
 // CompleteStream sends req with "stream": true, calls onToken with each
 // text_delta as it arrives, and returns the same turn Complete returns for
 // the same answer, put together from the events message_start,
-// content_block_start, content_block_delta (text_delta and
-// input_json_delta), message_delta (stop reason and usage) and
-// message_stop.
+// content_block_start, content_block_delta (text_delta, input_json_delta,
+// thinking_delta and signature_delta), message_delta (stop reason and
+// usage) and message_stop. Thinking is kept in the turn's Thinking and is
+// never passed to onToken, which is given the answer's text only.
 //
 // It fails as Complete does, and also: an error event (overloaded_error,
 // rate_limit_error, ...) is classified as the HTTP status of that error
 // type would be, so an overloaded stream is CodeProviderServer; a stream
 // that ends before message_stop, cut off in the middle of an event or
 // between two, is CodeProviderTransport; an event that is not JSON, or a
-// delta for a block that never started, is CodeProviderMalformed.
+// delta for a block that never started, is CodeProviderMalformed. A
+// stream that ends right after the data of its message_stop or error
+// event, without the blank line that closes it, is read as if the line
+// had come, as Anthropic's SDKs read it: that data is whole JSON, so
+// nothing of the answer is missing. Cut off so inside any other event, it
+// is CodeProviderTransport.
 func (a *Anthropic) CompleteStream(ctx context.Context, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error) {
 	return a.call(ctx, req, true, onToken)
 }
@@ -322,9 +359,8 @@ func (a *Anthropic) readMessage(ctx context.Context, resp *http.Response) (*prot
 	}
 	var acc messageTurn
 	acc.start(&m)
-	for i, b := range m.Content {
-		acc.blocks = append(acc.blocks, &blockTurn{index: i, typ: b.Type, text: []byte(b.Text),
-			id: b.ID, name: b.Name, input: b.Input})
+	for i := range m.Content {
+		acc.blocks = append(acc.blocks, newBlock(i, &m.Content[i]))
 	}
 	return acc.turn(a.name), nil
 }
@@ -355,6 +391,14 @@ func (a *Anthropic) messagesRequest(req *protocol.CompletionRequest, stream bool
 	if w.MaxTokens <= 0 {
 		w.MaxTokens = a.maxTokens
 	}
+	switch b := req.ThinkingBudget; {
+	case b < 0:
+		return refuse("thinking_budget", "the thinking budget of %d tokens is negative; use zero for no thinking", b)
+	case b >= w.MaxTokens:
+		return refuse("thinking_budget", "the thinking budget of %d tokens is not under max_tokens %d, which it is a part of; raise provider.max_output_tokens above it, or lower provider.thinking.budget_tokens", b, w.MaxTokens)
+	case b > 0:
+		w.Thinking = &anthropicThinking{Type: "enabled", BudgetTokens: b}
+	}
 	w.Messages = make([]anthropicMessageParam, 0, len(req.Messages))
 	calls := map[string]bool{} // ids of the tool calls made so far
 	// results is true while the last message sent is a user message of
@@ -375,7 +419,10 @@ func (a *Anthropic) messagesRequest(req *protocol.CompletionRequest, stream bool
 			}
 			results = false
 		case protocol.RoleAssistant:
-			var blocks []anthropicContent
+			if m.Content == "" && len(m.ToolCalls) == 0 {
+				continue // nothing the API would take, its thinking alone included
+			}
+			blocks := thinkingBlocks(m.Thinking)
 			if m.Content != "" {
 				blocks = append(blocks, anthropicContent{Type: "text", Text: &m.Content})
 			}
@@ -383,10 +430,8 @@ func (a *Anthropic) messagesRequest(req *protocol.CompletionRequest, stream bool
 				calls[c.ID] = true
 				blocks = append(blocks, anthropicContent{Type: "tool_use", ID: c.ID, Name: c.Name, Input: inputObject(c.Arguments)})
 			}
-			if len(blocks) > 0 {
-				w.Messages = append(w.Messages, anthropicMessageParam{Role: "assistant", Content: blocks})
-				results = false
-			}
+			w.Messages = append(w.Messages, anthropicMessageParam{Role: "assistant", Content: blocks})
+			results = false
 		case protocol.RoleTool:
 			field := fmt.Sprintf("messages[%d].tool_call_id", i)
 			if m.ToolCallID == "" {
@@ -424,6 +469,23 @@ func (a *Anthropic) messagesRequest(req *protocol.CompletionRequest, stream bool
 	return body, w.Model, nil
 }
 
+// thinkingBlocks returns an assistant message's thinking as the blocks the
+// API gave it in, unchanged: thinking with its text and signature,
+// redacted_thinking with its data. Thinking of other kinds (another
+// provider's reasoning, which no one signed) is left out.
+func thinkingBlocks(th []protocol.Thinking) []anthropicContent {
+	var blocks []anthropicContent
+	for i := range th {
+		switch t := &th[i]; t.Kind {
+		case protocol.ThinkingText:
+			blocks = append(blocks, anthropicContent{Type: "thinking", Thinking: &t.Text, Signature: &t.Signature})
+		case protocol.ThinkingRedacted:
+			blocks = append(blocks, anthropicContent{Type: "redacted_thinking", Data: &t.Data})
+		}
+	}
+	return blocks
+}
+
 // inputObject returns a tool call's arguments as the JSON object the API
 // wants for a tool_use input: the arguments when they are an object, {}
 // when they are empty, and {"arguments": <them>} otherwise (a model's
@@ -450,6 +512,13 @@ type anthropicRequest struct {
 	Messages  []anthropicMessageParam `json:"messages"`
 	Tools     []anthropicTool         `json:"tools,omitempty"`
 	Stream    bool                    `json:"stream,omitempty"`
+	Thinking  *anthropicThinking      `json:"thinking,omitempty"`
+}
+
+// anthropicThinking turns extended thinking on.
+type anthropicThinking struct {
+	Type         string `json:"type"` // "enabled"
+	BudgetTokens int    `json:"budget_tokens"`
 }
 
 type anthropicMessageParam struct {
@@ -457,11 +526,14 @@ type anthropicMessageParam struct {
 	Content []anthropicContent `json:"content"`
 }
 
-// anthropicContent is a content block of a request: text, tool_use or
-// tool_result.
+// anthropicContent is a content block of a request: text, image,
+// thinking, redacted_thinking, tool_use or tool_result.
 type anthropicContent struct {
 	Type      string          `json:"type"`
 	Text      *string         `json:"text,omitempty"`
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature *string         `json:"signature,omitempty"`
+	Data      *string         `json:"data,omitempty"`
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
@@ -493,12 +565,17 @@ type anthropicMessage struct {
 	Error      *anthropicError  `json:"error"`
 }
 
+// anthropicBlock is a content block of an answer, whole or as
+// content_block_start gives it.
 type anthropicBlock struct {
-	Type  string          `json:"type"`
-	Text  string          `json:"text"`
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"` // redacted_thinking's
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
 }
 
 // anthropicUsage is a usage block. Fields are pointers because
@@ -508,6 +585,12 @@ type anthropicUsage struct {
 	OutputTokens             *int64 `json:"output_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	// CacheCreation is the cache writes by lifetime, which newer answers
+	// give beside (or, from some gateways, in place of) their total.
+	CacheCreation *struct {
+		Ephemeral5m *int64 `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
 }
 
 type anthropicError struct {
@@ -531,14 +614,26 @@ type messageTurn struct {
 
 // blockTurn is one content block being put together.
 type blockTurn struct {
-	index int
-	typ   string
-	text  []byte
-	id    string
-	name  string
-	input json.RawMessage // the start's input, replaced by deltas when any arrive
-	json  []byte          // input_json_delta fragments
-	delta bool            // an input_json_delta arrived
+	index     int
+	typ       string
+	text      []byte // a text block's text, or a thinking block's
+	signature string // a thinking block's
+	data      string // a redacted_thinking block's
+	id        string
+	name      string
+	input     json.RawMessage // the start's input, replaced by deltas when any arrive
+	json      []byte          // input_json_delta fragments
+	delta     bool            // an input_json_delta arrived
+}
+
+// newBlock returns the block b as it starts, at index.
+func newBlock(index int, b *anthropicBlock) *blockTurn {
+	bt := &blockTurn{index: index, typ: b.Type, text: []byte(b.Text), signature: b.Signature, data: b.Data,
+		id: b.ID, name: b.Name, input: b.Input}
+	if b.Type == "thinking" {
+		bt.text = []byte(b.Thinking)
+	}
+	return bt
 }
 
 func (a *messageTurn) start(m *anthropicMessage) {
@@ -559,6 +654,15 @@ func (a *messageTurn) addUsage(u *anthropicUsage) {
 	set(&a.usage.output, u.OutputTokens)
 	set(&a.usage.cacheWrite, u.CacheCreationInputTokens)
 	set(&a.usage.cacheRead, u.CacheReadInputTokens)
+	if c := u.CacheCreation; u.CacheCreationInputTokens == nil && c != nil {
+		var sum int64
+		for _, n := range []*int64{c.Ephemeral5m, c.Ephemeral1h} {
+			if n != nil {
+				sum += *n
+			}
+		}
+		a.usage.cacheWrite = sum
+	}
 }
 
 func (a *messageTurn) block(index int) *blockTurn {
@@ -577,29 +681,34 @@ func (a *messageTurn) turn(name string) *protocol.Turn {
 		FinishReason: a.stop,
 		Served:       name,
 		Usage: protocol.Usage{
-			InputTokens:  a.usage.input + a.usage.cacheWrite + a.usage.cacheRead,
-			OutputTokens: a.usage.output,
-			CachedTokens: a.usage.cacheRead,
+			InputTokens:      a.usage.input + a.usage.cacheWrite + a.usage.cacheRead,
+			OutputTokens:     a.usage.output,
+			CachedTokens:     a.usage.cacheRead,
+			CacheWriteTokens: a.usage.cacheWrite,
 		},
 	}
 	var text []byte
+	var thought int64 // estimated tokens of thinking text
 	for _, b := range a.blocks {
 		switch b.typ {
 		case "text":
 			text = append(text, b.text...)
+		case "thinking":
+			t.Thinking = append(t.Thinking, protocol.Thinking{Kind: protocol.ThinkingText, Text: string(b.text), Signature: b.signature})
+			thought += (int64(len(b.text)) + 3) / 4
+		case "redacted_thinking":
+			t.Thinking = append(t.Thinking, protocol.Thinking{Kind: protocol.ThinkingRedacted, Data: b.data})
 		case "tool_use":
 			args := b.input
 			if b.delta {
 				args = b.json
 			}
-			id := b.id
-			if id == "" {
-				id = "call_" + strconv.Itoa(len(t.ToolCalls))
-			}
-			t.ToolCalls = append(t.ToolCalls, protocol.ToolCall{ID: id, Name: b.name, Arguments: inputArguments(args)})
+			t.ToolCalls = append(t.ToolCalls, protocol.ToolCall{ID: b.id, Name: b.name, Arguments: inputArguments(args)})
 		}
 	}
+	uniqueCallIDs(t.ToolCalls)
 	t.Text = string(text)
+	t.Usage.ReasoningTokens = min(thought, t.Usage.OutputTokens)
 	return t
 }
 

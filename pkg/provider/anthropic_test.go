@@ -250,7 +250,7 @@ func TestAnthropicTurns(t *testing.T) {
 		want   *protocol.Turn
 	}{
 		{
-			name: "text blocks around a tool call, thinking left out",
+			name: "text blocks around a tool call, thinking kept apart",
 			answer: `{"type": "message", "model": "claude-x", "stop_reason": "tool_use",
 				"content": [
 					{"type": "thinking", "thinking": "hmm", "signature": "sig"},
@@ -283,9 +283,10 @@ func TestAnthropicTurns(t *testing.T) {
 			want: &protocol.Turn{
 				Text:         "First. Then.",
 				ToolCalls:    []protocol.ToolCall{{ID: "toolu_1", Name: "exec", Arguments: json.RawMessage(`{"argv":["ls","-l"]}`)}},
+				Thinking:     []protocol.Thinking{{Kind: protocol.ThinkingText, Text: "hmm", Signature: "sig"}},
 				Model:        "claude-x",
 				FinishReason: "tool_use",
-				Usage:        protocol.Usage{InputTokens: 530, OutputTokens: 20, CachedTokens: 400},
+				Usage:        protocol.Usage{InputTokens: 530, OutputTokens: 20, CachedTokens: 400, CacheWriteTokens: 30, ReasoningTokens: 1},
 			},
 		},
 		{
