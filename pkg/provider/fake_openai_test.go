@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -29,6 +32,14 @@ type wireRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options,omitempty"`
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// Reasoning is OpenRouter's unified reasoning parameter.
+	Reasoning *wireReasoning `json:"reasoning,omitempty"`
+}
+
+type wireReasoning struct {
+	Effort    string `json:"effort,omitempty"`
+	MaxTokens int    `json:"max_tokens,omitempty"`
 }
 
 type wireMessage struct {
@@ -267,4 +278,77 @@ func writeAPIError(w http.ResponseWriter, status int, typ, code, message string)
 	}
 	b, _ := json.Marshal(map[string]any{"error": e})
 	writeJSON(w, status, b)
+}
+
+// answerCase is one answer, given whole and streamed, and the turn both
+// must give.
+type answerCase struct {
+	name   string
+	body   string   // the chat completion
+	lines  []string // the same answer as stream data lines; [DONE] is added
+	want   *protocol.Turn
+	tokens []string // the pieces onToken is given of the stream
+}
+
+// checkAnswers serves each case whole to Complete and streamed to
+// CompleteStream, through a client newClient points at the server, and
+// checks both give the case's turn.
+func checkAnswers(t *testing.T, tests []answerCase, newClient func(*testing.T, *fakeOpenAI) *OpenAI) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request, call int, req *wireRequest) {
+				if !req.Stream {
+					writeJSON(w, http.StatusOK, []byte(tt.body))
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, l := range tt.lines {
+					io.WriteString(w, l+"\n\n")
+				}
+				io.WriteString(w, "data: [DONE]\n\n")
+			})
+			p := newClient(t, f)
+			got, err := p.Complete(t.Context(), simpleRequest())
+			if err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Complete turn mismatch (-want +got):\n%s", diff)
+			}
+			var tokens []string
+			got, err = p.CompleteStream(t.Context(), simpleRequest(), func(s string) { tokens = append(tokens, s) })
+			if err != nil {
+				t.Fatalf("CompleteStream: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("CompleteStream turn mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.tokens, tokens); diff != "" {
+				t.Errorf("CompleteStream tokens mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// completionAt is a chat completion of model m-1 whose one choice, at
+// index, has the given message object, finish reason and usage object
+// (all JSON).
+func completionAt(index int, message, finish, usage string) string {
+	return `{"id": "gen-1", "object": "chat.completion", "created": 1700000000, "model": "m-1",
+		"choices": [{"index": ` + strconv.Itoa(index) + `, "message": ` + message + `, "finish_reason": ` + finish + `, "logprobs": null}],
+		"usage": ` + usage + `}`
+}
+
+// chunkAt is a stream data line (one line: delta must be too) of model m-1 whose one choice, at index,
+// has the given delta object and finish reason (JSON).
+func chunkAt(index int, delta, finish string) string {
+	return `data: {"id": "gen-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "m-1", ` +
+		`"choices": [{"index": ` + strconv.Itoa(index) + `, "delta": ` + delta + `, "finish_reason": ` + finish + `}]}`
+}
+
+// usageLine is a stream data line with no choices and the given usage
+// object (JSON).
+func usageLine(usage string) string {
+	return `data: {"id": "gen-1", "object": "chat.completion.chunk", "created": 1700000000, "model": "m-1", "choices": [], "usage": ` + usage + `}`
 }

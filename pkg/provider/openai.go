@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -103,6 +104,9 @@ type OpenAI struct {
 	model    string
 	timeout  time.Duration
 	endpoint string // host:port the client dials
+	// openRouter says the server speaks OpenRouter's dialect: reasoning is
+	// asked for with its unified "reasoning" object, not reasoning_effort.
+	openRouter bool
 }
 
 var (
@@ -162,25 +166,49 @@ func (o *OpenAI) AcceptsImages() bool { return true }
 func (o *OpenAI) Name() string { return o.name }
 
 // Complete sends req as one non-streaming chat completion and returns the
-// first choice as a turn whose Served is Name().
+// first choice of the answer (choices[0], whatever its index says) as a
+// turn whose Served is Name().
+//
+// req.ReasoningEffort is sent as reasoning_effort; req.ThinkingBudget has
+// no OpenAI equivalent and is not sent. A client made by NewOpenRouter
+// sends both as OpenRouter's reasoning object instead (see NewOpenRouter).
+// The Thinking blocks of req's messages are not sent back: go-openai's
+// request message cannot carry them.
+//
+// The usage gives InputTokens and OutputTokens from prompt_tokens and
+// completion_tokens, CachedTokens from prompt_tokens_details.cached_tokens,
+// ReasoningTokens from completion_tokens_details.reasoning_tokens and, from
+// a server that reports them (OpenRouter), CacheWriteTokens from
+// prompt_tokens_details.cache_write_tokens and ReportedCost from
+// usage.cost. A message's reasoning text (OpenRouter's message.reasoning)
+// becomes one Thinking block of kind protocol.ThinkingSummary, never part
+// of Text. A message with a refusal has FinishReason protocol.FinishRefusal
+// whatever the choice's finish reason, and the refusal as its Text when it
+// has no content.
 //
 // The request is refused before sending, with CodeProviderRequest whose
-// Field names the offending field ("messages[2].role"), when no model is known (neither OpenAIConfig.Model nor
-// req.Model), a message has an unknown role, a tool message has no
-// ToolCallID, or a tool's Parameters is not valid JSON. Every other error
-// is classified from the HTTP status or the failure as described on
-// Provider: 429 is CodeRateLimited with RetryAfterMS from Retry-After-Ms or
-// Retry-After (seconds or an HTTP date), 401 and 403 CodeProviderAuth, 5xx
-// and 529 CodeProviderServer, a 400 saying the context length is exceeded
-// CodeContextOverflow, any other 4xx or a redirect CodeProviderRequest, a
-// body that is not a completion or has no choices CodeProviderMalformed, a
-// deadline CodeProviderTimeout, and a lost connection or a cancelled ctx
-// CodeProviderTransport.
+// Field names the offending field ("messages[2].role"), when no model is
+// known (neither OpenAIConfig.Model nor req.Model), a message has an
+// unknown role, a tool message has no ToolCallID, or a tool's Parameters
+// is not valid JSON. Every other error is classified from the HTTP status
+// or the failure as described on Provider: 429 is CodeRateLimited with
+// RetryAfterMS from Retry-After-Ms or Retry-After (seconds or an HTTP
+// date), 401 and 403 CodeProviderAuth, 5xx and 529 CodeProviderServer, a
+// 400 saying the context length is exceeded CodeContextOverflow, any other
+// 4xx or a redirect CodeProviderRequest, a deadline CodeProviderTimeout,
+// and a lost connection or a cancelled ctx CodeProviderTransport. An error
+// object in a body that came with 200 (OpenRouter's {"error": {"code":
+// 429, ...}}), or on the first choice, is classified by its code or type
+// as the same error sent as an HTTP status would be, CodeProviderServer
+// when it names neither. A body that is not a completion, or has no
+// choices and no error, is CodeProviderMalformed.
 //
 // Tool call arguments the model wrote are kept verbatim when they are valid
 // JSON; otherwise they are kept as a JSON string holding the model's text,
 // so the caller can report bad arguments. Empty arguments become {}. A tool
-// call without an id is given "call_<index>".
+// call without an id, or with the id of an earlier call of the turn, is
+// given one no other call of the turn has: call_<index>, or the repeated
+// id with _<index> added.
 func (o *OpenAI) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
 	if err := ctxError(ctx, o.name); err != nil {
 		return nil, err
@@ -191,7 +219,7 @@ func (o *OpenAI) Complete(ctx context.Context, req *protocol.CompletionRequest) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	call := &wireCall{}
+	call := &wireCall{keepBody: true, fields: o.bodyFields(req)}
 	ctx = context.WithValue(ctx, wireCallKey{}, call)
 
 	resp, err := o.client.CreateChatCompletion(ctx, wire)
@@ -203,11 +231,139 @@ func (o *OpenAI) Complete(ctx context.Context, req *protocol.CompletionRequest) 
 		return nil, classify(failure{provider: o.name, status: status, header: header,
 			message: redirectMessage(status, header)})
 	}
+	// What go-openai cannot carry is read from the same bytes. Its
+	// decoder took them as a completion, so this one only fails on a
+	// field of an unexpected type, which is then left out.
+	var x chatExtras
+	_ = json.NewDecoder(bytes.NewReader(call.body())).Decode(&x)
+	var xc chatExtraChoice
+	if len(x.Choices) > 0 {
+		xc = x.Choices[0]
+	}
+	if e := cmp.Or(x.Error, xc.Error); e != nil {
+		return nil, classify(o.reportedError(header, e))
+	}
 	if len(resp.Choices) == 0 {
 		return nil, classify(failure{provider: o.name, status: status, header: header, bad: true,
 			message: "the answer has no choices"})
 	}
-	return o.turn(&resp, wire.Model), nil
+	c := &resp.Choices[0]
+	return o.turn(&chatAnswer{
+		model:     resp.Model,
+		message:   c.Message,
+		finish:    c.FinishReason,
+		usage:     usageOf(&resp.Usage, x.Usage),
+		reasoning: xc.Message.Reasoning,
+	}, wire.Model), nil
+}
+
+// bodyFields returns what req asks for that go-openai's request cannot
+// carry, for the transport to add to the body: OpenRouter's reasoning
+// object, {"max_tokens": ThinkingBudget} when a budget is set and
+// {"effort": ReasoningEffort} otherwise. It returns nil when there is
+// nothing to add.
+func (o *OpenAI) bodyFields(req *protocol.CompletionRequest) map[string]any {
+	if !o.openRouter {
+		return nil
+	}
+	switch {
+	case req.ThinkingBudget > 0:
+		return map[string]any{"reasoning": openRouterReasoning{MaxTokens: req.ThinkingBudget}}
+	case req.ReasoningEffort != "":
+		return map[string]any{"reasoning": openRouterReasoning{Effort: req.ReasoningEffort}}
+	}
+	return nil
+}
+
+// openRouterReasoning is OpenRouter's unified reasoning parameter: one of
+// an effort or a token budget.
+type openRouterReasoning struct {
+	Effort    string `json:"effort,omitempty"`
+	MaxTokens int    `json:"max_tokens,omitempty"`
+}
+
+// chatExtras is what go-openai's types cannot carry of a chat completion
+// or of one stream chunk, decoded from the same bytes: an error object in
+// a body that came with 200, at the top or on a choice (OpenRouter's), a
+// choice's reasoning text (OpenRouter's message.reasoning, or
+// delta.reasoning in a stream), and OpenRouter's usage.cost and
+// prompt_tokens_details.cache_write_tokens. Its Choices are in the order
+// of the answer's, so Choices[i] belongs to go-openai's Choices[i].
+type chatExtras struct {
+	Error   *chatError        `json:"error"`
+	Choices []chatExtraChoice `json:"choices"`
+	Usage   *chatExtraUsage   `json:"usage"`
+}
+
+type chatExtraChoice struct {
+	Message chatReasoning `json:"message"`
+	Delta   chatReasoning `json:"delta"`
+	Error   *chatError    `json:"error"`
+}
+
+type chatReasoning struct {
+	Reasoning string `json:"reasoning"`
+}
+
+type chatExtraUsage struct {
+	Cost                float64 `json:"cost"` // credits, each worth a US dollar
+	PromptTokensDetails struct {
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// chatError is an error object reported in place of an answer, or of a
+// part of one: its code a number (OpenRouter's, an HTTP status) or a
+// string (OpenAI's).
+type chatError struct {
+	Code    any    `json:"code"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}
+
+// reportedError is the failure for an error reported inside an answer that
+// came with 200: e is the error object of a whole body, of a stream chunk,
+// or of a choice in either, or nil when a stream only said its finish
+// reason was "error". It is classified by e's code or type as the same
+// error sent as an HTTP status would be, as a server failure when it names
+// neither.
+func (o *OpenAI) reportedError(header http.Header, e *chatError) failure {
+	f := failure{provider: o.name, header: header, inStream: true,
+		status: errorTypeStatus(""), message: "the stream finished with reason \"error\""}
+	if e != nil {
+		code := apiCode(e.Code)
+		typ := code
+		if typ == "" {
+			typ = e.Type
+		}
+		f.status = errorTypeStatus(typ)
+		f.apiCode = code
+		f.message = e.Message
+		if code != "" {
+			f.message += " (" + code + ")"
+		}
+	}
+	return f
+}
+
+// usageOf maps a usage object onto Usage: u is what go-openai read of it,
+// x what it could not (nil when absent).
+func usageOf(u *openai.Usage, x *chatExtraUsage) protocol.Usage {
+	var v protocol.Usage
+	if u != nil {
+		v.InputTokens, v.OutputTokens = int64(u.PromptTokens), int64(u.CompletionTokens)
+		if d := u.PromptTokensDetails; d != nil {
+			v.CachedTokens = int64(d.CachedTokens)
+		}
+		if d := u.CompletionTokensDetails; d != nil {
+			v.ReasoningTokens = int64(d.ReasoningTokens)
+		}
+	}
+	if x != nil {
+		v.CacheWriteTokens = x.PromptTokensDetails.CacheWriteTokens
+		v.ReportedCost = x.Cost
+	}
+	return v
 }
 
 // chatRequest maps req onto the chat completions request, or says why it
@@ -246,6 +402,9 @@ func (o *OpenAI) chatRequest(req *protocol.CompletionRequest) (openai.ChatComple
 			}
 			w.Messages = append(w.Messages, um)
 		case protocol.RoleAssistant:
+			// m.Thinking is not sent: go-openai's message has no field for
+			// OpenRouter's reasoning (only DeepSeek's reasoning_content),
+			// and OpenAI's chat API takes none back.
 			wm := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: m.Content}
 			for _, c := range m.ToolCalls {
 				wm.ToolCalls = append(wm.ToolCalls, openai.ToolCall{
@@ -283,6 +442,10 @@ func (o *OpenAI) chatRequest(req *protocol.CompletionRequest) (openai.ChatComple
 		if errors.Is(openai.NewReasoningValidator().Validate(w), openai.ErrReasoningModelMaxTokensDeprecated) {
 			w.MaxTokens, w.MaxCompletionTokens = 0, n
 		}
+	}
+	if !o.openRouter {
+		// OpenRouter's effort goes in its reasoning object (bodyFields).
+		w.ReasoningEffort = req.ReasoningEffort
 	}
 	return w, nil
 }
@@ -351,51 +514,50 @@ func (o *OpenAI) failed(ctx context.Context, call *wireCall, err error) failure 
 	return f
 }
 
-// turn maps the first choice of resp onto a turn.
-func (o *OpenAI) turn(resp *openai.ChatCompletionResponse, model string) *protocol.Turn {
-	c := resp.Choices[0]
+// chatAnswer is the one choice of an answer a turn is made of, whole or
+// gathered from a stream, with the answer's model and usage.
+type chatAnswer struct {
+	model     string // as the server named it; empty when it did not
+	message   openai.ChatCompletionMessage
+	finish    openai.FinishReason
+	usage     protocol.Usage
+	reasoning string // the choice's reasoning text (OpenRouter's)
+}
+
+// turn maps an answer onto a turn; model is the one asked for, named when
+// the answer names none.
+func (o *OpenAI) turn(a *chatAnswer, model string) *protocol.Turn {
+	m := &a.message
 	t := &protocol.Turn{
-		Text:         c.Message.Content,
-		Model:        resp.Model,
-		FinishReason: string(c.FinishReason),
+		Text:         m.Content,
+		Model:        cmp.Or(a.model, model),
+		FinishReason: string(a.finish),
 		Served:       o.name,
-		Usage: protocol.Usage{
-			InputTokens:  int64(resp.Usage.PromptTokens),
-			OutputTokens: int64(resp.Usage.CompletionTokens),
-		},
+		Usage:        a.usage,
 	}
-	if c.Message.Refusal != "" {
+	if m.Refusal != "" {
 		// A refusal is no answer: the turn says so, whatever the choice's
 		// finish reason.
 		t.FinishReason = protocol.FinishRefusal
 		if t.Text == "" {
-			t.Text = c.Message.Refusal
+			t.Text = m.Refusal
 		}
 	}
-	if t.Model == "" {
-		t.Model = model
+	if a.reasoning != "" {
+		t.Thinking = []protocol.Thinking{{Kind: protocol.ThinkingSummary, Text: a.reasoning}}
 	}
-	if d := resp.Usage.PromptTokensDetails; d != nil {
-		t.Usage.CachedTokens = int64(d.CachedTokens)
+	calls := m.ToolCalls
+	if len(calls) == 0 && m.FunctionCall != nil {
+		calls = []openai.ToolCall{{Function: *m.FunctionCall}}
 	}
-	if d := resp.Usage.CompletionTokensDetails; d != nil {
-		t.Usage.ReasoningTokens = int64(d.ReasoningTokens)
-	}
-	calls := c.Message.ToolCalls
-	if len(calls) == 0 && c.Message.FunctionCall != nil {
-		calls = []openai.ToolCall{{Function: *c.Message.FunctionCall}}
-	}
-	for i, wc := range calls {
-		id := wc.ID
-		if id == "" {
-			id = "call_" + strconv.Itoa(i)
-		}
+	for _, wc := range calls {
 		t.ToolCalls = append(t.ToolCalls, protocol.ToolCall{
-			ID:        id,
+			ID:        wc.ID,
 			Name:      wc.Function.Name,
 			Arguments: toolArguments(wc.Function.Arguments),
 		})
 	}
+	uniqueCallIDs(t.ToolCalls)
 	return t
 }
 
@@ -452,12 +614,17 @@ type wireCallKey struct{}
 
 // wireCall is what the transport saw of one call: whether a request went
 // out, the status and headers of the last answer, an error that cut its
-// body short and, for a stream, the last bytes of the body read so far.
-// go-openai returns neither headers nor body read errors with its errors,
-// and reports a stream that ends early as one that ended well, so the
-// transport keeps what it saw here.
+// body short and, for a stream, the last bytes of the body read so far,
+// or, for a whole answer, all of it. go-openai returns neither headers nor
+// body read errors with its errors, reports a stream that ends early as
+// one that ended well, and drops the fields its types lack, so the
+// transport keeps what it saw here. It also carries the fields the
+// transport adds to the request body.
 type wireCall struct {
-	keepTail bool // set before the call: keep the body's last bytes
+	// Set before the call.
+	keepTail bool           // keep the body's last bytes
+	keepBody bool           // keep the whole body, as go-openai holds it too
+	fields   map[string]any // added to the request's JSON body; see bodyFields
 
 	mu      sync.Mutex
 	sent    bool
@@ -465,6 +632,7 @@ type wireCall struct {
 	header  http.Header
 	readErr error
 	tail    []byte
+	whole   []byte
 }
 
 // tailSize is how many of a stream's last bytes a wireCall keeps: enough
@@ -472,19 +640,33 @@ type wireCall struct {
 const tailSize = 32
 
 func (c *wireCall) read(p []byte) {
-	if !c.keepTail || len(p) == 0 {
+	if len(p) == 0 || !c.keepTail && !c.keepBody {
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keepBody {
+		c.whole = append(c.whole, p...)
+	}
+	if !c.keepTail {
+		return
+	}
 	if len(p) >= tailSize {
 		c.tail = append(c.tail[:0], p[len(p)-tailSize:]...)
-	} else {
-		c.tail = append(c.tail, p...)
-		if over := len(c.tail) - tailSize; over > 0 {
-			c.tail = append(c.tail[:0], c.tail[over:]...)
-		}
+		return
 	}
-	c.mu.Unlock()
+	c.tail = append(c.tail, p...)
+	if over := len(c.tail) - tailSize; over > 0 {
+		c.tail = append(c.tail[:0], c.tail[over:]...)
+	}
+}
+
+// body returns the body read so far of a call that keeps it whole. It is
+// not copied: read it only once the body has been read.
+func (c *wireCall) body() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.whole
 }
 
 // lastBytes returns a copy of the last bytes of the body read so far.
@@ -503,6 +685,7 @@ func (c *wireCall) markSent() {
 func (c *wireCall) answered(resp *http.Response) {
 	c.mu.Lock()
 	c.status, c.header, c.readErr = resp.StatusCode, resp.Header, nil
+	c.whole = c.whole[:0]
 	c.mu.Unlock()
 }
 
@@ -526,8 +709,9 @@ func (c *wireCall) result() (int, http.Header, error) {
 	return c.status, c.header, c.readErr
 }
 
-// transport sends the configured extra headers and records each answer in
-// the call's *wireCall, found through the request's context.
+// transport sends the configured extra headers, adds the call's fields to
+// the request body, and records each answer in the call's *wireCall, found
+// through the request's context.
 type transport struct {
 	base    http.RoundTripper
 	headers http.Header
@@ -545,6 +729,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if call == nil {
 		return t.base.RoundTrip(req)
 	}
+	if len(call.fields) > 0 {
+		var err error
+		if req, err = withFields(req, call.fields); err != nil {
+			return nil, err
+		}
+	}
 	call.markSent()
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
@@ -553,6 +743,37 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	call.answered(resp)
 	resp.Body = &watchedBody{ReadCloser: resp.Body, call: call}
 	return resp, nil
+}
+
+// withFields returns a copy of req whose JSON body has fields added (or
+// replaced), closing req's body. It fails when the body cannot be read or
+// is not a JSON object.
+func withFields(req *http.Request, fields map[string]any) (*http.Request, error) {
+	if req.Body == nil {
+		return nil, errors.New("add fields to the request body: no body")
+	}
+	raw, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read the request body: %w", err)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, fmt.Errorf("add fields to the request body: %w", err)
+	}
+	for k, v := range fields {
+		if body[k], err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("add %s to the request body: %w", k, err)
+		}
+	}
+	if raw, err = json.Marshal(body); err != nil {
+		return nil, fmt.Errorf("add fields to the request body: %w", err)
+	}
+	req = req.Clone(req.Context())
+	req.Body = io.NopCloser(bytes.NewReader(raw))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	req.ContentLength = int64(len(raw))
+	return req, nil
 }
 
 // watchedBody records an error that cuts a response body short, so a lost

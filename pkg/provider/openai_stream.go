@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -18,18 +17,25 @@ import (
 
 // CompleteStream sends req as a streamed chat completion (stream with
 // stream_options.include_usage, so the last chunk carries the usage), calls
-// onToken with each piece of text as it arrives, and returns the same turn
-// Complete returns for the same answer. Tool call arguments arrive in
-// fragments and are joined by the call's index.
+// onToken with each piece of text (or of a refusal) as it arrives, and
+// returns the same turn Complete returns for the same answer. It sends
+// what Complete sends. The turn is made of the first choice index that
+// appears in the stream, whatever it is (OpenRouter numbers the one
+// choice 1 with some upstreams); chunks of other choices are skipped. Tool
+// call arguments arrive in fragments and are joined by the call's index.
+// Reasoning text (OpenRouter's delta.reasoning) is joined into the turn's
+// one Thinking block and never given to onToken. The usage is the sum of
+// every chunk's, as a server may split it over several.
 //
 // It fails as Complete does, and also: a stream that ends without
 // "data: [DONE]", cut off in the middle of an event or between two, is
 // CodeProviderTransport, even after the finish reason, since the usage
 // comes after it; an error inside the stream (a data line holding an
-// "error" object, or OpenRouter's finish reason "error") is classified by
-// its type or code as the same error sent as an HTTP status would be,
-// CodeProviderServer when it names neither; a chunk that is not JSON, or
-// a stream with no chunk for the answer, is CodeProviderMalformed.
+// "error" object, on the chunk or on the choice, or OpenRouter's finish
+// reason "error") is classified by its type or code as the same error
+// sent as an HTTP status would be, CodeProviderServer when it names
+// neither; a chunk that is not JSON, or a stream with no chunk for the
+// answer, is CodeProviderMalformed.
 func (o *OpenAI) CompleteStream(ctx context.Context, req *protocol.CompletionRequest, onToken func(text string)) (*protocol.Turn, error) {
 	if err := ctxError(ctx, o.name); err != nil {
 		return nil, err
@@ -42,7 +48,7 @@ func (o *OpenAI) CompleteStream(ctx context.Context, req *protocol.CompletionReq
 	wire.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	call := &wireCall{keepTail: true}
+	call := &wireCall{keepTail: true, fields: o.bodyFields(req)}
 	ctx = context.WithValue(ctx, wireCallKey{}, call)
 
 	stream, err := o.client.CreateChatCompletionStream(ctx, wire)
@@ -72,12 +78,19 @@ func (o *OpenAI) CompleteStream(ctx context.Context, req *protocol.CompletionReq
 			}
 			return nil, classify(o.failed(ctx, call, err))
 		}
-		var chunk streamChunk
+		var chunk openai.ChatCompletionStreamResponse
 		if err := json.Unmarshal(raw, &chunk); err != nil {
 			return bad("stream chunk %d is not JSON: %s", n, err.Error())
 		}
-		if chunk.Error != nil || acc.add(&chunk.ChatCompletionStreamResponse, onToken) {
-			return nil, classify(o.streamError(header, chunk.Error))
+		// What go-openai cannot carry, from the same bytes; as in
+		// Complete, a field of an unexpected type is left out.
+		var x chatExtras
+		_ = json.Unmarshal(raw, &x)
+		if x.Error != nil {
+			return nil, classify(o.reportedError(header, x.Error))
+		}
+		if failed, e := acc.add(&chunk, &x, onToken); failed {
+			return nil, classify(o.reportedError(header, e))
 		}
 	}
 	// go-openai reports a stream that merely stopped as one that ended
@@ -97,52 +110,18 @@ func (o *OpenAI) CompleteStream(ctx context.Context, req *protocol.CompletionReq
 	return o.streamTurn(&acc, wire.Model), nil
 }
 
-// streamError is the failure for an error reported inside a stream that
-// began well: e is the chunk's "error" object, or nil when the
-// stream only said its finish reason was "error".
-func (o *OpenAI) streamError(header http.Header, e *chunkError) failure {
-	f := failure{provider: o.name, header: header, inStream: true,
-		status: errorTypeStatus(""), message: "the stream finished with reason \"error\""}
-	if e != nil {
-		code := apiCode(e.Code)
-		typ := code
-		if typ == "" {
-			typ = e.Type
-		}
-		f.status = errorTypeStatus(typ)
-		f.apiCode = code
-		f.message = e.Message
-		if code != "" {
-			f.message += " (" + code + ")"
-		}
-	}
-	return f
-}
-
-// streamChunk is one chunk of a streamed chat completion, with the error
-// object OpenRouter and others put in a chunk when the answer fails part
-// way.
-type streamChunk struct {
-	openai.ChatCompletionStreamResponse
-	Error *chunkError `json:"error,omitempty"`
-}
-
-type chunkError struct {
-	Code    any    `json:"code"`
-	Message string `json:"message"`
-	Type    string `json:"type"`
-}
-
 // chunkTurn gathers the chunks of a streamed answer's first choice.
 type chunkTurn struct {
-	started bool // a chunk with choice 0 arrived
-	model   string
-	text    []byte
-	refusal []byte
-	finish  string
-	usage   *openai.Usage
-	calls   []*chunkCall // in order of first appearance
-	fn      *chunkCall   // a legacy function_call
+	started   bool // a chunk with a choice arrived
+	index     int  // the choice gathered: the first that arrived
+	model     string
+	text      []byte
+	refusal   []byte
+	reasoning []byte
+	finish    string
+	usage     protocol.Usage // the sum of every chunk's
+	calls     []*chunkCall   // in order of first appearance
+	fn        *chunkCall     // a legacy function_call
 }
 
 // chunkCall is one tool call being put together from its fragments.
@@ -153,21 +132,28 @@ type chunkCall struct {
 	args  []byte
 }
 
-// add takes in one chunk, calling onToken with its text. It reports
-// whether the chunk says the answer failed (finish reason "error").
-func (a *chunkTurn) add(c *openai.ChatCompletionStreamResponse, onToken func(string)) (failed bool) {
+// add takes in one chunk, c as go-openai read it and x what it could not,
+// calling onToken with its text. It reports whether the chunk says the
+// answer failed: the gathered choice's error object, which it returns,
+// or its finish reason "error".
+func (a *chunkTurn) add(c *openai.ChatCompletionStreamResponse, x *chatExtras, onToken func(string)) (failed bool, e *chatError) {
 	if a.model == "" {
 		a.model = c.Model
 	}
-	if c.Usage != nil {
-		a.usage = c.Usage
-	}
+	a.usage = a.usage.Add(usageOf(c.Usage, x.Usage))
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		if ch.Index != 0 {
+		if !a.started {
+			a.started, a.index = true, ch.Index
+		}
+		if ch.Index != a.index {
 			continue
 		}
-		a.started = true
+		var xc chatExtraChoice
+		if i < len(x.Choices) {
+			xc = x.Choices[i]
+		}
+		a.reasoning = append(a.reasoning, xc.Delta.Reasoning...)
 		d := &ch.Delta
 		if d.Content != "" {
 			a.text = append(a.text, d.Content...)
@@ -190,14 +176,17 @@ func (a *chunkTurn) add(c *openai.ChatCompletionStreamResponse, onToken func(str
 			}
 			a.fn.add("", *d.FunctionCall)
 		}
+		if xc.Error != nil {
+			return true, xc.Error
+		}
 		if ch.FinishReason != "" {
 			a.finish = string(ch.FinishReason)
 			if ch.FinishReason == "error" {
-				return true
+				return true, nil
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 // call returns the call a fragment belongs to: the one with its index, or,
@@ -240,7 +229,6 @@ func (c *chunkCall) add(id string, fn openai.FunctionCall) {
 // streamTurn maps the gathered answer onto a turn, as turn does for a
 // whole completion, so both give the same turn for the same answer.
 func (o *OpenAI) streamTurn(a *chunkTurn, model string) *protocol.Turn {
-	resp := openai.ChatCompletionResponse{Model: a.model}
 	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant,
 		Content: string(a.text), Refusal: string(a.refusal)}
 	calls := slices.Clone(a.calls)
@@ -252,9 +240,11 @@ func (o *OpenAI) streamTurn(a *chunkTurn, model string) *protocol.Turn {
 	if a.fn != nil {
 		msg.FunctionCall = &openai.FunctionCall{Name: a.fn.name, Arguments: string(a.fn.args)}
 	}
-	resp.Choices = []openai.ChatCompletionChoice{{Message: msg, FinishReason: openai.FinishReason(a.finish)}}
-	if a.usage != nil {
-		resp.Usage = *a.usage
-	}
-	return o.turn(&resp, model)
+	return o.turn(&chatAnswer{
+		model:     a.model,
+		message:   msg,
+		finish:    openai.FinishReason(a.finish),
+		usage:     a.usage,
+		reasoning: string(a.reasoning),
+	}, model)
 }

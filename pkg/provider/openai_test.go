@@ -780,3 +780,93 @@ func sentBody(b *testing.B, req *protocol.CompletionRequest) []byte {
 	}
 	return raw
 }
+
+// TestOpenAIAnswers checks answers given whole and streamed give the same,
+// exact turn.
+func TestOpenAIAnswers(t *testing.T) {
+	const plain = `{"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}`
+	turn := func(t protocol.Turn) *protocol.Turn {
+		t.Model, t.Served = "m-1", "openai"
+		if t.Usage == (protocol.Usage{}) {
+			t.Usage = protocol.Usage{InputTokens: 3, OutputTokens: 2}
+		}
+		return &t
+	}
+	call := func(id, name, args string) protocol.ToolCall {
+		return protocol.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+	}
+	tests := []answerCase{
+		{
+			name: "refusal without content",
+			body: completionAt(0, `{"role": "assistant", "content": null, "refusal": "I can't help with that."}`, `"stop"`, plain),
+			lines: []string{
+				chunkAt(0, `{"role": "assistant", "content": "", "refusal": "I can't "}`, `null`),
+				chunkAt(0, `{"refusal": "help with that."}`, `"stop"`),
+				usageLine(plain),
+			},
+			want:   turn(protocol.Turn{Text: "I can't help with that.", FinishReason: "refusal"}),
+			tokens: []string{"I can't ", "help with that."},
+		},
+		{
+			name: "refusal beside content",
+			body: completionAt(0, `{"role": "assistant", "content": "Here is the start.", "refusal": "I can't go on."}`, `"stop"`, plain),
+			lines: []string{
+				chunkAt(0, `{"role": "assistant", "content": "Here is the start."}`, `null`),
+				chunkAt(0, `{"refusal": "I can't go on."}`, `"stop"`),
+				usageLine(plain),
+			},
+			// The refusal makes the finish reason; the content stays the text.
+			want:   turn(protocol.Turn{Text: "Here is the start.", FinishReason: "refusal"}),
+			tokens: []string{"Here is the start.", "I can't go on."},
+		},
+		{
+			name: "repeated tool call ids",
+			body: completionAt(0, `{"role": "assistant", "content": null, "tool_calls": [
+				{"id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.go\"}"}},
+				{"id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"b.go\"}"}}]}`,
+				`"tool_calls"`, plain),
+			lines: []string{
+				chunkAt(0, `{"role": "assistant", "tool_calls": [{"index": 0, "id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.go\"}"}}]}`, `null`),
+				chunkAt(0, `{"tool_calls": [{"index": 1, "id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"b.go\"}"}}]}`, `null`),
+				chunkAt(0, `{}`, `"tool_calls"`),
+				usageLine(plain),
+			},
+			want: turn(protocol.Turn{FinishReason: "tool_calls", ToolCalls: []protocol.ToolCall{
+				call("call_0", "read_file", `{"path": "a.go"}`),
+				call("call_0_1", "read_file", `{"path": "b.go"}`),
+			}}),
+		},
+		{
+			name: "a missing id is one no other call has",
+			body: completionAt(0, `{"role": "assistant", "content": null, "tool_calls": [
+				{"id": "call_1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+				{"type": "function", "function": {"name": "b", "arguments": "{}"}}]}`,
+				`"tool_calls"`, plain),
+			lines: []string{
+				chunkAt(0, `{"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "a", "arguments": "{}"}}]}`, `null`),
+				chunkAt(0, `{"tool_calls": [{"index": 1, "type": "function", "function": {"name": "b", "arguments": "{}"}}]}`, `null`),
+				chunkAt(0, `{}`, `"tool_calls"`),
+				usageLine(plain),
+			},
+			want: turn(protocol.Turn{FinishReason: "tool_calls", ToolCalls: []protocol.ToolCall{
+				call("call_1", "a", `{}`),
+				call("call_2", "b", `{}`), // not call_1, the first call's
+			}}),
+		},
+		{
+			name: "usage split over two chunks is summed",
+			body: completionAt(0, `{"role": "assistant", "content": "Done."}`, `"stop"`,
+				`{"prompt_tokens": 812, "completion_tokens": 64, "total_tokens": 876,
+				  "prompt_tokens_details": {"cached_tokens": 512}, "completion_tokens_details": {"reasoning_tokens": 16}}`),
+			lines: []string{
+				chunkAt(0, `{"role": "assistant", "content": "Done."}`, `"stop"`),
+				usageLine(`{"prompt_tokens": 812, "prompt_tokens_details": {"cached_tokens": 512}}`),
+				usageLine(`{"completion_tokens": 64, "completion_tokens_details": {"reasoning_tokens": 16}}`),
+			},
+			want: turn(protocol.Turn{Text: "Done.", FinishReason: "stop",
+				Usage: protocol.Usage{InputTokens: 812, OutputTokens: 64, CachedTokens: 512, ReasoningTokens: 16}}),
+			tokens: []string{"Done."},
+		},
+	}
+	checkAnswers(t, tests, func(t *testing.T, f *fakeOpenAI) *OpenAI { return f.newClient(t, nil) })
+}

@@ -14,8 +14,11 @@ const OpenRouterName = "openrouter"
 const DefaultOpenRouterBaseURL = "https://openrouter.ai/api/v1"
 
 // OpenRouterConfig configures a client for OpenRouter, which speaks the
-// OpenAI chat completions API. The zero value with APIKey set talks to
-// openrouter.ai with the defaults below.
+// OpenAI chat completions API with extras of its own: a unified reasoning
+// parameter, reasoning text on the message, the call's cost and cache
+// writes in the usage, and errors in answers that came with 200 (see
+// NewOpenRouter). The zero value with APIKey set talks to openrouter.ai
+// with the defaults below.
 type OpenRouterConfig struct {
 	// Name is the provider's Name and the Served of its turns. Default
 	// "openrouter".
@@ -89,12 +92,34 @@ func (c OpenRouterConfig) Validate() error {
 // NewOpenRouter returns an OpenAI client that talks to OpenRouter: the
 // OpenAI chat completions client with OpenRouter's base URL, its
 // attribution headers, and the name "openrouter". Its Complete and
-// CompleteStream behave and fail as OpenAI's do. It returns cfg.Validate's
-// error when the config is not usable; an empty APIKey is a
+// CompleteStream behave and fail as OpenAI's do, with OpenRouter's
+// dialect:
+//
+//   - A request's reasoning is sent as OpenRouter's unified reasoning
+//     object, never as reasoning_effort: {"max_tokens": ThinkingBudget}
+//     when the request has a thinking budget, {"effort": ReasoningEffort}
+//     otherwise, nothing when it has neither.
+//   - The answer's message.reasoning (delta.reasoning when streamed)
+//     becomes the turn's one Thinking block of kind
+//     protocol.ThinkingSummary; it is not sent back with the turn, as
+//     go-openai's request message cannot carry it.
+//   - usage.cost becomes Usage.ReportedCost and
+//     prompt_tokens_details.cache_write_tokens Usage.CacheWriteTokens.
+//   - An error object in a body or chunk that came with 200, or on a
+//     choice, ({"error": {"code": 429, "message": ...}}) fails the call
+//     as the same code sent as an HTTP status would.
+//   - A stream whose one choice is numbered other than 0 is read as that
+//     choice.
+//
+// Complete and CompleteStream read these extras from any server's answer;
+// only the reasoning request is OpenRouter's alone. It returns
+// cfg.Validate's error when the config is not usable; an empty APIKey is a
 // CodeMissingField error saying to set OPENROUTER_API_KEY.
 func NewOpenRouter(cfg OpenRouterConfig) (*OpenAI, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newOpenAI(cfg.openAI()), nil
+	o := newOpenAI(cfg.openAI())
+	o.openRouter = true
+	return o, nil
 }
