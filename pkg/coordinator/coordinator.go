@@ -390,7 +390,7 @@ func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Rec
 		c.stops[run] = stop
 		c.mu.Unlock()
 		c.metrics.Driving(1)
-		settled := c.drive(rctx, dctx, run, recs, last)
+		settled := c.drive(rctx, dctx, run, recs, last, own)
 		c.metrics.Driving(-1)
 		c.mu.Lock()
 		delete(c.stops, run)

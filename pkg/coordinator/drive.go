@@ -64,13 +64,16 @@ type driver struct {
 	// leaves the lease to run out, so a coordinator looking for expired
 	// leases finds the run.
 	settled bool
+	// slot is the run slot the driver works in, lent back while the run
+	// waits on its sub-agents (see waitIdle).
+	slot *slot
 }
 
 // drive carries a run from the state its trace records to its outcome,
 // on ctx, which a cancel ends; live is ctx before a cancel, which ends
 // only with the lease, and on which a cancelled run is ended. It reports
 // whether it left the run settled: finished, or paused for a person.
-func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protocol.Record, last uint64) (settled bool) {
+func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protocol.Record, last uint64, sl *slot) (settled bool) {
 	log := c.log.With("run", run)
 	if err := c.resolve(ctx, recs); err != nil {
 		log.Error("read trace content", "err", err)
@@ -87,7 +90,7 @@ func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protoc
 		c.indexFinished(ctx, s)
 		return true
 	}
-	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16), recovering: true}
+	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16), recovering: true, slot: sl}
 	if err := d.compilePolicy(); err != nil {
 		log.Error("compile the run's policy", "err", err)
 		return

@@ -1,6 +1,9 @@
 package coordinator
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // slot is one of the coordinator's run slots (Config.MaxRuns of them) in
 // the hands of whoever holds it. Release gives it back once, however often
@@ -23,6 +26,28 @@ func (c *Coordinator) heldSlot() *slot {
 func (s *slot) release() {
 	if s.held.CompareAndSwap(true, false) {
 		<-s.slots
+	}
+}
+
+// lend gives the slot back for a while the holder does no work, to be
+// taken again with reclaim. It reports whether there was a slot to lend.
+func (s *slot) lend() bool {
+	if s.held.CompareAndSwap(true, false) {
+		<-s.slots
+		return true
+	}
+	return false
+}
+
+// reclaim takes a slot again after lend, waiting for one to be free, or
+// returns ctx's error; the slot is then not held.
+func (s *slot) reclaim(ctx context.Context) error {
+	select {
+	case s.slots <- struct{}{}:
+		s.held.Store(true)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

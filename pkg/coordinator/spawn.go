@@ -202,18 +202,32 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	// Checked here, the contract cannot be refused by the coordinator
 	// that takes it, so nobody waits for its answer: the sub-agent shows
 	// up in the run index.
-	wctx, cancel := context.WithTimeout(ctx, d.c.cfg.OpenTimeout)
-	_, err = d.c.index.Wait(wctx, run, func(*protocol.RunState) bool { return true })
-	cancel()
+	// The wait holds no run slot: with every slot taken by parents
+	// waiting on their sub-agents, none of the sub-agents could start.
+	var st *protocol.RunState
+	_ = d.waitIdle(ctx, func() {
+		wctx, cancel := context.WithTimeout(ctx, d.c.cfg.OpenTimeout)
+		defer cancel()
+		_, err = d.c.index.Wait(wctx, run, func(*protocol.RunState) bool { return true })
+	})
 	if err != nil {
+		// Withdrawn, so that it never runs unseen after its parent was
+		// told it did not start: a coordinator that takes it later ends
+		// it cancelled before its first step.
 		obs.Status = protocol.CallUnanswered
-		obs.Content = fmt.Sprintf("[spawn error] no coordinator took the sub-agent within %s; it stays queued and may yet start", d.c.cfg.OpenTimeout.Round(time.Second))
+		obs.Content = fmt.Sprintf("[spawn error] no coordinator took the sub-agent within %s; it was withdrawn", d.c.cfg.OpenTimeout.Round(time.Second))
+		if werr := d.withdraw(ctx, run); werr != nil {
+			d.log.Warn("withdraw a sub-agent no coordinator took", "child", run, "err", werr)
+			obs.Content = fmt.Sprintf("[spawn error] no coordinator took the sub-agent within %s; it stays queued and may yet start", d.c.cfg.OpenTimeout.Round(time.Second))
+		}
 		return obs
 	}
 	d.c.emit(s.run, step, protocol.EventSpawned, &protocol.Event{Tool: SpawnTool, Target: run, Text: clip(a.Goal, 200)})
 	d.log.Info("sub-agent started", "child", run, "step", step)
-	st, err := d.c.index.Wait(ctx, run, func(st *protocol.RunState) bool {
-		return st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed
+	_ = d.waitIdle(ctx, func() {
+		st, err = d.c.index.Wait(ctx, run, func(st *protocol.RunState) bool {
+			return st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed
+		})
 	})
 	if err != nil {
 		obs.Status, obs.Content = protocol.CallIndeterminate, "[spawn error] the sub-agent's outcome is unknown: "+err.Error()
@@ -233,6 +247,36 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	obs.Changed = st.Step > 0 // it may have changed the workspace
 	obs.Content = fmt.Sprintf("[child %q -> %s after %d steps] %s", clip(a.Goal, 200), st.Outcome, st.Step, clip(st.Reason, 1000))
 	return obs
+}
+
+// waitIdle runs wait, a wait on other runs (sub-agents), with the run's
+// slot lent back to the coordinator, so that the runs waited on can take
+// it; a sub-agent paused for a person holds no slot of its parent's
+// either. The slot is taken again before waitIdle returns, which may wait
+// for one to be free; it returns ctx's error if ctx ended first.
+func (d *driver) waitIdle(ctx context.Context, wait func()) error {
+	if d.slot == nil || !d.slot.lend() {
+		wait()
+		return nil
+	}
+	wait()
+	return d.slot.reclaim(ctx)
+}
+
+// withdraw records a cancel of a sub-agent that has not started, which
+// whoever takes it finds before its first step.
+func (d *driver) withdraw(ctx context.Context, run string) error {
+	mark := &protocol.Cancel{Run: run, By: d.s.run, Reason: "its parent stopped waiting for it to start", Time: time.Now().UTC()}
+	data, err := json.Marshal(mark)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := jsCall(ctx)
+	defer cancel()
+	if _, err := d.c.assets.Cancels.Create(cctx, run, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return err
+	}
+	return nil
 }
 
 // childBudget is a sub-agent's own budget: no more steps than asked or
