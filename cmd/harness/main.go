@@ -36,6 +36,8 @@ const (
 	exitEscalated = 10
 	exitCancelled = 11
 	exitFailed    = 12
+	// exitModelRefused is a run the model refused (model_refused).
+	exitModelRefused = 13
 	// exitInterrupted is a command stopped by Ctrl-C (128 + SIGINT): the
 	// run it waited on goes on, or stays resumable.
 	exitInterrupted = 130

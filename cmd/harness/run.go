@@ -375,6 +375,8 @@ func exitFor(o protocol.Outcome) int {
 		return exitEscalated
 	case protocol.OutcomeCancelled:
 		return exitCancelled
+	case protocol.OutcomeModelRefused:
+		return exitModelRefused
 	}
 	return exitFailed
 }

@@ -32,7 +32,7 @@ var outcomes = []string{
 	string(protocol.OutcomeTimeBudgetExceeded), string(protocol.OutcomeCostBudgetExceeded), string(protocol.OutcomeDenied),
 	string(protocol.OutcomeAwaitingApproval), string(protocol.OutcomeStalled), string(protocol.OutcomeEscalatedRetryable),
 	string(protocol.OutcomeEscalatedTerminal), string(protocol.OutcomeBudgetCeilingReached), string(protocol.OutcomeRefused),
-	string(protocol.OutcomeCancelled), string(protocol.OutcomeFailed),
+	string(protocol.OutcomeCancelled), string(protocol.OutcomeFailed), string(protocol.OutcomeModelRefused),
 }
 
 var (

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ioharness/harness"
@@ -13,27 +14,128 @@ import (
 )
 
 // TestFinishReasonsActedOn scripts a model whose first turn is cut off at
-// its output limit inside a write, whose second is a refusal that also
-// calls a tool, whose third pauses (Anthropic's pause_turn) without a
-// call, and whose fourth ends: neither write is carried out, each call's
-// observation says why, the pause does not end the run, and the run
-// finishes at the fourth turn.
+// its output limit inside a write, whose second pauses (Anthropic's
+// pause_turn) without a call, whose third is cut off in its text, and
+// whose fourth ends: the write is not carried out and its observation
+// says why, neither the pause nor the cut text ends the run (the model is
+// told to go on after the cut), and the run finishes at the fourth turn.
 func TestFinishReasonsActedOn(t *testing.T) {
 	ws := t.TempDir()
-	write := func(id, path string) protocol.ToolCall {
-		return protocol.ToolCall{ID: id, Name: "write_file", Arguments: json.RawMessage(`{"path":"` + path + `","content":"x"}`)}
+	var sent []*protocol.CompletionRequest
+	turns := []*protocol.Turn{
+		{FinishReason: "length", ToolCalls: []protocol.ToolCall{write("cut", "cut.txt")}},
+		{FinishReason: "pause_turn", Text: "searching…"},
+		{FinishReason: "max_tokens", Text: "The answer is a long"},
+		{FinishReason: "end_turn", Text: "done"},
 	}
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		sent = append(sent, req)
+		return turns[call-1], nil
+	})
+	res, h := runNone(t, ws, agent, "finishes")
+	if res.Outcome != protocol.OutcomeFinished || res.Steps != 4 {
+		t.Fatalf("run = %s after %d steps (%s), want finished after 4 (the pause and the cut carried on)", res.Outcome, res.Steps, res.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "cut.txt")); err == nil {
+		t.Errorf("cut.txt was written by a call cut off at the token limit")
+	}
+	if obs := observation(t, h, "cut"); obs == nil || obs.State() != protocol.CallNotRun {
+		t.Errorf("the cut call's observation = %+v, want not_run", obs)
+	}
+	// After the pause the transcript ends with the paused turn, as the
+	// provider continues it; after the cut the model is told to go on.
+	if last := lastMessage(sent[2]); last.Role != protocol.RoleAssistant || last.Content != "searching…" {
+		t.Errorf("the request after the pause ends with %s %q, want the paused turn as it stood", last.Role, last.Content)
+	}
+	if last := lastMessage(sent[3]); last.Role != protocol.RoleUser || !strings.Contains(last.Content, "cut off") {
+		t.Errorf("the request after the cut ends with %s %q, want a note that the answer was cut off", last.Role, last.Content)
+	}
+}
+
+// TestRefusalEndsARunWithoutACheck: a refusal is the model's last word in
+// a run with no check, with an outcome of its own, and its call is not
+// carried out.
+func TestRefusalEndsARunWithoutACheck(t *testing.T) {
+	ws := t.TempDir()
 	agent := provider.NewScripted(
-		&protocol.Turn{FinishReason: "length", ToolCalls: []protocol.ToolCall{write("cut", "cut.txt")}},
-		&protocol.Turn{FinishReason: "refusal", Text: "I won't.", ToolCalls: []protocol.ToolCall{write("refused", "refused.txt")}},
-		&protocol.Turn{FinishReason: "pause_turn", Text: "searching…"},
-		&protocol.Turn{FinishReason: "end_turn", Text: "done"},
+		&protocol.Turn{FinishReason: "refusal", Text: "I can't help with that.", ToolCalls: []protocol.ToolCall{write("refused", "refused.txt")}},
+		&protocol.Turn{FinishReason: "end_turn", Text: "unreached"},
 	)
-	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
-	c := &protocol.Contract{Task: "write nothing", Workspace: protocol.Workspace{Root: ws},
+	res, h := runNone(t, ws, agent, "refuses")
+	if res.Outcome != protocol.OutcomeModelRefused || res.Steps != 1 || !strings.Contains(res.Reason, "I can't help with that.") {
+		t.Fatalf("run = %s after %d steps (%s), want model_refused after 1 quoting the refusal", res.Outcome, res.Steps, res.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "refused.txt")); err == nil {
+		t.Errorf("refused.txt was written by a refusal's call")
+	}
+	if obs := observation(t, h, "refused"); obs == nil || obs.State() != protocol.CallNotRun {
+		t.Errorf("the refusal's call observation = %+v, want not_run", obs)
+	}
+}
+
+// TestRefusalToldOnceWithACheck: in a run with a check, the first refusal
+// is reported to the model, which may go on; a second ends the run, and
+// no refusal's call is carried out.
+func TestRefusalToldOnceWithACheck(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		second  *protocol.Turn
+		outcome protocol.Outcome
+		steps   int
+	}{
+		{"refuses again", &protocol.Turn{FinishReason: "refusal", Text: "Still no."}, protocol.OutcomeModelRefused, 2},
+		{"talked round", &protocol.Turn{FinishReason: "tool_use", ToolCalls: []protocol.ToolCall{write("w", "done.txt")}}, protocol.OutcomeSuccess, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			var sent []*protocol.CompletionRequest
+			turns := []*protocol.Turn{
+				{FinishReason: "refusal", Text: "No.", ToolCalls: []protocol.ToolCall{write("r", "refused.txt")}},
+				tt.second,
+			}
+			agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+				sent = append(sent, req)
+				return turns[call-1], nil
+			})
+			cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
+			c := contract(ws)
+			c.Verification = protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "done.txt", Needle: "x"}}
+			h, err := cl.Submit(t.Context(), c, harness.WithRunID("told-once"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Wait(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != tt.outcome || res.Steps != tt.steps {
+				t.Fatalf("run = %s after %d steps (%s), want %s after %d", res.Outcome, res.Steps, res.Reason, tt.outcome, tt.steps)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "refused.txt")); err == nil {
+				t.Errorf("refused.txt was written by a refusal's call")
+			}
+			if last := lastMessage(sent[1]); last.Role != protocol.RoleUser || !strings.Contains(last.Content, "[refusal]") {
+				t.Errorf("the request after the refusal ends with %s %q, want the refusal note", last.Role, last.Content)
+			}
+		})
+	}
+}
+
+func write(id, path string) protocol.ToolCall {
+	return protocol.ToolCall{ID: id, Name: "write_file", Arguments: json.RawMessage(`{"path":"` + path + `","content":"x"}`)}
+}
+
+func contract(ws string) *protocol.Contract {
+	return &protocol.Contract{Task: "write nothing", Workspace: protocol.Workspace{Root: ws},
 		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: 6},
 		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}}
-	h, err := cl.Submit(t.Context(), c, harness.WithRunID("finishes"))
+}
+
+// runNone runs a verification-free contract on ws under id to its end.
+func runNone(t *testing.T, ws string, agent provider.Provider, id string) (*protocol.Result, *harness.RunHandle) {
+	t.Helper()
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
+	h, err := cl.Submit(t.Context(), contract(ws), harness.WithRunID(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,30 +143,26 @@ func TestFinishReasonsActedOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != protocol.OutcomeFinished || res.Steps != 4 {
-		t.Fatalf("run = %s after %d steps (%s), want finished after 4 (the pause carried on)", res.Outcome, res.Steps, res.Reason)
-	}
-	for _, f := range []string{"cut.txt", "refused.txt"} {
-		if _, err := os.Stat(filepath.Join(ws, f)); err == nil {
-			t.Errorf("%s was written by a call that should not have run", f)
-		}
-	}
+	return res, h
+}
+
+// observation returns the observation of the call with id in h's trace.
+func observation(t *testing.T, h *harness.RunHandle, id string) *protocol.Observation {
+	t.Helper()
 	recs, err := h.Trace(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := 0
 	for _, r := range recs {
 		for _, o := range r.Observations {
-			if o.CallID == "cut" || o.CallID == "refused" {
-				seen++
-				if o.State() != protocol.CallNotRun {
-					t.Errorf("call %s: %s (%s), want not_run", o.CallID, o.State(), o.Content)
-				}
+			if o.CallID == id {
+				return &o
 			}
 		}
 	}
-	if seen != 2 {
-		t.Errorf("%d observations of the two unrun calls, want 2", seen)
-	}
+	return nil
+}
+
+func lastMessage(req *protocol.CompletionRequest) protocol.Message {
+	return req.Messages[len(req.Messages)-1]
 }

@@ -48,6 +48,8 @@ type runState struct {
 	// (protocol.ProviderApprovalID).
 	hostAsks int
 	stall    stallState
+	// refusals counts the committed turns the model ended with a refusal.
+	refusals int
 }
 
 // newRunState rebuilds a run from its records. Records must have their
@@ -88,6 +90,9 @@ func (s *runState) apply(rec *protocol.Record) error {
 		}
 		s.spent = s.spent.Add(drawn(rec))
 		s.stall.fold(s.contract.Stall, rec)
+		if rec.Turn != nil && rec.Turn.Finish() == protocol.FinishRefusal {
+			s.refusals++
+		}
 		if rec.Turn != nil {
 			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls,
 				Thinking: rec.Turn.Thinking})
@@ -236,7 +241,15 @@ func (s *runState) note(rec *protocol.Record) string {
 	if v, tried := s.stall.check(s.contract.Stall, rec); v == stallReplan {
 		parts = append(parts, replanNote(tried))
 	}
-	if len(turn.ToolCalls) == 0 && s.contract.Verification.None == nil {
+	switch finish := turn.Finish(); {
+	case finish == protocol.FinishRefusal:
+		// Only a run with a check gets here: told once, it may go on.
+		parts = append(parts, refusalNote)
+	case finish == protocol.FinishPause:
+		// Carried on as it stands: the provider continues the turn.
+	case finish == protocol.FinishMaxTokens && len(turn.ToolCalls) == 0:
+		parts = append(parts, cutNote)
+	case len(turn.ToolCalls) == 0 && s.contract.Verification.None == nil:
 		parts = append(parts, "You called no tool, and the task is not verified yet. Continue by calling a tool.")
 	}
 	if check != nil && !check.Passed {
@@ -244,6 +257,17 @@ func (s *runState) note(rec *protocol.Record) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// refusalNote follows the first refusal of a run with a check; the second
+// ends it.
+const refusalNote = "[refusal] You refused that turn, and none of its calls was carried out. The task stands and is checked as the first message says. If it can be done safely, go on with it; a second refusal ends the run."
+
+// cutNote follows a turn cut off at its output limit without a call.
+const cutNote = "[cut off] Your answer was cut off at its output token limit. Continue from where it stopped, in shorter pieces."
+
+// maxRefusals is how many refusals a run with a check takes: the first is
+// reported to the model, the second ends the run model_refused.
+const maxRefusals = 2
 
 // result renders the run's result from its finished record.
 func (s *runState) result() *protocol.Result {

@@ -76,9 +76,21 @@ func (s *runState) next(b boundary) (action, protocol.Outcome, string) {
 		if s.overBudget(rec.Tokens) {
 			return finishRun, protocol.OutcomeCostBudgetExceeded, fmt.Sprintf("%d tokens spent, the budget is %d", rec.Tokens, s.contract.Budget.MaxTokens)
 		}
-		// A paused turn (Anthropic's pause_turn) is carried on as it
-		// stands, not taken for the agent's last word.
-		if s.contract.Verification.None != nil && (rec.Turn == nil || len(rec.Turn.ToolCalls) == 0 && rec.Turn.Finish() != protocol.FinishPause) {
+		finish := ""
+		if rec.Turn != nil {
+			finish = rec.Turn.Finish()
+		}
+		// A refusal ends a run without a check at once; a run with one is
+		// told of its first, and ends at its second, unless the check
+		// passed anyway.
+		refused := finish == protocol.FinishRefusal && (s.contract.Verification.None != nil || s.refusals >= maxRefusals)
+		if refused && (rec.Check == nil || !rec.Check.Passed) {
+			return finishRun, protocol.OutcomeModelRefused, "the model refused: " + clip(rec.Turn.Text, 500)
+		}
+		// A paused turn (Anthropic's pause_turn), and one cut off at its
+		// output limit, are carried on, not taken for the agent's last
+		// word.
+		if s.contract.Verification.None != nil && (rec.Turn == nil || len(rec.Turn.ToolCalls) == 0 && finish != protocol.FinishPause && finish != protocol.FinishMaxTokens) {
 			return finishRun, protocol.OutcomeFinished, "the agent replied without calling a tool"
 		}
 		if rec.Check != nil && rec.Check.Passed {

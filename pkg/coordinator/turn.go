@@ -251,8 +251,8 @@ func (d *driver) cost(turn *protocol.Turn) *protocol.Cost {
 	if model == "" {
 		model = d.s.contract.Provider.Model
 	}
-	micros, ok := d.c.cfg.Prices.Cost(model, turn.Usage.InputTokens, turn.Usage.OutputTokens)
-	return &protocol.Cost{Model: model, Micros: micros, Priced: ok, TotalMicros: d.s.cost + micros}
+	micros, ok := d.c.cfg.Prices.CostOf(model, turn.Usage)
+	return &protocol.Cost{Model: model, Micros: micros, Priced: ok, TotalMicros: d.s.cost + micros, Reported: turn.Usage.ReportedCost}
 }
 
 // turnOf returns the durable turn of one attempt of a step, or nil.

@@ -43,6 +43,10 @@ func TestDecodeContractErrors(t *testing.T) {
 		{"negative steps", strings.Replace(good, `"task"`, `"budget":{"max_steps":-1},"task"`, 1), ErrInvalidField, "budget.max_steps"},
 		{"bad backend", strings.Replace(good, `"task"`, `"sandbox":{"backend":"vm"},"task"`, 1), ErrInvalidField, "sandbox.backend"},
 		{"bad pool", strings.Replace(good, `"task"`, `"provider":{"pool":"a.b"},"task"`, 1), ErrInvalidField, "provider.pool"},
+		{"thinking under the least", strings.Replace(good, `"task"`, `"provider":{"thinking":{"budget_tokens":512}},"task"`, 1), ErrInvalidField, "provider.thinking.budget_tokens"},
+		{"thinking over the output", strings.Replace(good, `"task"`, `"provider":{"thinking":{"budget_tokens":4096}},"task"`, 1), ErrInvalidField, "provider.thinking.budget_tokens"},
+		{"thinking unknown field", strings.Replace(good, `"task"`, `"provider":{"thinking":{"budget":2048}},"task"`, 1), ErrUnknownField, "provider.thinking.budget"},
+		{"unknown effort", strings.Replace(good, `"task"`, `"provider":{"reasoning_effort":"max"},"task"`, 1), ErrInvalidField, "provider.reasoning_effort"},
 		{"document check unsupported", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"document_contains":{"path":"a.docx","needle":"x"}}`, 1), ErrUnsupported, "verification.document_contains"},
 		{"file check without needle", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"file_contains":{"path":"a"}}`, 1), ErrMissingField, "verification.file_contains.needle"},
 		{"too large", `{"task":"` + strings.Repeat("a", MaxContractBytes) + `"}`, ErrTooLarge, ""},
@@ -252,5 +256,19 @@ func TestTurnFinish(t *testing.T) {
 		if got := (&Turn{FinishReason: vendor}).Finish(); got != want {
 			t.Errorf("Finish of %q = %q, want %q", vendor, got, want)
 		}
+	}
+}
+
+// TestThinkingFitsUnderTheOutput accepts a thinking budget under a raised
+// output limit, and a known effort.
+func TestThinkingFitsUnderTheOutput(t *testing.T) {
+	raw := `{"schema":"harness.contract/v1","task":"t","workspace":{"root":"/w"},"verification":{"none":{}},` +
+		`"provider":{"max_output_tokens":16000,"thinking":{"budget_tokens":10000},"reasoning_effort":"high"}}`
+	c, err := DecodeContract([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Provider.Thinking == nil || c.Provider.Thinking.BudgetTokens != 10000 || c.Provider.ReasoningEffort != "high" {
+		t.Errorf("provider = %+v, want thinking 10000 and effort high", c.Provider)
 	}
 }

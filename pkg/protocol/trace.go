@@ -32,6 +32,9 @@ type Cost struct {
 	Priced bool   `json:"priced"`
 	// TotalMicros is the run's cost so far, this call included.
 	TotalMicros int64 `json:"total_micros"`
+	// Reported is what the provider itself said the call cost, in its own
+	// currency (Usage.ReportedCost), beside the price table's figure.
+	Reported float64 `json:"reported,omitempty"`
 }
 
 // Record is one entry of a run's durable trace on harness.trace.<run>. A
