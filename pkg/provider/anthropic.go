@@ -193,11 +193,12 @@ func (a *Anthropic) Name() string { return a.name }
 //     (cache_creation_input_tokens, or the sum of its cache_creation
 //     breakdown when only that is given) are parts of it, as with OpenAI.
 //     OutputTokens is output_tokens, the thinking included, since
-//     Anthropic counts and prices thinking as output. It reports no
-//     thinking count of its own, so ReasoningTokens is an estimate, a
-//     part of OutputTokens and never more than it: a token per four bytes
-//     of thinking text (rounded up, block by block); redacted blocks,
-//     whose text is not known, are not counted.
+//     Anthropic counts and prices thinking as output. ReasoningTokens,
+//     a part of OutputTokens and never more than it, is the answer's
+//     output_tokens_details.thinking_tokens where it gives one; where it
+//     does not (most answers), an estimate: a token per four bytes of
+//     thinking text (rounded up, block by block), redacted blocks, whose
+//     text is not known, not counted.
 //
 // When req.ThinkingBudget is above zero, extended thinking is turned on:
 // "thinking": {"type": "enabled", "budget_tokens": ThinkingBudget} is
@@ -591,6 +592,11 @@ type anthropicUsage struct {
 		Ephemeral5m *int64 `json:"ephemeral_5m_input_tokens"`
 		Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
 	} `json:"cache_creation"`
+	// OutputTokensDetails counts the thinking among the output, where
+	// the API reports it.
+	OutputTokensDetails *struct {
+		ThinkingTokens *int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
 }
 
 type anthropicError struct {
@@ -609,6 +615,9 @@ type messageTurn struct {
 	model  string
 	stop   string
 	usage  struct{ input, output, cacheWrite, cacheRead int64 }
+	// thinking is the API's own count of thinking tokens, nil when it
+	// gave none.
+	thinking *int64
 	blocks []*blockTurn // in order of index
 }
 
@@ -654,6 +663,10 @@ func (a *messageTurn) addUsage(u *anthropicUsage) {
 	set(&a.usage.output, u.OutputTokens)
 	set(&a.usage.cacheWrite, u.CacheCreationInputTokens)
 	set(&a.usage.cacheRead, u.CacheReadInputTokens)
+	if d := u.OutputTokensDetails; d != nil && d.ThinkingTokens != nil {
+		n := *d.ThinkingTokens
+		a.thinking = &n
+	}
 	if c := u.CacheCreation; u.CacheCreationInputTokens == nil && c != nil {
 		var sum int64
 		for _, n := range []*int64{c.Ephemeral5m, c.Ephemeral1h} {
@@ -708,6 +721,9 @@ func (a *messageTurn) turn(name string) *protocol.Turn {
 	}
 	uniqueCallIDs(t.ToolCalls)
 	t.Text = string(text)
+	if a.thinking != nil {
+		thought = *a.thinking // counted, not estimated
+	}
 	t.Usage.ReasoningTokens = min(thought, t.Usage.OutputTokens)
 	return t
 }

@@ -38,7 +38,13 @@ const maxMessage = 500
 // otherwise the error decides: a deadline is a timeout, a cancellation or a
 // lost connection is a transport failure, a request the client would not
 // send is a request error, and an unreadable answer is malformed.
-// RetryAfterMS is set whenever the answer carried Retry-After.
+//
+// An account with no quota or credit left is CodeQuotaExhausted whatever
+// status it came with (see quotaExhausted): waiting does not help, so it
+// is not retried. RetryAfterMS is set whenever the answer carried
+// Retry-After or Retry-After-Ms; a rate limit without either takes the
+// reset time of its rate-limit headers (see rateLimitResetMS). Retry is
+// set when the answer carried x-should-retry, the server's own verdict.
 func classify(f failure) *protocol.Error {
 	name := f.provider
 	if name == "" {
@@ -59,6 +65,10 @@ func classify(f failure) *protocol.Error {
 
 	var e *protocol.Error
 	switch s := f.status; {
+	case quotaExhausted(f):
+		e = protocol.FieldError(protocol.CodeQuotaExhausted, "",
+			"the provider account has no quota or credit left: add credit or raise the limit at the provider, then resume the run",
+			"%s: the account's quota or credit is used up (%s): %s", name, where, detail)
 	case s == 0 || s >= 200 && s < 300:
 		switch {
 		case isTimeout(f.err):
@@ -109,7 +119,177 @@ func classify(f failure) *protocol.Error {
 		now = time.Now()
 	}
 	e.RetryAfterMS = retryAfterMS(f.header, now)
+	if e.RetryAfterMS == 0 && e.Code == protocol.CodeRateLimited {
+		e.RetryAfterMS = rateLimitResetMS(f.header, now)
+	}
+	e.Retry = shouldRetry(f.header)
 	return e
+}
+
+// quotaExhausted reports whether a failure says the account has no quota
+// or credit left, rather than that it is going too fast: HTTP 402, or an
+// error code meaning it (OpenRouter's insufficient credits, Anthropic's
+// billing_error, said in a stream as code 402); OpenAI's 429 whose code or
+// message says insufficient_quota; and Anthropic's 400 saying the credit
+// balance is too low.
+func quotaExhausted(f failure) bool {
+	if f.notSent {
+		return false
+	}
+	m := strings.ToLower(f.message)
+	switch {
+	case f.status == http.StatusPaymentRequired:
+		return true
+	case f.apiCode == "insufficient_quota":
+		return true
+	case f.status == http.StatusTooManyRequests:
+		return strings.Contains(m, "insufficient_quota") || strings.Contains(m, "exceeded your current quota")
+	case f.status == http.StatusBadRequest:
+		return strings.Contains(m, "credit balance is too low")
+	}
+	return false
+}
+
+// shouldRetry returns the server's x-should-retry verdict ("true" or
+// "false"), or nil when it gave none. The OpenAI and Anthropic SDKs obey
+// it over their own rules, and so does (*protocol.Error).Retryable.
+func shouldRetry(h http.Header) *bool {
+	if h == nil {
+		return nil
+	}
+	var v bool
+	switch strings.ToLower(strings.TrimSpace(h.Get("X-Should-Retry"))) {
+	case "true":
+		v = true
+	case "false":
+		v = false
+	default:
+		return nil
+	}
+	return &v
+}
+
+// rateLimits pairs each rate-limit reset header with the header that says
+// how much of that limit is left. OpenAI's resets are durations ("6m0s"),
+// Anthropic's RFC 3339 times.
+var rateLimits = []struct {
+	remaining, reset string
+	date             bool
+}{
+	{remaining: "X-Ratelimit-Remaining-Requests", reset: "X-Ratelimit-Reset-Requests"},
+	{remaining: "X-Ratelimit-Remaining-Tokens", reset: "X-Ratelimit-Reset-Tokens"},
+	{remaining: "Anthropic-Ratelimit-Requests-Remaining", reset: "Anthropic-Ratelimit-Requests-Reset", date: true},
+	{remaining: "Anthropic-Ratelimit-Tokens-Remaining", reset: "Anthropic-Ratelimit-Tokens-Reset", date: true},
+	{remaining: "Anthropic-Ratelimit-Input-Tokens-Remaining", reset: "Anthropic-Ratelimit-Input-Tokens-Reset", date: true},
+	{remaining: "Anthropic-Ratelimit-Output-Tokens-Remaining", reset: "Anthropic-Ratelimit-Output-Tokens-Reset", date: true},
+}
+
+// rateLimitResetMS returns, in milliseconds, how long until the limit that
+// stopped a call resets, from the rate-limit headers of its answer: the
+// reset of a limit with nothing remaining when there is one (the largest,
+// if several are spent), else the largest reset given; 0 when the headers
+// give none. Anthropic's reset times are measured from now; one already
+// past, or a value that does not parse, counts as absent. A wait is capped
+// at a day, as retryAfterMS caps it.
+func rateLimitResetMS(h http.Header, now time.Time) int64 {
+	if h == nil {
+		return 0
+	}
+	var spent, largest int64
+	for _, l := range rateLimits {
+		v := strings.TrimSpace(h.Get(l.reset))
+		if v == "" {
+			continue
+		}
+		var ms int64
+		if l.date {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				continue
+			}
+			d := t.Sub(now)
+			if d <= 0 {
+				continue
+			}
+			ms = int64((d + time.Millisecond - 1) / time.Millisecond)
+		} else {
+			var ok bool
+			if ms, ok = resetDurationMS(v); !ok {
+				continue
+			}
+		}
+		if ms <= 0 {
+			continue
+		}
+		ms = min(ms, maxRetryAfterMS)
+		largest = max(largest, ms)
+		if left, err := strconv.ParseFloat(strings.TrimSpace(h.Get(l.remaining)), 64); err == nil && left <= 0 {
+			spent = max(spent, ms)
+		}
+	}
+	if spent > 0 {
+		return spent
+	}
+	return largest
+}
+
+// durationUnits are the units a reset duration may use, in milliseconds.
+var durationUnits = map[string]float64{
+	"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "μs": 1e-3, "ms": 1,
+	"s": 1e3, "m": 60e3, "h": 3600e3, "d": 86400e3,
+}
+
+// resetDurationMS parses a rate-limit reset duration as OpenAI writes it
+// ("1s", "6m0s", "20ms", "1m30.5s", "0.5s", "2h0m0s") into milliseconds,
+// rounded up. It takes Go's duration syntax, which OpenAI's follows, and
+// also a day unit ("1d2h") and a bare number of seconds ("12"), which
+// OpenAI-compatible servers send. A sign, an unknown unit or anything else
+// is not a reset: ok is false.
+func resetDurationMS(s string) (ms int64, ok bool) {
+	if s == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		if secs < 0 || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return 0, false
+		}
+		return ceilMS(secs * 1000), true
+	}
+	total := 0.0
+	for s != "" {
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		if i == 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseFloat(s[:i], 64)
+		if err != nil {
+			return 0, false
+		}
+		s = s[i:]
+		j := 0
+		for j < len(s) && !(s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
+			j++
+		}
+		unit, found := durationUnits[s[:j]]
+		if !found {
+			return 0, false
+		}
+		s = s[j:]
+		total += n * unit
+	}
+	return ceilMS(total), true
+}
+
+// ceilMS rounds a wait in milliseconds up to a whole millisecond, capped
+// at a day.
+func ceilMS(ms float64) int64 {
+	if ms >= float64(maxRetryAfterMS) {
+		return maxRetryAfterMS
+	}
+	return int64(math.Ceil(ms))
 }
 
 // isTimeout reports whether err is a deadline: the context's, the HTTP
@@ -140,9 +320,9 @@ var overflowPhrases = []string{
 // errorTypeStatus returns the HTTP status a vendor's error type or code
 // stands for, so an error reported inside a stream that began with 200 is
 // classified as the same error sent as a status would be. It knows
-// Anthropic's error types, OpenAI's, and a numeric code in the 4xx and 5xx
-// ranges (OpenRouter); anything else is a server failure (500): the
-// provider gave up mid-answer.
+// Anthropic's error types, OpenAI's, OpenRouter's payment_required, and a
+// numeric code in the 4xx and 5xx ranges (OpenRouter); anything else is a
+// server failure (500): the provider gave up mid-answer.
 func errorTypeStatus(typ string) int {
 	switch typ {
 	case "invalid_request_error", "context_length_exceeded":
@@ -153,6 +333,8 @@ func errorTypeStatus(typ string) int {
 		return http.StatusForbidden
 	case "not_found_error", "model_not_found":
 		return http.StatusNotFound
+	case "billing_error", "payment_required":
+		return http.StatusPaymentRequired
 	case "request_too_large":
 		return http.StatusRequestEntityTooLarge
 	case "rate_limit_error", "rate_limit_exceeded", "requests", "tokens", "insufficient_quota":

@@ -55,8 +55,9 @@ func (f *Fallback) Name() string { return f.name }
 //
 // A member's error that is not retryable (auth, request, context
 // overflow, unrecorded) is returned at once: another provider would not
-// fare better with the same request and keys. A retryable one moves on to
-// the next member, unless ctx is done, when it is returned as is. When
+// fare better with the same request and keys. A retryable one, or a used
+// up quota (the next member bills another account), moves on to the next
+// member, unless ctx is done, when it is returned as is. When
 // the last member fails, its error is returned with its code and
 // RetryAfterMS, its message naming the members that failed before it. A
 // chain with no members returns CodeProviderRequest. Errors that are not
@@ -95,7 +96,9 @@ func (f *Fallback) each(ctx context.Context, call func(Provider) (*protocol.Turn
 		}
 		pe := providerError(p.Name(), err)
 		last := i == len(f.members)-1
-		if !pe.Retryable() || last || ctx.Err() != nil {
+		// The code decides, not a server's word on trying it again (the
+		// next member is another server).
+		if !pe.Code.Retryable() && pe.Code != protocol.CodeQuotaExhausted || last || ctx.Err() != nil {
 			if len(failed) == 0 {
 				return nil, pe
 			}

@@ -175,6 +175,26 @@ func TestFallbackChains(t *testing.T) {
 			t.Errorf("Complete = %+v, %v, b asked %d times; want served by a alone", turn, err, b.calls)
 		}
 	})
+	t.Run("a used up quota falls over to the next account", func(t *testing.T) {
+		a, b := failing("a", protocol.CodeQuotaExhausted), answering("b", "hi")
+		turn, err := NewFallback(a, b).Complete(t.Context(), simpleRequest())
+		if err != nil || turn.Served != "b" {
+			t.Errorf("Complete = %+v, %v; want served by b", turn, err)
+		}
+	})
+	t.Run("a server's no-retry verdict is its own: the next member is asked", func(t *testing.T) {
+		no := false
+		a := &providerFunc{name: "a", fn: func(context.Context, *protocol.CompletionRequest) (*protocol.Turn, error) {
+			e := protocol.Errorf(protocol.CodeProviderServer, "a failed")
+			e.Retry = &no
+			return nil, e
+		}}
+		b := answering("b", "hi")
+		turn, err := NewFallback(a, b).Complete(t.Context(), simpleRequest())
+		if err != nil || turn.Served != "b" {
+			t.Errorf("Complete = %+v, %v; want served by b", turn, err)
+		}
+	})
 	t.Run("context overflow does not fall over", func(t *testing.T) {
 		a, b := failing("a", protocol.CodeContextOverflow), answering("b", "hi")
 		_, err := NewFallback(a, b).Complete(t.Context(), simpleRequest())

@@ -463,6 +463,9 @@ func (o *OpenAI) failed(ctx context.Context, call *wireCall, err error) failure 
 	case errors.As(err, &apiErr):
 		f.status = apiErr.HTTPStatusCode
 		f.apiCode = apiCode(apiErr.Code)
+		if f.apiCode == "" {
+			f.apiCode = apiErr.Type // insufficient_quota comes as a type with code null
+		}
 		f.message = apiErr.Message
 		if f.apiCode != "" {
 			f.message += " (" + f.apiCode + ")"
@@ -470,11 +473,7 @@ func (o *OpenAI) failed(ctx context.Context, call *wireCall, err error) failure 
 		if f.status == 0 && status >= 200 && status < 300 {
 			// An error event inside a stream that began with 200.
 			f.inStream = true
-			typ := f.apiCode
-			if typ == "" {
-				typ = apiErr.Type
-			}
-			f.status = errorTypeStatus(typ)
+			f.status = errorTypeStatus(f.apiCode)
 		}
 	case errors.As(err, &reqErr):
 		f.status = reqErr.HTTPStatusCode

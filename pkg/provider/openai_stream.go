@@ -118,6 +118,8 @@ type chunkTurn struct {
 	text      []byte
 	refusal   []byte
 	reasoning []byte
+	gathered  bool         // the followed choice brought some of the answer
+	rivals    map[int]bool // other choices that brought some of theirs
 	finish    string
 	usage     protocol.Usage // the sum of every chunk's
 	calls     []*chunkCall   // in order of first appearance
@@ -143,15 +145,37 @@ func (a *chunkTurn) add(c *openai.ChatCompletionStreamResponse, x *chatExtras, o
 	a.usage = a.usage.Add(usageOf(c.Usage, x.Usage))
 	for i := range c.Choices {
 		ch := &c.Choices[i]
+		var xc chatExtraChoice
+		if i < len(x.Choices) {
+			xc = x.Choices[i]
+		}
 		if !a.started {
 			a.started, a.index = true, ch.Index
 		}
 		if ch.Index != a.index {
-			continue
+			// The choice followed is the first to bring anything: OpenRouter
+			// may open index 0 with the role alone and send the answer at
+			// index 1, while a stream of n choices fills index 0 first.
+			switch {
+			case !a.gathered && brings(ch, &xc):
+				a.index = ch.Index
+			case brings(ch, &xc):
+				if a.rivals == nil {
+					a.rivals = map[int]bool{}
+				}
+				a.rivals[ch.Index] = true // another of n choices
+				continue
+			default:
+				// The finish of the index that opened with the role alone
+				// is the followed choice's (OpenRouter), never a rival's.
+				if ch.FinishReason != "" && !a.rivals[ch.Index] && a.finish == "" {
+					a.finish = string(ch.FinishReason)
+				}
+				continue
+			}
 		}
-		var xc chatExtraChoice
-		if i < len(x.Choices) {
-			xc = x.Choices[i]
+		if brings(ch, &xc) {
+			a.gathered = true
 		}
 		a.reasoning = append(a.reasoning, xc.Delta.Reasoning...)
 		d := &ch.Delta
@@ -187,6 +211,13 @@ func (a *chunkTurn) add(c *openai.ChatCompletionStreamResponse, x *chatExtras, o
 		}
 	}
 	return false, nil
+}
+
+// brings reports whether a chunk's choice carries any of the answer, not
+// the role alone.
+func brings(ch *openai.ChatCompletionStreamChoice, xc *chatExtraChoice) bool {
+	d := &ch.Delta
+	return d.Content != "" || d.Refusal != "" || len(d.ToolCalls) > 0 || d.FunctionCall != nil || xc.Delta.Reasoning != ""
 }
 
 // call returns the call a fragment belongs to: the one with its index, or,

@@ -19,7 +19,7 @@ import (
 // Complete must be safe for concurrent use. On success the returned turn's
 // Served is Name(), except from a Fallback, whose turn names the member
 // that answered. Every error Complete returns is a *protocol.Error whose
-// code is one of the provider codes (3001 to 3009), so the caller can branch
+// code is one of the provider codes (3001 to 3010), so the caller can branch
 // with errors.Is and decide a retry with (*protocol.Error).Retryable:
 //
 //   - CodeProviderTransport: the request or its answer was lost on the way,
@@ -36,6 +36,11 @@ import (
 //   - CodeContextOverflow: the transcript is longer than the model's
 //     context window (an HTTP 400 that says so).
 //   - CodeUnrecorded: a replayed provider has no answer for the request.
+//   - CodeQuotaExhausted: the account's quota or credit is used up (HTTP
+//     402, OpenAI's insufficient_quota, Anthropic's credit balance).
+//
+// A server's x-should-retry header overrides what the code says
+// (protocol.Error.Retry).
 //
 // Complete does not modify req, and the caller owns the returned turn.
 type Provider interface {
