@@ -612,13 +612,13 @@ type anthropicErrorBody struct {
 // messageTurn gathers an answer, whole or from its events, so both give
 // the same turn.
 type messageTurn struct {
-	model  string
-	stop   string
-	usage  struct{ input, output, cacheWrite, cacheRead int64 }
+	model string
+	stop  string
+	usage struct{ input, output, cacheWrite, cacheRead int64 }
 	// thinking is the API's own count of thinking tokens, nil when it
 	// gave none.
 	thinking *int64
-	blocks []*blockTurn // in order of index
+	blocks   []*blockTurn // in order of index
 }
 
 // blockTurn is one content block being put together.
