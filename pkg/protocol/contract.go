@@ -42,10 +42,30 @@ type Contract struct {
 	Provider     ProviderSpec `json:"provider,omitzero"`
 	Sandbox      SandboxSpec  `json:"sandbox,omitzero"`
 	Stall        *StallSpec   `json:"stall,omitempty"`
+	// Context bounds what one request carries; absent, the model's window.
+	Context *ContextSpec `json:"context,omitempty"`
 	// Parent names the run this one is a sub-agent of: it joins the
 	// parent's agent tree and draws from the tree's ceiling.
 	Parent string `json:"parent,omitempty"`
 }
+
+// ContextSpec bounds the requests of a run. MaxTokens is the most one
+// request may carry, its output reservation included (zero: the model's
+// window, from a table of known models, else DefaultContextTokens).
+// Share, with a token budget set, is the most of what the budget has left
+// that one turn gets (zero: DefaultContextShare), never under
+// ContextFloor.
+type ContextSpec struct {
+	MaxTokens int     `json:"max_tokens,omitempty"`
+	Share     float64 `json:"share,omitempty"`
+}
+
+// Context defaults, as io-harness 0.17 has its floor and share.
+const (
+	DefaultContextTokens = 128_000
+	DefaultContextShare  = 0.5
+	ContextFloor         = 2_000
+)
 
 // StallSpec says when a run that repeats itself without changing the
 // workspace is told to re-plan, and when it is stopped. Absent, the window
@@ -337,6 +357,9 @@ func (c *Contract) Validate() error {
 	if err := c.Provider.validateReasoning(); err != nil {
 		return err
 	}
+	if err := c.validateContext(); err != nil {
+		return err
+	}
 	switch c.Sandbox.Backend {
 	case "", "auto", "native", "docker", "floor":
 	default:
@@ -417,6 +440,27 @@ func (p *Policy) Validate() error {
 				return FieldError(CodeInvalidField, "policy.defaults."+f.name, `use "allow", "ask" or "deny"`, "unknown effect %q", f.v)
 			}
 		}
+	}
+	return nil
+}
+
+// validateContext checks the context budget: room for the floor and the
+// output reservation, and a share of at most the whole.
+func (c *Contract) validateContext() error {
+	x := c.Context
+	if x == nil {
+		return nil
+	}
+	out := c.Provider.MaxOutputTokens
+	if out == 0 {
+		out = DefaultMaxOutput
+	}
+	if x.MaxTokens < 0 || x.MaxTokens > 0 && x.MaxTokens < ContextFloor+out {
+		return FieldError(CodeInvalidField, "context.max_tokens", fmt.Sprintf("use at least %d (the floor of %d and provider.max_output_tokens %d), or leave it out for the model's window", ContextFloor+out, ContextFloor, out),
+			"a request of %d tokens leaves no room for a prompt beside the output", x.MaxTokens)
+	}
+	if x.Share < 0 || x.Share > 1 || x.Share != x.Share {
+		return FieldError(CodeInvalidField, "context.share", "use a fraction above 0 and at most 1, such as 0.5", "share %v is not a fraction of the budget", x.Share)
 	}
 	return nil
 }

@@ -46,6 +46,8 @@ func TestDecodeContractErrors(t *testing.T) {
 		{"thinking under the least", strings.Replace(good, `"task"`, `"provider":{"thinking":{"budget_tokens":512}},"task"`, 1), ErrInvalidField, "provider.thinking.budget_tokens"},
 		{"thinking over the output", strings.Replace(good, `"task"`, `"provider":{"thinking":{"budget_tokens":4096}},"task"`, 1), ErrInvalidField, "provider.thinking.budget_tokens"},
 		{"thinking unknown field", strings.Replace(good, `"task"`, `"provider":{"thinking":{"budget":2048}},"task"`, 1), ErrUnknownField, "provider.thinking.budget"},
+		{"context under the floor", strings.Replace(good, `"task"`, `"context":{"max_tokens":3000},"task"`, 1), ErrInvalidField, "context.max_tokens"},
+		{"context share over the whole", strings.Replace(good, `"task"`, `"context":{"share":1.5},"task"`, 1), ErrInvalidField, "context.share"},
 		{"unknown effort", strings.Replace(good, `"task"`, `"provider":{"reasoning_effort":"max"},"task"`, 1), ErrInvalidField, "provider.reasoning_effort"},
 		{"document check unsupported", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"document_contains":{"path":"a.docx","needle":"x"}}`, 1), ErrUnsupported, "verification.document_contains"},
 		{"file check without needle", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"file_contains":{"path":"a"}}`, 1), ErrMissingField, "verification.file_contains.needle"},

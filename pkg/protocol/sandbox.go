@@ -52,6 +52,9 @@ type SandboxReply struct {
 	Check       *CheckResult `json:"check,omitempty"`
 	// Tools answers an open: the tools this sandboxer offers the model.
 	Tools []ToolSpec `json:"tools,omitempty"`
+	// Toolchain answers an open: what the workspace's root looks like,
+	// when a marker file says.
+	Toolchain *Toolchain `json:"toolchain,omitempty"`
 	// Patch answers a collect.
 	Patch *Patch `json:"patch,omitempty"`
 	// Holder answers the open of a snapshot workspace that another

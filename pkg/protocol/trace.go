@@ -70,6 +70,23 @@ type Record struct {
 	// (a terminal's, an embedder's Approver), each with who decided; a
 	// person's decision on a paused run is a decision record instead.
 	Decided []Decided `json:"decided,omitempty"`
+	// Rereads are the stale reads read again to assemble the step's
+	// request: each names the earlier read's call (CallID) and holds what
+	// the file holds now, or why it could not be read.
+	Rereads []Observation `json:"rereads,omitempty"`
+	// Assembled is how the step's request was fitted to the context
+	// budget, and what the provider counted it at.
+	Assembled *Assembly `json:"assembled,omitempty"`
+	// Tools are the tools offered from this step on, when they differ
+	// from the step before's (the first step always has them).
+	Tools []ToolSpec `json:"tools,omitempty"`
+	// Toolchain is what the sandboxer recognised of the workspace when it
+	// was first opened, told to the model from this step on.
+	Toolchain *Toolchain `json:"toolchain,omitempty"`
+
+	// started: the workspace's memory when the run was admitted, oldest
+	// first, which its requests carry before everything else.
+	Memory []Note `json:"memory,omitempty"`
 
 	// finished, paused
 	Outcome Outcome `json:"outcome,omitempty"`
@@ -101,4 +118,49 @@ type Record struct {
 type Decided struct {
 	Approval string    `json:"approval"`
 	Decision *Decision `json:"decision"`
+}
+
+// Assembly is how one request was fitted to the run's context budget:
+// Budget the tokens it could carry (output reservation included),
+// Estimate what it was estimated at, Reported what the provider counted
+// its input at (zero until the turn answers), BytesPerToken the
+// calibration the estimate used; then how many tool results were carried
+// whole, cut to a stub, superseded by a later one, read again because a
+// write made them stale, and how many steps were collapsed into one line.
+type Assembly struct {
+	Budget        int     `json:"budget"`
+	Estimate      int     `json:"estimate"`
+	Reported      int64   `json:"reported,omitempty"`
+	BytesPerToken float64 `json:"bytes_per_token"`
+	Carried       int     `json:"carried"`
+	Stubbed       int     `json:"stubbed,omitempty"`
+	Superseded    int     `json:"superseded,omitempty"`
+	Reread        int     `json:"reread,omitempty"`
+	Collapsed     int     `json:"collapsed,omitempty"`
+	Notes         int     `json:"notes,omitempty"`
+}
+
+// Note is one entry of a workspace's durable memory: what an agent asked
+// to remember under a key, and which run and step wrote it.
+type Note struct {
+	Key   string    `json:"key"`
+	Value string    `json:"value"`
+	Run   string    `json:"run,omitempty"`
+	Step  int       `json:"step,omitempty"`
+	Time  time.Time `json:"time"`
+}
+
+// Toolchain is the ecosystem a workspace looks like, from one marker file
+// in its root, and its conventional commands (argv; empty when it has
+// none): told to the model as defaults, never run by the harness.
+type Toolchain struct {
+	Ecosystem string   `json:"ecosystem"`
+	Marker    string   `json:"marker"`
+	Manager   string   `json:"manager,omitempty"`
+	Install   []string `json:"install,omitempty"`
+	Build     []string `json:"build,omitempty"`
+	Test      []string `json:"test,omitempty"`
+	Lint      []string `json:"lint,omitempty"`
+	Format    []string `json:"format,omitempty"`
+	Run       []string `json:"run,omitempty"`
 }
