@@ -73,6 +73,11 @@ type AnthropicConfig struct {
 	// MaxTokens is the max_tokens sent when the request's MaxOutputTokens
 	// is zero. Default DefaultAnthropicMaxTokens, 8192.
 	MaxTokens int
+	// NoPromptCache leaves out the prompt-cache breakpoints (cache_control)
+	// every request otherwise carries on its system prompt and its last two
+	// user messages. Default false: the transcript's stable prefix is
+	// cached, and its reads are billed at the cached rate.
+	NoPromptCache bool
 }
 
 // Validate checks the config. It returns a *protocol.Error: CodeMissingField
@@ -111,6 +116,7 @@ type Anthropic struct {
 	model     string
 	maxTokens int
 	timeout   time.Duration
+	noCache   bool
 }
 
 // Endpoints names the host:port the client dials, so a worker can check it
@@ -139,6 +145,7 @@ func NewAnthropic(cfg AnthropicConfig) (*Anthropic, error) {
 		model:     cfg.Model,
 		maxTokens: cfg.MaxTokens,
 		timeout:   cfg.Timeout,
+		noCache:   cfg.NoPromptCache,
 	}
 	if a.name == "" {
 		a.name = AnthropicName
@@ -382,7 +389,10 @@ func (a *Anthropic) messagesRequest(req *protocol.CompletionRequest, stream bool
 	if req == nil {
 		return refuse("", "no request")
 	}
-	w := anthropicRequest{Model: a.model, MaxTokens: req.MaxOutputTokens, System: req.System, Stream: stream}
+	w := anthropicRequest{Model: a.model, MaxTokens: req.MaxOutputTokens, Stream: stream}
+	if req.System != "" {
+		w.System = []anthropicContent{{Type: "text", Text: &req.System}}
+	}
 	if w.Model == "" {
 		w.Model = req.Model
 	}
@@ -462,6 +472,9 @@ func (a *Anthropic) messagesRequest(req *protocol.CompletionRequest, stream bool
 		}
 		w.Tools = append(w.Tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: params})
 	}
+	if !a.noCache {
+		w.markCache()
+	}
 	body, err := json.Marshal(w)
 	if err != nil {
 		// Every raw field is valid JSON by now; say so rather than panic.
@@ -505,11 +518,43 @@ func inputObject(raw json.RawMessage) json.RawMessage {
 	return json.RawMessage(`{"arguments":` + string(raw) + `}`)
 }
 
+// markCache puts prompt-cache breakpoints on the request: on the system
+// prompt (which caches the tools before it too), on the last message (what
+// the next turn reads back), and on the user message before it (what this
+// turn reads back, written by the turn before). Three of the four the API
+// allows; thinking blocks take none, so the last block that can is marked.
+func (w *anthropicRequest) markCache() {
+	if n := len(w.System); n > 0 {
+		w.System[n-1].CacheControl = ephemeral
+	}
+	marked := 0
+	for i := len(w.Messages) - 1; i >= 0 && marked < 2; i-- {
+		m := &w.Messages[i]
+		if marked == 1 && m.Role != "user" {
+			continue
+		}
+		for j := len(m.Content) - 1; j >= 0; j-- {
+			if b := &m.Content[j]; b.Type != "thinking" && b.Type != "redacted_thinking" {
+				b.CacheControl = ephemeral
+				marked++
+				break
+			}
+		}
+	}
+}
+
+// ephemeral is the prompt cache's one kind of breakpoint.
+var ephemeral = &anthropicCache{Type: "ephemeral"}
+
+type anthropicCache struct {
+	Type string `json:"type"`
+}
+
 // The Messages API's request, as it travels.
 type anthropicRequest struct {
 	Model     string                  `json:"model"`
 	MaxTokens int                     `json:"max_tokens"`
-	System    string                  `json:"system,omitempty"`
+	System    []anthropicContent      `json:"system,omitempty"`
 	Messages  []anthropicMessageParam `json:"messages"`
 	Tools     []anthropicTool         `json:"tools,omitempty"`
 	Stream    bool                    `json:"stream,omitempty"`
@@ -541,6 +586,8 @@ type anthropicContent struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   string          `json:"content,omitempty"`
 	Source    *anthropicImage `json:"source,omitempty"`
+	// CacheControl marks the end of a prefix to cache.
+	CacheControl *anthropicCache `json:"cache_control,omitempty"`
 }
 
 // anthropicImage is an image block's source: base64 data.

@@ -125,7 +125,7 @@ func TestAnthropicRequest(t *testing.T) {
 	want := `{
 	  "model": "claude-test",
 	  "max_tokens": 8192,
-	  "system": "You fix code.",
+	  "system": [{"type": "text", "text": "You fix code.", "cache_control": {"type": "ephemeral"}}],
 	  "messages": [
 	    {"role": "user", "content": [{"type": "text", "text": "Fix the test."}]},
 	    {"role": "assistant", "content": [
@@ -138,9 +138,9 @@ func TestAnthropicRequest(t *testing.T) {
 	      {"type": "tool_result", "tool_use_id": "toolu_a", "content": "package a"},
 	      {"type": "tool_result", "tool_use_id": "toolu_b", "content": "bad arguments"},
 	      {"type": "tool_result", "tool_use_id": "toolu_c"},
-	      {"type": "text", "text": "Go on."}
+	      {"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}}
 	    ]},
-	    {"role": "user", "content": [{"type": "text", "text": "Well?"}]}
+	    {"role": "user", "content": [{"type": "text", "text": "Well?", "cache_control": {"type": "ephemeral"}}]}
 	  ],
 	  "tools": [
 	    {"name": "read_file", "description": "Read a file.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},

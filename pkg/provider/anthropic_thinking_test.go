@@ -206,7 +206,7 @@ func TestAnthropicThinkingSentBack(t *testing.T) {
 	  "model": "claude-test",
 	  "max_tokens": 8192,
 	  "messages": [
-	    {"role": "user", "content": [{"type": "text", "text": "Run the tests."}]},
+	    {"role": "user", "content": [{"type": "text", "text": "Run the tests.", "cache_control": {"type": "ephemeral"}}]},
 	    {"role": "assistant", "content": [
 	      {"type": "thinking", "thinking": "Let me <run> them & see.\n", "signature": "` + testSignature + `"},
 	      {"type": "redacted_thinking", "data": "` + testRedacted + `"},
@@ -216,7 +216,7 @@ func TestAnthropicThinkingSentBack(t *testing.T) {
 	    ]},
 	    {"role": "user", "content": [
 	      {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"},
-	      {"type": "text", "text": "Thanks."}
+	      {"type": "text", "text": "Thanks.", "cache_control": {"type": "ephemeral"}}
 	    ]}
 	  ]
 	}`

@@ -53,7 +53,7 @@ func TestImagesOnTheWire(t *testing.T) {
 
 	an := capture(`{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`)
 	defer an.Close()
-	a, err := NewAnthropic(AnthropicConfig{APIKey: "k", BaseURL: an.URL, Model: "m"})
+	a, err := NewAnthropic(AnthropicConfig{APIKey: "k", BaseURL: an.URL, Model: "m", NoPromptCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}

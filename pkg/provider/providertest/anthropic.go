@@ -28,7 +28,7 @@ func (AnthropicWire) Path() string { return "/v1/messages" }
 type anthropicRequest struct {
 	Model     string             `json:"model"`
 	MaxTokens int                `json:"max_tokens"`
-	System    string             `json:"system,omitempty"`
+	System    json.RawMessage    `json:"system,omitempty"` // a string or an array of text blocks
 	Messages  []anthropicMessage `json:"messages"`
 	Tools     []struct {
 		Name        string          `json:"name"`
@@ -52,6 +52,55 @@ type anthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   *string         `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+	// CacheControl is a prompt-cache breakpoint: {"type": "ephemeral"}.
+	CacheControl *struct {
+		Type string `json:"type"`
+	} `json:"cache_control,omitempty"`
+}
+
+// maxBreakpoints is how many cache_control marks the API takes in one
+// request.
+const maxBreakpoints = 4
+
+// breakpoint checks a block's cache_control and counts it.
+func breakpoint(b anthropicBlock, where string, n *int) error {
+	if b.CacheControl == nil {
+		return nil
+	}
+	if b.CacheControl.Type != "ephemeral" {
+		return fmt.Errorf("%s: cache_control type %q, want ephemeral", where, b.CacheControl.Type)
+	}
+	if *n++; *n > maxBreakpoints {
+		return fmt.Errorf("%s: more than %d cache_control breakpoints", where, maxBreakpoints)
+	}
+	return nil
+}
+
+// systemText reads the system prompt: a string, or text blocks joined.
+func systemText(raw json.RawMessage, marks *int) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var blocks []anthropicBlock
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&blocks); err != nil {
+		return "", fmt.Errorf("system: %w", err)
+	}
+	for i, b := range blocks {
+		if b.Type != "text" || b.Text == nil {
+			return "", fmt.Errorf("system[%d]: a %q block, want text", i, b.Type)
+		}
+		if err := breakpoint(b, fmt.Sprintf("system[%d]", i), marks); err != nil {
+			return "", err
+		}
+		s += *b.Text
+	}
+	return s, nil
 }
 
 // Decode checks x-api-key, anthropic-version and the JSON content type,
@@ -79,7 +128,12 @@ func (AnthropicWire) Decode(header http.Header, body []byte) (*protocol.Completi
 	if w.MaxTokens <= 0 {
 		return nil, false, fmt.Errorf("max_tokens = %d, want a positive number", w.MaxTokens)
 	}
-	req := &protocol.CompletionRequest{Model: w.Model, System: w.System, MaxOutputTokens: w.MaxTokens}
+	marks := 0
+	system, err := systemText(w.System, &marks)
+	if err != nil {
+		return nil, false, err
+	}
+	req := &protocol.CompletionRequest{Model: w.Model, System: system, MaxOutputTokens: w.MaxTokens}
 	var lastUses map[string]bool // tool_use ids of the assistant message before
 	for i, m := range w.Messages {
 		if i == 0 && m.Role != "user" {
@@ -98,6 +152,11 @@ func (AnthropicWire) Decode(header http.Header, body []byte) (*protocol.Completi
 		}
 		if len(blocks) == 0 {
 			return nil, false, fmt.Errorf("messages[%d]: empty content", i)
+		}
+		for j, b := range blocks {
+			if err := breakpoint(b, fmt.Sprintf("messages[%d].content[%d]", i, j), &marks); err != nil {
+				return nil, false, err
+			}
 		}
 		switch m.Role {
 		case "user":
