@@ -30,6 +30,14 @@ const (
 	// EventSpawned reports a sub-agent started by spawn_agent; its target
 	// is the sub-agent's run id.
 	EventSpawned = "spawned"
+	// EventAssembled reports how a step's request was fitted to the
+	// context budget (Assembly), and EventReread a stale read read again
+	// for it (its target the path).
+	EventAssembled = "assembled"
+	EventReread    = "reread"
+	// EventMemory reports a note remembered (its target the key) and what
+	// it evicted.
+	EventMemory = "memory"
 )
 
 // Event is a live notification on harness.events.<run>.<kind>. The trace is
@@ -60,4 +68,6 @@ type Event struct {
 	Layer  string `json:"layer,omitempty"`
 	// Budgets is a spend_draw event's standing after the draw.
 	Budgets *Budgets `json:"budgets,omitempty"`
+	// Assembly is an assembled event's account of the request.
+	Assembly *Assembly `json:"assembly,omitempty"`
 }

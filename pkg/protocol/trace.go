@@ -122,14 +122,16 @@ type Decided struct {
 
 // Assembly is how one request was fitted to the run's context budget:
 // Budget the tokens it could carry (output reservation included),
-// Estimate what it was estimated at, Reported what the provider counted
-// its input at (zero until the turn answers), BytesPerToken the
-// calibration the estimate used; then how many tool results were carried
+// Estimate what its input was estimated at, Bytes the size of that input
+// (the request's JSON), Reported what the provider counted its input at
+// (zero until the turn answers), BytesPerToken the calibration the
+// estimate used; then how many tool results were carried
 // whole, cut to a stub, superseded by a later one, read again because a
 // write made them stale, and how many steps were collapsed into one line.
 type Assembly struct {
 	Budget        int     `json:"budget"`
 	Estimate      int     `json:"estimate"`
+	Bytes         int     `json:"bytes"`
 	Reported      int64   `json:"reported,omitempty"`
 	BytesPerToken float64 `json:"bytes_per_token"`
 	Carried       int     `json:"carried"`

@@ -524,6 +524,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			return reply
 		}
 		reply.Tools = s.cfg.Tools.Specs()
+		reply.Toolchain = s.toolchain(op.Workspace)
 		log.Info("workspace opened", "dir", op.Workspace)
 	case protocol.OpClose:
 		s.closeWorkspace(op.Run)

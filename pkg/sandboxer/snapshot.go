@@ -110,11 +110,13 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		}
 		log.Info("snapshot materialised", "dir", dir, "files", info.Files, "bytes", info.Bytes)
 	}
-	if _, err := s.workspace(op.Run, filepath.Join(dir, snapWork)); err != nil {
+	work := filepath.Join(dir, snapWork)
+	if _, err := s.workspace(op.Run, work); err != nil {
 		reply.Error = protocol.AsError(err)
 		return reply
 	}
 	reply.Tools = s.cfg.Tools.Specs()
+	reply.Toolchain = s.toolchain(work)
 	return reply
 }
 
