@@ -43,6 +43,10 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
 		{pkg: "pkg/wire", ours: []string{"pkg/protocol", "pkg/trace"}, modules: natsClient},
 		{pkg: "pkg/snapshot", ours: []string{"pkg/protocol"}, noDirect: []string{"os/exec", "net", "net/http"}},
+		// The context assembly is a pure function of the folded run state.
+		{pkg: "pkg/assemble", ours: []string{"pkg/protocol"}, noDirect: []string{"os", "os/exec", "net", "net/http", "syscall", "time", "math/rand", "math/rand/v2"}},
+		{pkg: "pkg/toolchain", ours: []string{"pkg/protocol"}, noDirect: []string{"os", "os/exec", "net", "net/http"}},
+		{pkg: "pkg/memory", ours: []string{"pkg/protocol"}, modules: natsClient, noDirect: []string{"os", "os/exec", "net/http"}},
 	}
 	for _, r := range rules {
 		for _, dep := range goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./"+r.pkg) {
