@@ -25,6 +25,9 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 	if call.Name == SpawnTool && d.spawning {
 		return d.spawn(ctx, step, i, call), nil // no act of the policy's: the sub-agent works under this run's policy
 	}
+	if call.Name == RememberTool && d.remembering {
+		return d.remember(ctx, step, i, call), nil // not a path act: no policy check
+	}
 	v, bad := gate.Verdict(d.pol, call)
 	if bad != "" {
 		obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, bad

@@ -97,6 +97,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		}
 		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC(),
 			Tree: tree, Depth: depth, Policy: eff, ParentPolicy: parentEff}
+		started.Memory = c.admissionNotes(ctx, run, contract)
 		w := c.trace.Writer(run, 0)
 		if err := w.Append(ctx, started); err != nil {
 			c.log.Error("start run", "run", run, "err", err)

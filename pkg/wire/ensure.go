@@ -43,6 +43,8 @@ type Assets struct {
 	Blobs   jetstream.ObjectStore
 	// Workspaces holds snapshots and patches, by content ref.
 	Workspaces jetstream.ObjectStore
+	// Memory holds each workspace's notes (pkg/memory).
+	Memory jetstream.KeyValue
 
 	// bind is set by Bind: the role may create nothing, so a worker
 	// consumer is looked up, never created.
@@ -176,6 +178,15 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Replicas:    r,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketOps, err)
+	}
+	if a.Memory, err = ensureBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      BucketMemory,
+		Description: "each workspace's notes, which agents remember for the runs after them",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r,
+	}); err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", BucketMemory, err)
 	}
 	if a.Blobs, err = ensureObjects(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket:      BucketBlobs,

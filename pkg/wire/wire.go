@@ -47,6 +47,8 @@ const (
 	// back, apart from the trace's blobs so it can be sized and pruned on
 	// its own.
 	BucketWorkspaces = "harness-workspaces"
+	// BucketMemory holds each workspace's notes, the remember tool's.
+	BucketMemory = "harness-memory"
 
 	ConsumerCoordinators = "coordinators"
 )

@@ -35,6 +35,7 @@ func TestNamesAreTheDocumentedOnes(t *testing.T) {
 		{wire.BucketOps, "harness-ops"},
 		{wire.BucketBlobs, "harness-blobs"},
 		{wire.BucketWorkspaces, "harness-workspaces"},
+		{wire.BucketMemory, "harness-memory"},
 		{wire.ConsumerCoordinators, "coordinators"},
 		{wire.WorkerConsumer("gpu"), "workers-gpu"},
 		{wire.HeaderReply, "Harness-Reply"},
