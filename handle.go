@@ -99,6 +99,19 @@ func (h *RunHandle) Trace(ctx context.Context) ([]protocol.Record, error) {
 	return recs, nil
 }
 
+// Request is exactly what the run's model was sent at step: the request
+// rebuilt from the trace by the same context assembly the coordinator ran
+// (the same records give the same request), with how it was assembled and
+// what the provider counted it at. Errors: protocol.ErrUnknownRun;
+// protocol.ErrNotFound for a step the run has not committed.
+func (h *RunHandle) Request(ctx context.Context, step int) (*protocol.CompletionRequest, *protocol.Assembly, error) {
+	recs, err := h.Trace(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return coordinator.Request(h.id, recs, step)
+}
+
 // Follow calls fn with every record of the run's trace in order (content
 // held by reference filled in): those written so far, then each as it is
 // committed, until the run's finished record (Follow then returns nil) or

@@ -239,6 +239,7 @@ func cmdStatus(ctx context.Context, env *environ, args []string) int {
 			if st.CostMicros > 0 {
 				fmt.Fprintf(w, "cost     %d micro-units\n", st.CostMicros)
 			}
+			printUsage(w, st.Usage)
 			printBudgets(w, st)
 			fmt.Fprintf(w, "task     %s\nstarted  %s\nupdated  %s\n",
 				oneLine(st.Task, 100), st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339))
@@ -280,8 +281,12 @@ func printBudgets(w io.Writer, st *protocol.RunState) {
 
 func cmdTrace(ctx context.Context, env *environ, args []string) int {
 	var follow *bool
-	return readRun(ctx, env, args, "trace", "Shows the durable trace of a run, finished or not, record by record; with --follow (-f), then each record as it is committed, until the run finishes.", "print the records as JSON, one per line",
+	var turn *int
+	return readRun(ctx, env, args, "trace", "Shows the durable trace of a run, finished or not, record by record; with --follow (-f), then each record as it is committed, until the run finishes; with --turn N, exactly what the model was sent at step N.", "print the records as JSON, one per line (with --turn, the request)",
 		func(c *harness.Client, run string, asJSON bool) int {
+			if *turn != 0 {
+				return showTurn(ctx, env, c, run, *turn, asJSON)
+			}
 			if *follow {
 				enc := json.NewEncoder(env.stdout)
 				err := c.Run(run).Follow(ctx, func(rec *protocol.Record) {
@@ -319,7 +324,63 @@ func cmdTrace(ctx context.Context, env *environ, args []string) int {
 			return exitOK
 		}, func(fs *flag.FlagSet) {
 			follow = fs.Bool("follow", false, "then print each record as it is committed, until the run finishes")
+			turn = fs.Int("turn", 0, "show exactly what the model was sent at step `N`: the assembled request, and how it was fitted")
 		})
+}
+
+// showTurn prints what the model was sent at one step: with asJSON the
+// request and its assembly as one JSON object, else the messages as text.
+func showTurn(ctx context.Context, env *environ, c *harness.Client, run string, step int, asJSON bool) int {
+	if step < 0 {
+		fail(env.stderr, "--turn %d: give a step number, 1 or more", step)
+		return exitUsage
+	}
+	req, asm, err := c.Run(run).Request(ctx, step)
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitError
+	}
+	if asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(struct {
+			Request  *protocol.CompletionRequest `json:"request"`
+			Assembly *protocol.Assembly          `json:"assembly"`
+		}{req, asm})
+		return exitOK
+	}
+	w := env.stdout
+	fmt.Fprintf(w, "step %d of %s: %d messages, %d tools; about %d of %d tokens (the provider counted %d)\n",
+		step, run, len(req.Messages), len(req.Tools), asm.Estimate, asm.Budget, asm.Reported)
+	fmt.Fprintf(w, "carried %d, stubbed %d, superseded %d, re-read %d, steps collapsed %d, notes %d\n\n",
+		asm.Carried, asm.Stubbed, asm.Superseded, asm.Reread, asm.Collapsed, asm.Notes)
+	fmt.Fprintf(w, "[system]\n%s\n\n", req.System)
+	for _, m := range req.Messages {
+		switch {
+		case m.Role == protocol.RoleTool:
+			fmt.Fprintf(w, "[tool result %s]\n%s\n\n", m.ToolCallID, m.Content)
+		default:
+			fmt.Fprintf(w, "[%s]\n", m.Role)
+			for _, th := range m.Thinking {
+				if th.Text != "" {
+					fmt.Fprintf(w, "(thinking) %s\n", th.Text)
+				} else {
+					fmt.Fprintf(w, "(%s block, sent back unchanged)\n", th.Kind)
+				}
+			}
+			if m.Content != "" {
+				fmt.Fprintf(w, "%s\n", m.Content)
+			}
+			for _, tc := range m.ToolCalls {
+				fmt.Fprintf(w, "-> %s %s %s\n", tc.ID, tc.Name, tc.Arguments)
+			}
+			if len(m.Images) > 0 {
+				fmt.Fprintf(w, "(%d image(s))\n", len(m.Images))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return exitOK
 }
 
 // writeRecord renders one trace record as readable text.
@@ -404,4 +465,21 @@ func servingHint(ctx context.Context, c *harness.Client, st *protocol.RunState) 
 		return ""
 	}
 	return harness.Serving(fleet, st.Pool, backend)
+}
+
+// printUsage shows what a run's turns reported beyond their tokens: the
+// input read from and written to the providers' caches, the reasoning
+// among the output, and the providers' own cost.
+func printUsage(w io.Writer, u *protocol.Usage) {
+	if u == nil {
+		return
+	}
+	fmt.Fprintf(w, "input    %d (%d cached, %d written to the cache)\noutput   %d", u.InputTokens, u.CachedTokens, u.CacheWriteTokens, u.OutputTokens)
+	if u.ReasoningTokens > 0 {
+		fmt.Fprintf(w, " (%d reasoning)", u.ReasoningTokens)
+	}
+	fmt.Fprintln(w)
+	if u.ReportedCost > 0 {
+		fmt.Fprintf(w, "reported %.6f (the provider's own cost)\n", u.ReportedCost)
+	}
 }

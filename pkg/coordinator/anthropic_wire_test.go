@@ -14,6 +14,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -242,4 +243,94 @@ func sameJSON(a, b map[string]any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// TestPromptCacheOverTheWire runs three steps over the Anthropic wire: each
+// request carries its cache breakpoints on the system prompt and the last
+// message, the transcript before the last turn is the same bytes from one
+// request to the next (so the cache holds), and the cache reads and
+// writes the server reports are recorded apart and priced at their own
+// rates.
+func TestPromptCacheOverTheWire(t *testing.T) {
+	read := func(id, path string) []string {
+		return []string{`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"` + id + `","name":"read_file","input":{}}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"` + path + `\"}"}}`,
+			`{"type":"content_block_stop","index":0}`}
+	}
+	cached := func(evs []string) []string {
+		evs[0] = `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,` +
+			`"usage":{"input_tokens":100,"cache_creation_input_tokens":200,"cache_read_input_tokens":1000,"output_tokens":1}}}`
+		return evs
+	}
+	w := &anthropicWire{t: t, script: [][]string{
+		cached(stream("tool_use", read("toolu_1", "a.txt"))),
+		cached(stream("tool_use", read("toolu_2", "b.txt"))),
+		cached(stream("end_turn", []string{`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"done"}}`, `{"type":"content_block_stop","index":0}`})),
+	}}
+	ws := t.TempDir()
+	for _, f := range []string{"a.txt", "b.txt"} {
+		if err := os.WriteFile(filepath.Join(ws, f), []byte("content of "+f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(w)
+	t.Cleanup(srv.Close)
+	p, err := provider.NewAnthropic(provider.AnthropicConfig{APIKey: "test-key", BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := ledger.Prices{"claude-test": {InputPerMillion: 3_000_000, OutputPerMillion: 15_000_000, CachedInputPerMillion: 300_000, CacheWritePerMillion: 3_750_000}}
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: p, NoTakeover: true, Prices: prices})
+	c := contract(ws)
+	c.Policy.Layers = []protocol.Layer{{Name: "model", Rules: []protocol.Rule{{Act: "net", Effect: "allow", Pattern: strings.TrimPrefix(srv.URL, "http://")}}}}
+	c.Provider = protocol.ProviderSpec{Model: "claude-test", MaxOutputTokens: 1024}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("cached"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.Wait(t.Context()); err != nil || res.Outcome != protocol.OutcomeFinished || res.Steps != 3 {
+		t.Fatalf("run = %+v, %v; want finished after 3", res, err)
+	}
+	var prev []any
+	for n := range 3 {
+		req := w.request(n)
+		sys, _ := req["system"].([]any)
+		if len(sys) != 1 || sys[0].(map[string]any)["cache_control"] == nil {
+			t.Errorf("request %d: system %v, want one block with a breakpoint", n+1, req["system"])
+		}
+		msgs, _ := req["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		blocks, _ := last["content"].([]any)
+		if b, _ := blocks[len(blocks)-1].(map[string]any); b["cache_control"] == nil {
+			t.Errorf("request %d: the last block %v has no breakpoint", n+1, b)
+		}
+		// Without the breakpoints, what came before stays the same bytes.
+		for _, m := range msgs {
+			for _, b := range m.(map[string]any)["content"].([]any) {
+				delete(b.(map[string]any), "cache_control")
+			}
+		}
+		if prev != nil {
+			x, _ := json.Marshal(prev)
+			y, _ := json.Marshal(msgs[:len(prev)])
+			if string(x) != string(y) {
+				t.Errorf("request %d changed the transcript before it:\n%s\nwas\n%s", n+1, y, x)
+			}
+		}
+		prev = msgs
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Kind != protocol.RecordStep {
+			continue
+		}
+		u := r.Turn.Usage
+		// 100 plain at 3, 1,000 read at 0.3, 200 written at 3.75, 60 out at 15 (per million, in micro-units).
+		if u.InputTokens != 1300 || u.CachedTokens != 1000 || u.CacheWriteTokens != 200 || r.Cost == nil || r.Cost.Micros != 300+300+750+900 {
+			t.Errorf("step %d: usage %+v, cost %+v; want 1,300 in (1,000 read, 200 written) costing 2250", r.Step, u, r.Cost)
+		}
+	}
 }

@@ -100,17 +100,10 @@ func (d *driver) pendingOf(id string) (*protocol.Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs := d.s.messages
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i]
-		if m.Role == protocol.RoleAssistant {
-			if call >= len(m.ToolCalls) {
-				break
-			}
-			c := m.ToolCalls[call]
-			v, _ := gate.Verdict(d.pol, &c)
-			return d.pending(step, call, &c, v), nil
-		}
+	if m := d.s.lastTurn(); m != nil && call < len(m.ToolCalls) {
+		c := m.ToolCalls[call]
+		v, _ := gate.Verdict(d.pol, &c)
+		return d.pending(step, call, &c, v), nil
 	}
 	return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: no call for approval %s", d.s.run, id)
 }

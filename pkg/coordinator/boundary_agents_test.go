@@ -401,6 +401,8 @@ func TestOversizeTurnIsChargedOnce(t *testing.T) {
 			c.Verification = protocol.Verification{None: &struct{}{}}
 			c.Budget.MaxWall = protocol.Duration(2 * time.Minute)
 			c.Budget.MaxTokens = 0
+			// A context no request reaches: the whole conversation is sent.
+			c.Context = &protocol.ContextSpec{MaxTokens: 50_000_000}
 			p := provider.NewScripted(tt.turns...)
 			l := ledger.NewMemory()
 			cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{c.Workspace.Root}, Provider: p, Ledger: l})

@@ -45,6 +45,8 @@ type driver struct {
 	unsettled map[int]string
 	// spawning is set when the run was offered spawn_agent.
 	spawning bool
+	// remembering is set when the run was offered remember.
+	remembering bool
 	// hostRemember holds the provider endpoints an approver allowed during
 	// the step in hand, for its record; hostAsked those asked about since
 	// this driver began, so an endpoint that asks again after its approval
@@ -64,6 +66,11 @@ type driver struct {
 	// leaves the lease to run out, so a coordinator looking for expired
 	// leases finds the run.
 	settled bool
+	// asm is the step in hand's request, as assembled.
+	asm *assembled
+	// toolchain is what the sandboxer recognised of the workspace when
+	// the driver opened it.
+	toolchain *protocol.Toolchain
 	// slot is the run slot the driver works in, lent back while the run
 	// waits on its sub-agents (see waitIdle).
 	slot *slot
@@ -125,19 +132,28 @@ func (d *driver) compilePolicy() error {
 		return fmt.Errorf("compile the run's policy: %w", err)
 	}
 	d.base = base
+	d.pol, err = d.s.compiled()
+	return err
+}
+
+// compiled is the run's policy with the rules people remembered on top.
+func (s *runState) compiled() (*policy.Policy, error) {
+	base, err := policy.FromProtocol(s.policy)
+	if err != nil {
+		return nil, fmt.Errorf("compile the run's policy: %w", err)
+	}
 	var rules []policy.Rule
-	for _, r := range d.s.remembered {
+	for _, r := range s.remembered {
 		pr, err := policy.ParseRule(r)
 		if err != nil {
-			return fmt.Errorf("remembered rule: %w", err)
+			return nil, fmt.Errorf("remembered rule: %w", err)
 		}
 		rules = append(rules, pr)
 	}
 	if len(rules) > 0 {
 		base = base.Remember(rules...)
 	}
-	d.pol = base
-	return nil
+	return base, nil
 }
 
 func (d *driver) pausedState(why string) *protocol.RunState {

@@ -36,6 +36,7 @@ func (d *driver) loop(ctx context.Context) {
 		return
 	}
 	d.offerSpawn(ctx)
+	d.offerRemember()
 	defer d.close()
 	defer d.finishCancelled(d.live, ctx) // before the close: a snapshot's changes are collected
 
@@ -194,6 +195,11 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 	d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
 	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn),
 		Draws: d.draws, Remember: d.hostRemember, Decided: d.hostDecided}
+	if a := d.asm; a != nil {
+		stats := a.stats
+		stats.Reported = turn.Usage.InputTokens
+		rec.Assembled, rec.Rereads, rec.Tools, rec.Toolchain = &stats, a.rereads, a.tools, a.toolchain
+	}
 	d.hostRemember, d.hostDecided = nil, nil
 	// A turn cut off at the output limit may hold a call whose arguments
 	// are cut short, and a refusal's calls are no answer: none of them is

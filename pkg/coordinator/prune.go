@@ -214,7 +214,7 @@ func (c *Coordinator) refsOf(ctx context.Context, run string) (map[string][]stri
 	}
 	for _, r := range recs {
 		add("blobs", r.TurnRef)
-		for _, o := range r.Observations {
+		for _, o := range slices.Concat(r.Observations, r.Rereads) {
 			add("blobs", o.Ref)
 			add("blobs", o.ImageRef)
 		}

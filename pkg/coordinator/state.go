@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ioharness/harness/pkg/assemble"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -26,8 +27,14 @@ type runState struct {
 	spent protocol.Spend
 	// budgets is the standing after the driver's last draw, for the
 	// index; nil before the first.
-	budgets  *protocol.Budgets
-	messages []protocol.Message
+	budgets *protocol.Budgets
+	// steps are the committed steps as the context assembly reads them;
+	// lead the user messages between the task and the first step (a
+	// decision's note on a call made before any step); calls find a
+	// call's result by its id, as [step index, result index].
+	steps    []assemble.Step
+	lead     []protocol.Message
+	calls    map[string][2]int
 	finished *protocol.Record
 	// paused is the pause record while the run waits for a person.
 	paused *protocol.Record
@@ -50,6 +57,19 @@ type runState struct {
 	stall    stallState
 	// refusals counts the committed turns the model ended with a refusal.
 	refusals int
+	// usage sums the committed turns' usage.
+	usage protocol.Usage
+	// tools are the tools the last step offered, toolchain what the
+	// sandboxer recognised of the workspace, notes the workspace's memory
+	// as the run sees it (the started record's, and what the run's own
+	// remember calls wrote); sent and counted sum the assembled requests'
+	// bytes and their providers' counts of them, which calibrate the
+	// estimate.
+	tools     []protocol.ToolSpec
+	toolchain *protocol.Toolchain
+	notes     []protocol.Note
+	sent      int64
+	counted   int64
 }
 
 // newRunState rebuilds a run from its records. Records must have their
@@ -67,7 +87,8 @@ func newRunState(run string, recs []protocol.Record) (*runState, error) {
 	if s.tree == "" {
 		s.tree = run // a root, or a trace from before agent trees
 	}
-	s.messages = []protocol.Message{{Role: protocol.RoleUser, Content: taskMessage(s.contract)}}
+	s.notes = recs[0].Memory
+	s.calls = map[string][2]int{}
 	for i := 1; i < len(recs); i++ {
 		if err := s.apply(&recs[i]); err != nil {
 			return nil, err
@@ -90,31 +111,13 @@ func (s *runState) apply(rec *protocol.Record) error {
 		}
 		s.spent = s.spent.Add(drawn(rec))
 		s.stall.fold(s.contract.Stall, rec)
-		if rec.Turn != nil && rec.Turn.Finish() == protocol.FinishRefusal {
-			s.refusals++
-		}
 		if rec.Turn != nil {
-			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleAssistant, Content: rec.Turn.Text, ToolCalls: rec.Turn.ToolCalls,
-				Thinking: rec.Turn.Thinking})
-		}
-		var images []protocol.Image
-		for _, o := range rec.Observations {
-			content := o.Content
-			if content == "" {
-				content = "(no output)" // providers refuse an empty tool result
-			}
-			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleTool, ToolCallID: o.CallID, Content: content})
-			if o.Image != nil {
-				images = append(images, *o.Image)
+			s.usage = s.usage.Add(rec.Turn.Usage)
+			if rec.Turn.Finish() == protocol.FinishRefusal {
+				s.refusals++
 			}
 		}
-		if len(images) > 0 {
-			// Tool results carry no pictures; they follow as a user message.
-			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: "The images you asked to view:", Images: images})
-		}
-		if rec.Note != "" {
-			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
-		}
+		s.fold(rec)
 		s.remembered = append(s.remembered, rec.Remember...)
 		for _, dd := range rec.Decided {
 			if isHostApproval(dd.Approval) {
@@ -138,7 +141,7 @@ func (s *runState) apply(rec *protocol.Record) error {
 			s.hostAsks++
 		}
 		if rec.Note != "" {
-			s.messages = append(s.messages, protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
+			s.follow(protocol.Message{Role: protocol.RoleUser, Content: rec.Note})
 		}
 		s.remembered = append(s.remembered, rec.Remember...)
 	case protocol.RecordPolicy:
@@ -185,7 +188,12 @@ func (s *runState) status(st protocol.Status, coordinator string) *protocol.RunS
 	}
 	bb := *b
 	bb.Drawn, bb.Run = nil, s.spent
-	return &protocol.RunState{Run: s.run, Status: st, Step: s.step, Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task,
+	var usage *protocol.Usage
+	if s.usage != (protocol.Usage{}) {
+		u := s.usage
+		usage = &u
+	}
+	return &protocol.RunState{Usage: usage, Run: s.run, Status: st, Step: s.step, Tokens: s.tokens, CostMicros: s.cost, Task: s.contract.Task,
 		Coordinator: coordinator, Started: s.started, Tree: s.tree, Parent: s.contract.Parent, Budgets: &bb,
 		Pool: s.contract.Provider.Pool, Tenant: wire.TenantOf(s.run)}
 }
@@ -197,28 +205,6 @@ func (s *runState) deadline() time.Time {
 		return time.Time{}
 	}
 	return s.started.Add(time.Duration(s.contract.Budget.MaxWall))
-}
-
-// request is the provider call for the next step: the whole transcript.
-func (s *runState) request(tools []protocol.ToolSpec) *protocol.CompletionRequest {
-	msgs := make([]protocol.Message, len(s.messages))
-	copy(msgs, s.messages)
-	return &protocol.CompletionRequest{
-		Model:           s.contract.Provider.Model,
-		System:          systemPrompt,
-		Messages:        msgs,
-		Tools:           tools,
-		MaxOutputTokens: s.contract.Provider.MaxOutputTokens,
-		ReasoningEffort: s.contract.Provider.ReasoningEffort,
-		ThinkingBudget:  thinkingBudget(s.contract.Provider.Thinking),
-	}
-}
-
-func thinkingBudget(t *protocol.ThinkingSpec) int {
-	if t == nil {
-		return 0
-	}
-	return t.BudgetTokens
 }
 
 // overBudget reports whether tokens spent exceed the contract's cap.

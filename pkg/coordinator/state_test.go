@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ioharness/harness/pkg/assemble"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -50,16 +51,17 @@ func TestRebuildFromTheTrace(t *testing.T) {
 	if s.step != 2 || s.tokens != 30 || s.finished != nil {
 		t.Fatalf("state = step %d tokens %d, want step 2 tokens 30", s.step, s.tokens)
 	}
+	msgs := assemble.Assemble(s.assembleInput(inputs{})).Messages
 	var roles []string
-	for _, m := range s.messages {
+	for _, m := range msgs {
 		roles = append(roles, m.Role+":"+m.ToolCallID)
 	}
 	want := []string{"user:", "assistant:", "tool:a", "tool:b", "user:", "assistant:"}
 	if diff := cmp.Diff(want, roles); diff != "" {
 		t.Errorf("transcript (-want +got):\n%s", diff)
 	}
-	if !strings.HasPrefix(s.messages[0].Content, "Task: fix it") || !strings.Contains(s.messages[0].Content, "`go test`") {
-		t.Errorf("first message = %q, want the task and the check", s.messages[0].Content)
+	if !strings.HasPrefix(msgs[0].Content, "Task: fix it") || !strings.Contains(msgs[0].Content, "`go test`") {
+		t.Errorf("first message = %q, want the task and the check", msgs[0].Content)
 	}
 }
 

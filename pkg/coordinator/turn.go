@@ -55,6 +55,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 		// may still be in a worker's hands. Its answer is charged if it
 		// comes while the run goes on; if not, the reservation ages out.
 	}()
+	d.asm = d.assemble(ctx, step)
 	attempt := 1
 	if d.recovering {
 		d.recovering = false
@@ -67,7 +68,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 	var turn *protocol.Turn
 	retries := 0
 	err := retrying(ctx, publishBackoff, func() error {
-		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: attempt, Request: *s.request(d.tools), Deadline: s.deadline(),
+		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: attempt, Request: *d.asm.req, Deadline: s.deadline(),
 			Policy: d.pol.Protocol(), Expires: time.Now().Add(d.c.cfg.TurnTimeout)}
 		data, err := json.Marshal(task)
 		if err != nil {

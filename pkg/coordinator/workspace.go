@@ -44,7 +44,7 @@ func (d *driver) open(ctx context.Context) error {
 		case err == nil && reply.Error != nil:
 			return done(reply.Error)
 		case err == nil:
-			d.node, d.tools = reply.Node, reply.Tools
+			d.node, d.tools, d.toolchain = reply.Node, reply.Tools, reply.Toolchain
 			d.log.Info("workspace opened", "sandboxer", d.node)
 			return nil
 		case ctx.Err() != nil:

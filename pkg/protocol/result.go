@@ -74,12 +74,16 @@ type Result struct {
 // RunState is the run index entry (KV bucket harness-runs): where a run
 // stands now. The trace is the truth; this is a cache of it.
 type RunState struct {
-	Run         string    `json:"run"`
-	Status      Status    `json:"status"`
-	Outcome     Outcome   `json:"outcome,omitempty"`
-	Step        int       `json:"step"`
-	Tokens      int64     `json:"tokens"`
-	CostMicros  int64     `json:"cost_micros,omitempty"`
+	Run        string  `json:"run"`
+	Status     Status  `json:"status"`
+	Outcome    Outcome `json:"outcome,omitempty"`
+	Step       int     `json:"step"`
+	Tokens     int64   `json:"tokens"`
+	CostMicros int64   `json:"cost_micros,omitempty"`
+	// Usage is what the run's committed turns reported, summed: the
+	// input with its cache reads and writes, the output with its
+	// reasoning, and the providers' own cost.
+	Usage       *Usage    `json:"usage,omitempty"`
 	Task        string    `json:"task"`
 	Coordinator string    `json:"coordinator,omitempty"`
 	Reason      string    `json:"reason,omitempty"`

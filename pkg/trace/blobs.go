@@ -67,25 +67,34 @@ func (b *Blobs) Slim(ctx context.Context, rec *protocol.Record, limit int) *prot
 			}
 		}
 	}
-	if len(rec.Observations) > 0 {
-		out.Observations = make([]protocol.Observation, len(rec.Observations))
-		for i, o := range rec.Observations {
-			if len(o.Content) > limit {
-				if ref, err := b.Put(ctx, []byte(o.Content)); err == nil {
-					o.Ref, o.Size, o.Content = ref, len(o.Content), ""
-				}
-			}
-			if o.Image != nil {
-				if data, err := json.Marshal(o.Image); err == nil {
-					if ref, err := b.Put(ctx, data); err == nil {
-						o.ImageRef, o.Image = ref, nil
-					}
-				}
-			}
-			out.Observations[i] = o
-		}
-	}
+	out.Observations = b.slim(ctx, rec.Observations, limit)
+	out.Rereads = b.slim(ctx, rec.Rereads, limit) // a file read again is as large as the read
 	return &out
+}
+
+// slim returns a copy of obs with large content and every image held by
+// reference.
+func (b *Blobs) slim(ctx context.Context, obs []protocol.Observation, limit int) []protocol.Observation {
+	if len(obs) == 0 {
+		return obs
+	}
+	out := make([]protocol.Observation, len(obs))
+	for i, o := range obs {
+		if len(o.Content) > limit {
+			if ref, err := b.Put(ctx, []byte(o.Content)); err == nil {
+				o.Ref, o.Size, o.Content = ref, len(o.Content), ""
+			}
+		}
+		if o.Image != nil {
+			if data, err := json.Marshal(o.Image); err == nil {
+				if ref, err := b.Put(ctx, data); err == nil {
+					o.ImageRef, o.Image = ref, nil
+				}
+			}
+		}
+		out[i] = o
+	}
+	return out
 }
 
 // Resolve fills in the content that records hold by reference (turns,
@@ -106,26 +115,37 @@ func (b *Blobs) Resolve(ctx context.Context, recs []protocol.Record) error {
 			}
 			r.Turn = &t
 		}
-		for j := range r.Observations {
-			o := &r.Observations[j]
-			if o.Ref != "" && o.Content == "" {
-				data, err := b.Get(ctx, o.Ref)
-				if err != nil {
-					return err
-				}
-				o.Content = string(data)
+		if err := b.resolve(ctx, r.Observations); err != nil {
+			return err
+		}
+		if err := b.resolve(ctx, r.Rereads); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolve fills in obs's content and images held by reference, in place.
+func (b *Blobs) resolve(ctx context.Context, obs []protocol.Observation) error {
+	for j := range obs {
+		o := &obs[j]
+		if o.Ref != "" && o.Content == "" {
+			data, err := b.Get(ctx, o.Ref)
+			if err != nil {
+				return err
 			}
-			if o.ImageRef != "" && o.Image == nil {
-				data, err := b.Get(ctx, o.ImageRef)
-				if err != nil {
-					return err
-				}
-				var img protocol.Image
-				if err := json.Unmarshal(data, &img); err != nil {
-					return fmt.Errorf("decode image blob %s: %w", o.ImageRef, err)
-				}
-				o.Image = &img
+			o.Content = string(data)
+		}
+		if o.ImageRef != "" && o.Image == nil {
+			data, err := b.Get(ctx, o.ImageRef)
+			if err != nil {
+				return err
 			}
+			var img protocol.Image
+			if err := json.Unmarshal(data, &img); err != nil {
+				return fmt.Errorf("decode image blob %s: %w", o.ImageRef, err)
+			}
+			o.Image = &img
 		}
 	}
 	return nil
