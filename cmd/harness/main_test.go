@@ -87,6 +87,26 @@ func TestRunExample(t *testing.T) {
 	if n := strings.Count(out, "\n"); code != exitOK || n != 5 {
 		t.Errorf("trace --json = %d with %d lines, want 5 records", code, n)
 	}
+	// What the model was sent at step 2, rebuilt from the trace: the task,
+	// the first turn, its result and the failed check, as text and as JSON.
+	code, out, _ = cli(t, t.Context(), nil, "trace", "--turn", "2", "--data", data, runs[1])
+	if code != exitOK || !strings.Contains(out, "step 2 of "+runs[1]) || !strings.Contains(out, "[tool result ") || !strings.Contains(out, "Task: ") {
+		t.Errorf("trace --turn 2 = %d %q, want the request of step 2", code, out)
+	}
+	code, out, _ = cli(t, t.Context(), nil, "trace", "--turn", "2", "--json", "--data", data, runs[1])
+	var sent struct {
+		Request  protocol.CompletionRequest `json:"request"`
+		Assembly protocol.Assembly          `json:"assembly"`
+	}
+	if err := json.Unmarshal([]byte(out), &sent); code != exitOK || err != nil || len(sent.Request.Messages) != 4 || sent.Assembly.Reported == 0 {
+		t.Errorf("trace --turn 2 --json = %d %v %q, want the task, a turn, its result and the check's note, with the provider's count", code, err, out)
+	}
+	if code, _, errOut := cli(t, t.Context(), nil, "trace", "--turn", "9", "--data", data, runs[1]); code != exitError || !strings.Contains(errOut, "no step 9") {
+		t.Errorf("trace --turn 9 = %d %q, want an error saying there is no step 9", code, errOut)
+	}
+	if code, out, _ := cli(t, t.Context(), nil, "status", "--data", data, runs[0]); code != exitOK || !strings.Contains(out, "input    1612 (0 cached, 0 written to the cache)") {
+		t.Errorf("status = %d %q, want the input with its cache reads and writes", code, out)
+	}
 	if code, _, errOut := cli(t, t.Context(), nil, "status", "--data", data, "no-such-run"); code != exitError || !strings.Contains(errOut, "unknown_run") {
 		t.Errorf("status of an unknown run = %d %q, want an unknown_run error", code, errOut)
 	}
