@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ioharness/harness"
@@ -21,6 +22,7 @@ import (
 // told to go on after the cut), and the run finishes at the fourth turn.
 func TestFinishReasonsActedOn(t *testing.T) {
 	ws := t.TempDir()
+	var mu sync.Mutex // the scripted provider answers on the worker's goroutine
 	var sent []*protocol.CompletionRequest
 	turns := []*protocol.Turn{
 		{FinishReason: "length", ToolCalls: []protocol.ToolCall{write("cut", "cut.txt")}},
@@ -29,6 +31,8 @@ func TestFinishReasonsActedOn(t *testing.T) {
 		{FinishReason: "end_turn", Text: "done"},
 	}
 	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		sent = append(sent, req)
 		return turns[call-1], nil
 	})
@@ -42,6 +46,8 @@ func TestFinishReasonsActedOn(t *testing.T) {
 	if obs := observation(t, h, "cut"); obs == nil || obs.State() != protocol.CallNotRun {
 		t.Errorf("the cut call's observation = %+v, want not_run", obs)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	// After the pause the transcript ends with the paused turn, as the
 	// provider continues it; after the cut the model is told to go on.
 	if last := lastMessage(sent[2]); last.Role != protocol.RoleAssistant || last.Content != "searching…" {
@@ -88,12 +94,15 @@ func TestRefusalToldOnceWithACheck(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := t.TempDir()
-			var sent []*protocol.CompletionRequest
+			var mu sync.Mutex // the scripted provider answers on the worker's goroutine
+	var sent []*protocol.CompletionRequest
 			turns := []*protocol.Turn{
 				{FinishReason: "refusal", Text: "No.", ToolCalls: []protocol.ToolCall{write("r", "refused.txt")}},
 				tt.second,
 			}
 			agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+				mu.Lock()
+				defer mu.Unlock()
 				sent = append(sent, req)
 				return turns[call-1], nil
 			})
@@ -114,6 +123,8 @@ func TestRefusalToldOnceWithACheck(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(ws, "refused.txt")); err == nil {
 				t.Errorf("refused.txt was written by a refusal's call")
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			if last := lastMessage(sent[1]); last.Role != protocol.RoleUser || !strings.Contains(last.Content, "[refusal]") {
 				t.Errorf("the request after the refusal ends with %s %q, want the refusal note", last.Role, last.Content)
 			}

@@ -212,9 +212,22 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		unrun = "[not run] the turn that made this call was a refusal; no call of it is carried out."
 	}
 	for i := range turn.ToolCalls {
-		call := &turn.ToolCalls[i]
-		if call.ID == "" {
+		if call := &turn.ToolCalls[i]; call.ID == "" {
 			call.ID = fmt.Sprintf("call_%d_%d", step, i)
+		}
+	}
+	for i := 0; i < len(turn.ToolCalls); i++ {
+		call := &turn.ToolCalls[i]
+		if j := d.spawns(turn.ToolCalls, i); unrun == "" && pending == nil && j > i+1 {
+			// Sub-agents asked for side by side run side by side; their
+			// outcomes are composed back in the order the model asked.
+			for _, obs := range d.spawnAll(ctx, step, i, turn.ToolCalls[i:j]) {
+				rec.Changed = rec.Changed || obs.Changed
+				d.c.emit(s.run, step, protocol.EventObserved, &protocol.Event{Tool: obs.Tool, Text: clip(obs.Content, 2000), IsError: obs.IsError, Status: obs.State()})
+				rec.Observations = append(rec.Observations, *obs)
+			}
+			i = j - 1
+			continue
 		}
 		if unrun != "" {
 			rec.Observations = append(rec.Observations, protocol.Observation{CallID: call.ID, Tool: call.Name, Status: protocol.CallNotRun, IsError: true, Content: unrun})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -246,6 +247,32 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	}
 	obs.Changed = st.Step > 0 // it may have changed the workspace
 	obs.Content = fmt.Sprintf("[child %q -> %s after %d steps] %s", clip(a.Goal, 200), st.Outcome, st.Step, clip(st.Reason, 1000))
+	return obs
+}
+
+// spawns is the end of the run of spawn_agent calls that begins at i
+// (i itself when calls[i] is none).
+func (d *driver) spawns(calls []protocol.ToolCall, i int) int {
+	j := i
+	for j < len(calls) && calls[j].Name == SpawnTool && d.spawning && d.offers(SpawnTool) {
+		j++
+	}
+	return j
+}
+
+// spawnAll starts the sub-agents of consecutive spawn_agent calls (the
+// first the step's call first) at once and waits for them all, the run's
+// slot lent back meanwhile; the observations are in the calls' order.
+func (d *driver) spawnAll(ctx context.Context, step, first int, calls []protocol.ToolCall) []*protocol.Observation {
+	obs := make([]*protocol.Observation, len(calls))
+	_ = d.waitIdle(ctx, func() {
+		var wg sync.WaitGroup
+		for k := range calls {
+			d.c.emit(d.s.run, step, protocol.EventToolCall, &protocol.Event{Tool: calls[k].Name, Target: target(&calls[k])})
+			wg.Go(func() { obs[k] = d.spawn(ctx, step, first+k, &calls[k]) })
+		}
+		wg.Wait()
+	})
 	return obs
 }
 

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
@@ -101,4 +103,120 @@ func TestParentsWaitingHoldNoSlot(t *testing.T) {
 			t.Errorf("child of %s wrote nothing: %v", task, err)
 		}
 	}
+}
+
+// TestSpawnsOfOneTurnRunSideBySide has a parent ask for four sub-agents in
+// one turn: each sub-agent's first provider call waits until all four are
+// in flight, so they finish only if they run side by side (one after the
+// other, the first would wait alone and give up); each does its part, and
+// the parent hears the four outcomes in the order it asked.
+func TestSpawnsOfOneTurnRunSideBySide(t *testing.T) {
+	const children = 4
+	ws := t.TempDir()
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	all := make(chan struct{})
+	var heard []string
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		task := req.Messages[0].Content
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case strings.Contains(task, "Task: part "):
+			name := strings.Fields(strings.SplitN(task, "part ", 2)[1])[0]
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file",
+				Arguments: json.RawMessage(`{"path":"` + name + `.txt","content":"ok"}`)}}}, nil
+		case last.Role == protocol.RoleTool:
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range req.Messages {
+				if m.Role == protocol.RoleTool {
+					heard = append(heard, m.Content)
+				}
+			}
+			return &protocol.Turn{Text: "done"}, nil
+		}
+		var calls []protocol.ToolCall
+		for k := range children {
+			calls = append(calls, protocol.ToolCall{ID: fmt.Sprintf("s%d", k), Name: "spawn_agent",
+				Arguments: json.RawMessage(fmt.Sprintf(`{"goal":"part c%d","verify_file":"c%d.txt","verify_contains":"ok","max_steps":2}`, k, k))})
+		}
+		return &protocol.Turn{ToolCalls: calls}, nil
+	})
+	// The scripted provider answers one call at a time; the children's
+	// barrier is a provider of its own in front of it.
+	barrier := &barrierProvider{next: agent, n: children, all: all, enter: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight++
+		most = max(most, inFlight)
+	}, leave: func() {
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight--
+	}}
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: barrier, NoTakeover: true})
+	c := contract(ws)
+	c.Task = "parent"
+	c.Budget.MaxSteps = 3
+	c.Budget.Tree = &protocol.TreeBudget{MaxAgents: children + 1, MaxSteps: 20}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("fans-out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("parent = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != children {
+		t.Errorf("at most %d sub-agents' calls were in flight at once, want %d", most, children)
+	}
+	if len(heard) != children {
+		t.Fatalf("the parent heard %d outcomes, want %d: %q", len(heard), children, heard)
+	}
+	for k, h := range heard {
+		if !strings.Contains(h, fmt.Sprintf("part c%d", k)) || !strings.Contains(h, "-> success") {
+			t.Errorf("outcome %d = %q, want part c%d's success, in the order asked", k, h, k)
+		}
+	}
+}
+
+// barrierProvider holds each sub-agent's first call until n of them are
+// in flight (or gives up after a while, answering with nothing to do),
+// then passes every call to next.
+type barrierProvider struct {
+	next         provider.Provider
+	n            int
+	all          chan struct{}
+	enter, leave func()
+	mu           sync.Mutex
+	arrived      int
+}
+
+func (b *barrierProvider) Name() string { return "barrier" }
+
+func (b *barrierProvider) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
+	if strings.Contains(req.Messages[0].Content, "Task: part ") && len(req.Messages) == 1 {
+		b.enter()
+		b.mu.Lock()
+		if b.arrived++; b.arrived == b.n {
+			close(b.all)
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.all:
+		case <-time.After(30 * time.Second):
+			b.leave()
+			return &protocol.Turn{Text: "alone"}, nil // no sibling came: the part is not done
+		case <-ctx.Done():
+			b.leave()
+			return nil, ctx.Err()
+		}
+		b.leave()
+	}
+	return b.next.Complete(ctx, req)
 }
