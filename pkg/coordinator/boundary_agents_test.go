@@ -169,14 +169,18 @@ func TestSpawnAgentNarrows(t *testing.T) {
 		spawnCall("private", map[string]any{"goal": "write the note", "verify_file": "private/key.txt", "verify_contains": "x"}),
 		spawnCall("widen", with(map[string]any{"goal": "write the note", "allow_write": []string{"*"}})),
 		spawnCall("blank", with(map[string]any{"goal": "write the note", "deny_write": []string{""}})),
-		spawnCall("narrowed", with(map[string]any{"goal": "write the note", "deny_write": []string{"note.go"}, "deny_net": []string{"*.example.com"}})),
+		// Its own file: the sub-agents of one turn run side by side, and
+		// the free one's note.go must not pass the narrowed one's check.
+		spawnCall("narrowed", with(map[string]any{"goal": "write the note", "verify_file": "narrow.go", "deny_write": []string{"narrow.go"}, "deny_net": []string{"*.example.com"}})),
 		spawnCall("free", with(map[string]any{"goal": "write the note"})),
 	}
 	var rootCalls atomic.Int32
 	agent := concurrentAgent(func(req *protocol.CompletionRequest) (*protocol.Turn, error) {
-		if strings.Contains(req.Messages[0].Content, "write the note") {
+		if task := req.Messages[0].Content; strings.Contains(task, "write the note") {
+			// Each writes the file its check reads.
+			file := strings.Fields(strings.SplitN(task, "the file ", 2)[1])[0]
 			return &protocol.Turn{Usage: protocol.Usage{InputTokens: 50, OutputTokens: 5},
-				ToolCalls: []protocol.ToolCall{writeCall("w", "note.go", "package calc\n\n// hello\n")}}, nil
+				ToolCalls: []protocol.ToolCall{writeCall("w", file, "package calc\n\n// hello\n")}}, nil
 		}
 		if rootCalls.Add(1) == 1 {
 			return &protocol.Turn{Usage: protocol.Usage{InputTokens: 80, OutputTokens: 9}, ToolCalls: calls}, nil
@@ -235,12 +239,12 @@ func TestSpawnAgentNarrows(t *testing.T) {
 			spawnLayer = &eff.Layers[i]
 		}
 	}
-	wantRules := []protocol.Rule{{Act: "write", Effect: "deny", Pattern: "note.go"}, {Act: "net", Effect: "deny", Pattern: "*.example.com"}}
+	wantRules := []protocol.Rule{{Act: "write", Effect: "deny", Pattern: "narrow.go"}, {Act: "net", Effect: "deny", Pattern: "*.example.com"}}
 	if spawnLayer == nil || fmt.Sprint(spawnLayer.Rules) != fmt.Sprint(wantRules) {
 		t.Errorf("the narrowed sub-agent's spawn layer = %+v, want %v", spawnLayer, wantRules)
 	}
-	if r := refusedBy(narrowed, "w"); r == nil || r.Rule != "note.go" || r.Layer != coordinator.SpawnLayer {
-		t.Errorf("the narrowed sub-agent's write of note.go was refused by %+v, want rule note.go in layer spawn", r)
+	if r := refusedBy(narrowed, "w"); r == nil || r.Rule != "narrow.go" || r.Layer != coordinator.SpawnLayer {
+		t.Errorf("the narrowed sub-agent's write of narrow.go was refused by %+v, want rule narrow.go in layer spawn", r)
 	}
 }
 

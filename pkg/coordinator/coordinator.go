@@ -186,6 +186,9 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	active map[string]bool // runs this coordinator is driving
+	// queued are the decided runs waiting here for a free slot to be
+	// carried on (resumeWhenRoom), first come first served.
+	queued map[string]bool
 	// stops ends the driver of each run driven here, with the cancel that
 	// stopped it as the cause.
 	stops map[string]context.CancelCauseFunc
@@ -232,6 +235,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		log:       cfg.Logger.With("coordinator", cfg.ID),
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]bool),
+		queued:    make(map[string]bool),
 		stops:     make(map[string]context.CancelCauseFunc),
 		ready:     make(chan struct{}),
 	}

@@ -95,7 +95,7 @@ func TestRefusalToldOnceWithACheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := t.TempDir()
 			var mu sync.Mutex // the scripted provider answers on the worker's goroutine
-	var sent []*protocol.CompletionRequest
+			var sent []*protocol.CompletionRequest
 			turns := []*protocol.Turn{
 				{FinishReason: "refusal", Text: "No.", ToolCalls: []protocol.ToolCall{write("r", "refused.txt")}},
 				tt.second,

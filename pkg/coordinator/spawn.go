@@ -135,6 +135,17 @@ func (d *driver) offerSpawn(ctx context.Context) {
 // its message id, so a step replayed after a crash finds the sub-agent it
 // started instead of starting another.
 func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall) *protocol.Observation {
+	obs, run, goal := d.startChild(ctx, step, i, call)
+	if run == "" {
+		return obs
+	}
+	return d.awaitChild(ctx, obs, run, goal)
+}
+
+// startChild starts the sub-agent of a spawn_agent call and waits until a
+// coordinator has taken it. It returns the sub-agent's run id and goal, or
+// no id and the call's observation when it was refused or not taken.
+func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.ToolCall) (*protocol.Observation, string, string) {
 	s := d.s
 	// Until the sub-agent has run, the call is refused (nothing started)
 	// or failed.
@@ -149,12 +160,12 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 		if err != nil {
 			obs.Content += ": " + err.Error()
 		}
-		return obs
+		return obs, "", ""
 	}
 	denies, bad := a.narrowing()
 	if bad != "" {
 		obs.Content = "[spawn refused] " + bad
-		return obs
+		return obs, "", ""
 	}
 	child := *s.contract
 	child.Task = a.Goal
@@ -165,7 +176,7 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	// an explicit allow, before anything is started.
 	if ok, why := gate.Allowed(d.base, child.Verification); !ok {
 		obs.Content = "[spawn refused] " + why + " Name a verify_file you may read."
-		return obs
+		return obs, "", ""
 	}
 	// The sub-agent's contract carries this run's effective policy with
 	// the denies on top; the coordinator that takes it contains it in this
@@ -182,7 +193,7 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	}
 	if err != nil {
 		obs.Content = "[spawn refused] " + err.Error()
-		return obs
+		return obs, "", ""
 	}
 	// The sub-agent's id, and its submission's message id, is the whole
 	// id of the spawning call, tenant prefix included, so two tenants'
@@ -194,18 +205,17 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 	}
 	if r := d.roomForChild(ctx, run, &child); r != nil {
 		obs.Content = "[spawn refused] " + r.Error()
-		return obs
+		return obs, "", ""
 	}
 	if err := d.submitChild(ctx, tenant, run, data); err != nil {
 		obs.Status, obs.Content = protocol.CallFailed, "[spawn error] the sub-agent could not be started: "+err.Error()
-		return obs
+		return obs, "", ""
 	}
 	// Checked here, the contract cannot be refused by the coordinator
 	// that takes it, so nobody waits for its answer: the sub-agent shows
 	// up in the run index.
 	// The wait holds no run slot: with every slot taken by parents
 	// waiting on their sub-agents, none of the sub-agents could start.
-	var st *protocol.RunState
 	_ = d.waitIdle(ctx, func() {
 		wctx, cancel := context.WithTimeout(ctx, d.c.cfg.OpenTimeout)
 		defer cancel()
@@ -221,10 +231,18 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 			d.log.Warn("withdraw a sub-agent no coordinator took", "child", run, "err", werr)
 			obs.Content = fmt.Sprintf("[spawn error] no coordinator took the sub-agent within %s; it stays queued and may yet start", d.c.cfg.OpenTimeout.Round(time.Second))
 		}
-		return obs
+		return obs, "", ""
 	}
 	d.c.emit(s.run, step, protocol.EventSpawned, &protocol.Event{Tool: SpawnTool, Target: run, Text: clip(a.Goal, 200)})
 	d.log.Info("sub-agent started", "child", run, "step", step)
+	return obs, run, a.Goal
+}
+
+// awaitChild waits for a started sub-agent's outcome, which is its call's
+// observation.
+func (d *driver) awaitChild(ctx context.Context, obs *protocol.Observation, run, goal string) *protocol.Observation {
+	var st *protocol.RunState
+	var err error
 	_ = d.waitIdle(ctx, func() {
 		st, err = d.c.index.Wait(ctx, run, func(st *protocol.RunState) bool {
 			return st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed
@@ -246,7 +264,7 @@ func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall
 		obs.Status = protocol.CallFailed
 	}
 	obs.Changed = st.Step > 0 // it may have changed the workspace
-	obs.Content = fmt.Sprintf("[child %q -> %s after %d steps] %s", clip(a.Goal, 200), st.Outcome, st.Step, clip(st.Reason, 1000))
+	obs.Content = fmt.Sprintf("[child %q -> %s after %d steps] %s", clip(goal, 200), st.Outcome, st.Step, clip(st.Reason, 1000))
 	return obs
 }
 
@@ -260,16 +278,21 @@ func (d *driver) spawns(calls []protocol.ToolCall, i int) int {
 	return j
 }
 
-// spawnAll starts the sub-agents of consecutive spawn_agent calls (the
-// first the step's call first) at once and waits for them all, the run's
-// slot lent back meanwhile; the observations are in the calls' order.
+// spawnAll carries out consecutive spawn_agent calls (the first the
+// step's call first): their sub-agents are started one after the other,
+// in the calls' order, so the tree's caps refuse the same calls whatever
+// the timing, and then run side by side, waited for together with the
+// run's slot lent back; the observations are in the calls' order.
 func (d *driver) spawnAll(ctx context.Context, step, first int, calls []protocol.ToolCall) []*protocol.Observation {
 	obs := make([]*protocol.Observation, len(calls))
 	_ = d.waitIdle(ctx, func() {
 		var wg sync.WaitGroup
 		for k := range calls {
 			d.c.emit(d.s.run, step, protocol.EventToolCall, &protocol.Event{Tool: calls[k].Name, Target: target(&calls[k])})
-			wg.Go(func() { obs[k] = d.spawn(ctx, step, first+k, &calls[k]) })
+			o, run, goal := d.startChild(ctx, step, first+k, &calls[k])
+			if obs[k] = o; run != "" {
+				wg.Go(func() { obs[k] = d.awaitChild(ctx, o, run, goal) })
+			}
 		}
 		wg.Wait()
 	})

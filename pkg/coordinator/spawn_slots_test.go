@@ -13,6 +13,8 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -219,4 +221,66 @@ func (b *barrierProvider) Complete(ctx context.Context, req *protocol.Completion
 		b.leave()
 	}
 	return b.next.Complete(ctx, req)
+}
+
+// TestDecisionsDrainAtTheRateOfSlots pauses 20 runs for approval on a
+// coordinator with two slots, then decides them all at once, with the
+// sweep of decided approvals pushed out of reach: every run is carried on
+// to its end, those beyond the free slots queued for the next one. (On
+// this machine the 20 drain in about 0.3 s; carried on only by the
+// coordinator's slower fallbacks, in about 12 s. No figure is asserted.)
+func TestDecisionsDrainAtTheRateOfSlots(t *testing.T) {
+	const runs = 20
+	t.Cleanup(coordinator.SetSweepInterval(time.Hour))
+	ws := t.TempDir()
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		if answered(req) {
+			return &protocol.Turn{Text: "done"}, nil
+		}
+		name := strings.Fields(strings.TrimPrefix(req.Messages[0].Content, "Task: "))[0]
+		return &protocol.Turn{ToolCalls: []protocol.ToolCall{write("w", name+".txt")}}, nil
+	})
+	// Decided runs are carried on by the coordinators that take runs over.
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, MaxRuns: 2})
+	var handles []*harness.RunHandle
+	for i := range runs {
+		c := contract(ws)
+		c.Task = fmt.Sprintf("r%02d writes its file", i)
+		c.Policy.Defaults.Write = "ask"
+		h, err := cl.Submit(t.Context(), c, harness.WithRunID(fmt.Sprintf("asks-%02d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, h)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, h := range handles {
+		if res, err := h.Wait(ctx); err != nil || res.Outcome != protocol.OutcomeAwaitingApproval {
+			t.Fatalf("run %s = %+v, %v; want awaiting_approval", h.ID(), res, err)
+		}
+	}
+	pending, err := cl.Pending(ctx)
+	if err != nil || len(pending) != runs {
+		t.Fatalf("%d pending approvals, %v; want %d", len(pending), err, runs)
+	}
+	for _, ap := range pending {
+		if _, err := cl.Decide(ctx, ap.ID, &protocol.Decision{Approve: true, By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range handles {
+		testkit.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+			st, err := h.Status(ctx)
+			switch {
+			case err != nil:
+				return err
+			case st.Status != protocol.StatusCompleted:
+				return fmt.Errorf("run %s is %s (%s) after its decision, want it carried on to its end", h.ID(), st.Status, st.Reason)
+			case st.Outcome != protocol.OutcomeFinished:
+				t.Errorf("run %s ended %s (%s), want finished", h.ID(), st.Outcome, st.Reason)
+			}
+			return nil
+		})
+	}
 }

@@ -118,7 +118,7 @@ func (c *Coordinator) carryOnDecided(ctx context.Context) {
 }
 
 // sweepInterval is how often carryOnDecided looks over every approval.
-const sweepInterval = 5 * time.Second
+var sweepInterval = 5 * time.Second
 
 // carryOn resumes the run of a decided approval unless it is finished,
 // driven here already, or held by another coordinator. A sweep leaves
@@ -138,9 +138,47 @@ func (c *Coordinator) carryOn(ctx context.Context, ap *protocol.Approval, sweep 
 	if err != nil || st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed || sweep && st.Step > ap.Pending.Step {
 		return
 	}
-	if err := c.Resume(ctx, run); err != nil && !errors.Is(err, protocol.ErrFenced) && !errors.Is(err, errNoRoom) {
+	err = c.Resume(ctx, run)
+	switch {
+	case errors.Is(err, errNoRoom):
+		c.resumeWhenRoom(ctx, run)
+	case err != nil && !errors.Is(err, protocol.ErrFenced):
 		c.log.Warn("carry on a decided run", "run", run, "err", err)
 	}
+}
+
+// resumeWhenRoom carries a decided run on as soon as a slot is free here,
+// in the order the decisions came, rather than at the next sweep: a
+// thousand approvals decided at once drain at the rate slots free up. A
+// run queued already is not queued twice; one another coordinator took
+// meanwhile is fenced, and left to it.
+func (c *Coordinator) resumeWhenRoom(ctx context.Context, run string) {
+	c.mu.Lock()
+	if c.queued[run] {
+		c.mu.Unlock()
+		return
+	}
+	c.queued[run] = true
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.queued, run)
+			c.mu.Unlock()
+		}()
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		if c.driving(run) {
+			<-c.slots
+			return
+		}
+		if err := c.resumeHeld(ctx, run, nil); err != nil && !errors.Is(err, protocol.ErrFenced) {
+			c.log.Warn("carry on a decided run", "run", run, "err", err)
+		}
+	}()
 }
 
 // rewatchWait is how long carryOnDecided waits before watching again.
@@ -174,6 +212,12 @@ func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.
 	default:
 		return errNoRoom
 	}
+	return c.resumeHeld(ctx, run, pol)
+}
+
+// resumeHeld is ResumeWith with a slot already taken for the run: passed
+// on to its driver, or given back when none starts.
+func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.Policy) error {
 	ls, err := c.leases.acquire(ctx, run)
 	if err != nil {
 		<-c.slots
