@@ -244,6 +244,26 @@ func memoryNamed(env *environ, fs *flag.FlagSet, m *memoryFlags, args []string, 
 	return protocol.Workspace{}, nil, exitUsage, false
 }
 
+// memoryTarget is memoryNamed, then the store opened and the workspace
+// resolved as ls resolves it: what rm and clear edit. The caller closes
+// the store with closeFn when s is not nil; otherwise code is the exit.
+func memoryTarget(ctx context.Context, env *environ, fs *flag.FlagSet, m *memoryFlags, args []string, want int) (s *memory.Store, ws protocol.Workspace, pos []string, closeFn func(), code int) {
+	ws, pos, code, ok := memoryNamed(env, fs, m, args, want)
+	if !ok {
+		return nil, ws, nil, nil, code
+	}
+	s, closeFn, code = m.open(ctx, env)
+	if s == nil {
+		return nil, ws, nil, nil, code
+	}
+	ws, _, err := memoryResolve(ctx, s, ws)
+	if err != nil {
+		closeFn()
+		return nil, ws, nil, nil, memoryError(env, err)
+	}
+	return s, ws, pos, closeFn, exitOK
+}
+
 // memoryError reports err and returns its exit code: a usage error for a
 // key or workspace that has no notes, an error otherwise.
 func memoryError(env *environ, err error) int {
@@ -258,19 +278,11 @@ func memoryRm(ctx context.Context, env *environ, args []string) int {
 	fs, m := newMemoryFlags(env, "rm", "(--workspace ROOT | --snapshot REF) [flags] KEY",
 		`Forgets the note under KEY in a workspace's memory. A key it does not keep
 is an error naming the keys it does.`)
-	ws, pos, code, ok := memoryNamed(env, fs, m, args, 1)
-	if !ok {
-		return code
-	}
-	s, closeFn, code := m.open(ctx, env)
+	s, ws, pos, closeFn, code := memoryTarget(ctx, env, fs, m, args, 1)
 	if s == nil {
 		return code
 	}
 	defer closeFn()
-	ws, _, err := memoryResolve(ctx, s, ws)
-	if err != nil {
-		return memoryError(env, err)
-	}
 	if err := s.Delete(ctx, ws, pos[0]); err != nil {
 		return memoryError(env, err)
 	}
@@ -289,19 +301,11 @@ func memoryClear(ctx context.Context, env *environ, args []string) int {
 	fs, m := newMemoryFlags(env, "clear", "(--workspace ROOT | --snapshot REF) [flags]",
 		`Forgets every note of a workspace. A workspace that keeps none is an error,
 for a mistyped root.`)
-	ws, _, code, ok := memoryNamed(env, fs, m, args, 0)
-	if !ok {
-		return code
-	}
-	s, closeFn, code := m.open(ctx, env)
+	s, ws, _, closeFn, code := memoryTarget(ctx, env, fs, m, args, 0)
 	if s == nil {
 		return code
 	}
 	defer closeFn()
-	ws, _, err := memoryResolve(ctx, s, ws)
-	if err != nil {
-		return memoryError(env, err)
-	}
 	n, err := s.Clear(ctx, ws)
 	if err != nil {
 		return memoryError(env, err)

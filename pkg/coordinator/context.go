@@ -1,10 +1,11 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
+	"slices"
 
 	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/pkg/assemble"
@@ -145,14 +146,10 @@ func (s *runState) assembleInput(in inputs) assemble.Input {
 	if hint := toolchain.Describe(tc, in.allowed); hint != "" {
 		task += "\n\n" + hint
 	}
-	steps := s.steps
-	if len(s.lead) > 0 {
-		// Messages before the first step ride after the task.
-		for _, m := range s.lead {
-			task += "\n\n" + m.Content
-		}
+	for _, m := range s.lead {
+		task += "\n\n" + m.Content // messages before the first step ride after the task
 	}
-	return assemble.Input{System: systemPrompt, Tools: in.tools, Task: task, Notes: s.notes, Steps: steps,
+	return assemble.Input{System: systemPrompt, Tools: in.tools, Task: task, Notes: s.notes, Steps: s.steps,
 		Budget: s.budget(), Output: s.contract.Provider.MaxOutputTokens, BytesPerToken: s.bytesPerToken(),
 		Step: s.step + 1, Fresh: in.fresh}
 }
@@ -211,8 +208,8 @@ func (d *driver) assemble(ctx context.Context, step int) *assembled {
 	a := &assembled{}
 	if len(out.Stale) > 0 {
 		in.fresh = map[string]string{}
-		for _, st := range out.Stale {
-			obs := d.reread(ctx, step, st)
+		for k, st := range out.Stale {
+			obs := d.reread(ctx, step, k, st)
 			in.fresh[st.CallID] = obs.Content
 			a.rereads = append(a.rereads, *obs)
 			d.c.emit(s.run, step, protocol.EventReread, &protocol.Event{Tool: "read_file", Target: st.Path, IsError: obs.IsError, Status: obs.State()})
@@ -236,7 +233,7 @@ func (d *driver) assemble(ctx context.Context, step int) *assembled {
 // run's policy as any read is (a link judged by its target, on the
 // sandboxer): what the file holds now, or a stub saying why it could not
 // be read.
-func (d *driver) reread(ctx context.Context, step int, st assemble.Stale) *protocol.Observation {
+func (d *driver) reread(ctx context.Context, step, k int, st assemble.Stale) *protocol.Observation {
 	args, _ := json.Marshal(map[string]string{"path": st.Path})
 	call := &protocol.ToolCall{ID: st.CallID, Name: "read_file", Arguments: args}
 	stub := func(why string) *protocol.Observation {
@@ -250,7 +247,7 @@ func (d *driver) reread(ctx context.Context, step int, st assemble.Stale) *proto
 	case v.Effect != policy.Allow:
 		return stub(v.Refusal())
 	}
-	obs := d.dispatch(ctx, fmt.Sprintf("%s.%d.reread.%s", d.s.run, step, path.Base(st.CallID)), call, "")
+	obs := d.dispatch(ctx, fmt.Sprintf("%s.%d.reread.%d", d.s.run, step, k), call, "")
 	if obs.IsError {
 		return stub(obs.Content)
 	}
@@ -259,15 +256,9 @@ func (d *driver) reread(ctx context.Context, step int, st assemble.Stale) *proto
 }
 
 func sameTools(a, b []protocol.ToolSpec) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || string(a[i].Parameters) != string(b[i].Parameters) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y protocol.ToolSpec) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
 }
 
 // Request is what a run's model was sent at step: its request rebuilt from
@@ -293,7 +284,7 @@ func Request(run string, recs []protocol.Record, step int) (*protocol.Completion
 	if err != nil {
 		return nil, nil, err
 	}
-	pol, err := s.compiled()
+	_, pol, err := s.compiled()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -309,9 +300,6 @@ func Request(run string, recs []protocol.Record, step int) (*protocol.Completion
 	}
 	out := assemble.Assemble(s.assembleInput(in))
 	stats := out.Stats
-	if at.Assembled != nil {
-		stats.Reported = at.Assembled.Reported
-	}
 	if at.Turn != nil {
 		stats.Reported = at.Turn.Usage.InputTokens
 	}

@@ -126,34 +126,31 @@ func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protoc
 // compilePolicy sets the driver's policy: the run's effective one (a
 // sub-agent's contained in its parent's, as its trace records it), with
 // the rules people asked to remember on top.
-func (d *driver) compilePolicy() error {
-	base, err := policy.FromProtocol(d.s.policy)
-	if err != nil {
-		return fmt.Errorf("compile the run's policy: %w", err)
-	}
-	d.base = base
-	d.pol, err = d.s.compiled()
+func (d *driver) compilePolicy() (err error) {
+	d.base, d.pol, err = d.s.compiled()
 	return err
 }
 
-// compiled is the run's policy with the rules people remembered on top.
-func (s *runState) compiled() (*policy.Policy, error) {
-	base, err := policy.FromProtocol(s.policy)
+// compiled is the run's policy alone (base) and with the rules people
+// remembered on top (pol).
+func (s *runState) compiled() (base, pol *policy.Policy, err error) {
+	base, err = policy.FromProtocol(s.policy)
 	if err != nil {
-		return nil, fmt.Errorf("compile the run's policy: %w", err)
+		return nil, nil, fmt.Errorf("compile the run's policy: %w", err)
 	}
 	var rules []policy.Rule
 	for _, r := range s.remembered {
 		pr, err := policy.ParseRule(r)
 		if err != nil {
-			return nil, fmt.Errorf("remembered rule: %w", err)
+			return nil, nil, fmt.Errorf("remembered rule: %w", err)
 		}
 		rules = append(rules, pr)
 	}
+	pol = base
 	if len(rules) > 0 {
-		base = base.Remember(rules...)
+		pol = base.Remember(rules...)
 	}
-	return base, nil
+	return base, pol, nil
 }
 
 func (d *driver) pausedState(why string) *protocol.RunState {
