@@ -186,6 +186,7 @@ func (c *Coordinator) indexFinished(ctx context.Context, s *runState) {
 	st.Outcome, st.Reason = f.Outcome, f.Reason
 	c.putState(ctx, st)
 	c.emit(s.run, s.step, protocol.EventFinished, &protocol.Event{Outcome: f.Outcome, Tokens: s.tokens, Text: f.Reason})
+	c.freeRunPlace(ctx, s) // after the event: whoever takes the place is never seen running beside this run
 }
 
 // resolve fills in content held by reference, in place.

@@ -123,7 +123,9 @@ func (d *driver) offerSpawn(ctx context.Context) {
 		return
 	}
 	c := ceilingOf(root.Contract, root.Time)
-	if c.Agents > 1 && s.depth < c.Depth {
+	// max_concurrent 1 is the root's own place: a sub-agent would wait
+	// for it for ever.
+	if c.Agents > 1 && s.depth < c.Depth && root.Contract.Budget.Tree.MaxConcurrent != 1 {
 		d.tools = append(d.tools, spawnSpec)
 		d.spawning = true
 	}
@@ -135,17 +137,34 @@ func (d *driver) offerSpawn(ctx context.Context) {
 // its message id, so a step replayed after a crash finds the sub-agent it
 // started instead of starting another.
 func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall) *protocol.Observation {
-	obs, run, goal := d.startChild(ctx, step, i, call)
-	if run == "" {
-		return obs
+	pl, err := d.treePlaces(ctx)
+	if err != nil {
+		return spawnFailed(call, err)
 	}
-	return d.awaitChild(ctx, obs, run, goal)
+	var obs *protocol.Observation
+	d.aside(ctx, pl, func() {
+		o, run, goal := d.startChild(ctx, step, i, call, pl)
+		if run != "" {
+			o = d.awaitChild(ctx, o, run, goal, pl)
+		}
+		obs = o
+	})
+	return obs
+}
+
+// spawnFailed is the observation of a spawn_agent call whose tree could
+// not be read: nothing was started.
+func spawnFailed(call *protocol.ToolCall, err error) *protocol.Observation {
+	return &protocol.Observation{CallID: call.ID, Tool: call.Name, IsError: true, Status: protocol.CallFailed,
+		Content: "[spawn error] the sub-agent could not be started: the tree's root could not be read: " + err.Error()}
 }
 
 // startChild starts the sub-agent of a spawn_agent call and waits until a
-// coordinator has taken it. It returns the sub-agent's run id and goal, or
+// coordinator has taken it. Where the tree caps how many of its agents
+// run at once (pl), the sub-agent is given a place first, waiting for one
+// as long as the run may. It returns the sub-agent's run id and goal, or
 // no id and the call's observation when it was refused or not taken.
-func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.ToolCall) (*protocol.Observation, string, string) {
+func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.ToolCall, pl places) (*protocol.Observation, string, string) {
 	s := d.s
 	// Until the sub-agent has run, the call is refused (nothing started)
 	// or failed.
@@ -186,12 +205,18 @@ func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.Too
 		pol = pol.WithLayer(SpawnLayer, denies...)
 	}
 	child.Policy = pol.Protocol()
-	child.Budget = d.childBudget(a.MaxSteps)
-	data, err := json.Marshal(&child)
-	if err == nil {
-		_, err = protocol.DecodeContract(data) // refused here, not after a submission a replay would take for a start
+	// The budget is set again after a wait for a place: what the parent
+	// has left of its time is less.
+	var data []byte
+	encode := func() error {
+		child.Budget = d.childBudget(a.MaxSteps)
+		var err error
+		if data, err = json.Marshal(&child); err == nil {
+			_, err = protocol.DecodeContract(data) // refused here, not after a submission a replay would take for a start
+		}
+		return err
 	}
-	if err != nil {
+	if err := encode(); err != nil {
 		obs.Content = "[spawn refused] " + err.Error()
 		return obs, "", ""
 	}
@@ -207,7 +232,31 @@ func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.Too
 		obs.Content = "[spawn refused] " + r.Error()
 		return obs, "", ""
 	}
+	if pl.limit > 0 {
+		queued, refusal := d.placeForChild(ctx, run, pl)
+		if refusal != "" {
+			obs.Content = "[spawn refused] " + refusal
+			return obs, "", ""
+		}
+		if queued {
+			// The tree went on drawing while the spawn waited.
+			refused := encode()
+			if refused == nil {
+				if r := d.roomForChild(ctx, run, &child); r != nil {
+					refused = r
+				}
+			}
+			if refused != nil {
+				d.freePlace(ctx, run)
+				obs.Content = "[spawn refused] " + refused.Error()
+				return obs, "", ""
+			}
+		}
+	}
 	if err := d.submitChild(ctx, tenant, run, data); err != nil {
+		if pl.limit > 0 {
+			d.freePlace(ctx, run)
+		}
 		obs.Status, obs.Content = protocol.CallFailed, "[spawn error] the sub-agent could not be started: "+err.Error()
 		return obs, "", ""
 	}
@@ -216,10 +265,12 @@ func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.Too
 	// up in the run index.
 	// The wait holds no run slot: with every slot taken by parents
 	// waiting on their sub-agents, none of the sub-agents could start.
+	var err error
+	var st *protocol.RunState
 	_ = d.waitIdle(ctx, func() {
 		wctx, cancel := context.WithTimeout(ctx, d.c.cfg.OpenTimeout)
 		defer cancel()
-		_, err = d.c.index.Wait(wctx, run, func(*protocol.RunState) bool { return true })
+		st, err = d.c.index.Wait(wctx, run, func(*protocol.RunState) bool { return true })
 	})
 	if err != nil {
 		// Withdrawn, so that it never runs unseen after its parent was
@@ -230,8 +281,13 @@ func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.Too
 		if werr := d.withdraw(ctx, run); werr != nil {
 			d.log.Warn("withdraw a sub-agent no coordinator took", "child", run, "err", werr)
 			obs.Content = fmt.Sprintf("[spawn error] no coordinator took the sub-agent within %s; it stays queued and may yet start", d.c.cfg.OpenTimeout.Round(time.Second))
+		} else if pl.limit > 0 {
+			d.freePlace(ctx, run) // it will not run (one that may yet start keeps its place until the place lapses)
 		}
 		return obs, "", ""
+	}
+	if pl.limit > 0 && !runFinished(st) {
+		d.claimPlace(ctx, run, pl)
 	}
 	d.c.emit(s.run, step, protocol.EventSpawned, &protocol.Event{Tool: SpawnTool, Target: run, Text: clip(a.Goal, 200)})
 	d.log.Info("sub-agent started", "child", run, "step", step)
@@ -239,18 +295,21 @@ func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.Too
 }
 
 // awaitChild waits for a started sub-agent's outcome, which is its call's
-// observation.
-func (d *driver) awaitChild(ctx context.Context, obs *protocol.Observation, run, goal string) *protocol.Observation {
+// observation, and then gives back the sub-agent's place among the
+// tree's running agents, if the tree caps them (pl): whoever frees it
+// first, this or the sub-agent's finish, frees it once.
+func (d *driver) awaitChild(ctx context.Context, obs *protocol.Observation, run, goal string, pl places) *protocol.Observation {
 	var st *protocol.RunState
 	var err error
 	_ = d.waitIdle(ctx, func() {
-		st, err = d.c.index.Wait(ctx, run, func(st *protocol.RunState) bool {
-			return st.Status == protocol.StatusCompleted || st.Status == protocol.StatusFailed
-		})
+		st, err = d.c.index.Wait(ctx, run, runFinished)
 	})
 	if err != nil {
 		obs.Status, obs.Content = protocol.CallIndeterminate, "[spawn error] the sub-agent's outcome is unknown: "+err.Error()
 		return obs
+	}
+	if pl.limit > 0 {
+		d.freePlace(ctx, run)
 	}
 	// The child's id stays out of what the model reads, as the run's own
 	// does: a transcript must not depend on which run it is.
@@ -283,18 +342,29 @@ func (d *driver) spawns(calls []protocol.ToolCall, i int) int {
 // in the calls' order, so the tree's caps refuse the same calls whatever
 // the timing, and then run side by side, waited for together with the
 // run's slot lent back; the observations are in the calls' order.
+//
+// Where the tree caps how many of its agents run at once, a call over the
+// cap is not refused: its sub-agent waits for a place (startChild), and
+// those after it wait behind it, while the sub-agents started run.
 func (d *driver) spawnAll(ctx context.Context, step, first int, calls []protocol.ToolCall) []*protocol.Observation {
 	obs := make([]*protocol.Observation, len(calls))
+	pl, plErr := d.treePlaces(ctx)
 	_ = d.waitIdle(ctx, func() {
-		var wg sync.WaitGroup
-		for k := range calls {
-			d.c.emit(d.s.run, step, protocol.EventToolCall, &protocol.Event{Tool: calls[k].Name, Target: target(&calls[k])})
-			o, run, goal := d.startChild(ctx, step, first+k, &calls[k])
-			if obs[k] = o; run != "" {
-				wg.Go(func() { obs[k] = d.awaitChild(ctx, o, run, goal) })
+		d.aside(ctx, pl, func() {
+			var wg sync.WaitGroup
+			for k := range calls {
+				d.c.emit(d.s.run, step, protocol.EventToolCall, &protocol.Event{Tool: calls[k].Name, Target: target(&calls[k])})
+				if plErr != nil {
+					obs[k] = spawnFailed(&calls[k], plErr)
+					continue
+				}
+				o, run, goal := d.startChild(ctx, step, first+k, &calls[k], pl)
+				if obs[k] = o; run != "" {
+					wg.Go(func() { obs[k] = d.awaitChild(ctx, o, run, goal, pl) })
+				}
 			}
-		}
-		wg.Wait()
+			wg.Wait()
+		})
 	})
 	return obs
 }

@@ -96,6 +96,76 @@ type Ledger interface {
 	// tree only if it is absent, so of several callers racing to rebuild
 	// one wins; it reports whether this call rebuilt it.
 	Restore(ctx context.Context, tree string, c Ceiling, spent map[string]Usage) (bool, error)
+
+	// TakePlace gives p.Agent one of the tree's p.Limit places, the bound
+	// on how many of its agents run at once, or queues it behind those
+	// who asked first. An agent holding a place keeps it until FreePlace
+	// (or, for a place not claimed yet, until p.Claim passes); a queued
+	// agent keeps its turn only if it asks again within p.Keep, and is
+	// given a place, first come first served, as places are freed: its
+	// next TakePlace reports it held. Asking again while holding or
+	// queued changes nothing but the queued turn's Keep. A Running take
+	// holds a place at once, over the limit if need be, and takes the
+	// agent out of the queue. The tree must exist (ErrTreeUnknown), but
+	// the agent need not be registered: a place is taken before a
+	// sub-agent is submitted.
+	TakePlace(ctx context.Context, p PlaceRequest) (Place, error)
+
+	// FreePlace gives the agent's place back, or takes it out of the
+	// queue, and hands the freed place to the first agent queued. It is
+	// idempotent by agent: it reports whether the agent held a place or
+	// was queued, and freeing it again frees nothing. It returns
+	// ErrTreeUnknown if the tree does not exist.
+	FreePlace(ctx context.Context, tree, agent string) (bool, error)
+}
+
+// PlaceWatcher is implemented by ledgers that can tell a queued agent
+// when a place may have been given, so that it need not only poll
+// TakePlace. Both Memory and Redis implement it.
+type PlaceWatcher interface {
+	// WatchPlaces returns a channel that receives (a value at most
+	// pending, however many places were given meanwhile) each time a
+	// place of the tree is given to a queued agent, until ctx ends. A
+	// notice may be lost (a Redis connection that drops): a waiter still
+	// asks TakePlace again now and then.
+	WatchPlaces(ctx context.Context, tree string) (<-chan struct{}, error)
+}
+
+// PlaceRequest asks for one of the places of a tree whose agents may run
+// only so many at once (a contract's budget.tree.max_concurrent).
+type PlaceRequest struct {
+	// Tree is the root run's id.
+	Tree string `json:"tree"`
+	// Agent is the run that is to hold the place.
+	Agent string `json:"agent"`
+	// Limit is how many places the tree has, 0 for no cap. The caller
+	// reads it from the root's contract, the only place it is set, and
+	// passes the same in every request of the tree; the latest is the one
+	// a freed place is handed on under.
+	Limit int `json:"limit"`
+	// Running holds a place for an agent that runs already (the root, or
+	// a sub-agent found started): at once, over Limit if need be, kept
+	// until freed. A place the agent held unclaimed is claimed by it.
+	Running bool `json:"running,omitempty"`
+	// Claim is how long a place given to an agent that has not started
+	// is kept for it unclaimed (a Running take claims it); zero keeps it
+	// until freed. An agent whose starter died before starting it so
+	// holds no place for ever.
+	Claim time.Duration `json:"claim,omitempty"`
+	// Keep is how long a queued agent keeps its turn after it last asked.
+	// It must be positive unless Running.
+	Keep time.Duration `json:"keep,omitempty"`
+}
+
+// Place is where an agent stands for one of its tree's places.
+type Place struct {
+	// Held is true when the agent holds one of the places.
+	Held bool `json:"held"`
+	// Ahead is how many agents are queued before it, when it does not
+	// hold a place.
+	Ahead int `json:"ahead,omitempty"`
+	// Taken is how many of the tree's places are held, its own included.
+	Taken int `json:"taken"`
 }
 
 // Usage is an amount in every drawable dimension: what a reservation holds,
@@ -270,6 +340,11 @@ type Totals struct {
 	Remaining Limits `json:"remaining"`
 	// Agents holds every registered agent's standing by run id.
 	Agents map[string]AgentTotals `json:"agents"`
+	// Places lists the agents holding one of the tree's places, sorted,
+	// and Queued those waiting for one, first come first; both are nil
+	// when empty.
+	Places []string `json:"places,omitempty"`
+	Queued []string `json:"queued,omitempty"`
 }
 
 // AgentTotals is one agent's standing.
@@ -424,6 +499,28 @@ func validateRestore(tree string, c Ceiling, spent map[string]Usage) error {
 		if err := validateUsage("spent", u); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// maxPlaceTTL bounds a place request's Claim and Keep.
+const maxPlaceTTL = 7 * 24 * time.Hour
+
+func validatePlace(p PlaceRequest) error {
+	if err := validateTree(p.Tree); err != nil {
+		return err
+	}
+	if err := validateID("agent", p.Agent); err != nil {
+		return err
+	}
+	if err := validateAmount("limit", int64(p.Limit)); err != nil {
+		return err
+	}
+	if p.Claim < 0 || p.Claim > maxPlaceTTL {
+		return protocol.FieldError(protocol.CodeInvalidField, "claim", "use 0 to keep the place until freed, or a duration up to a week", "claim is %v", p.Claim)
+	}
+	if p.Keep < 0 || p.Keep > maxPlaceTTL || (p.Keep < time.Millisecond && !p.Running) {
+		return protocol.FieldError(protocol.CodeInvalidField, "keep", "give a queued agent from 1ms to a week to ask again", "keep is %v", p.Keep)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -28,6 +29,9 @@ type Memory struct {
 	trees   map[string]*memTree
 	keys    map[memKeyID]*memKey
 	sweepAt int // sweep expired keys once len(keys) reaches this
+	// watchers are the channels of WatchPlaces by tree, kept across a
+	// Restore.
+	watchers map[string]map[chan struct{}]struct{}
 }
 
 var _ Ledger = (*Memory)(nil)
@@ -40,6 +44,21 @@ type memTree struct {
 	spent    Usage
 	reserved Usage
 	agents   map[string]*AgentTotals
+	places   memPlaces
+}
+
+// memPlaces are a tree's places (TakePlace): who holds one, until when
+// unless claimed (zero: until freed), and who waits for one.
+type memPlaces struct {
+	limit int
+	held  map[string]time.Time
+	queue []memQueued
+}
+
+type memQueued struct {
+	agent   string
+	expires time.Time     // unless it asks again
+	claim   time.Duration // how long the place it is given is kept unclaimed
 }
 
 type memKeyID struct{ tree, key string }
@@ -331,6 +350,7 @@ func (m *Memory) Totals(ctx context.Context, tree string) (Totals, error) {
 	for id, a := range t.agents {
 		out.Agents[id] = *a
 	}
+	out.Places, out.Queued = t.places.lists(m.now())
 	return out, nil
 }
 
@@ -354,4 +374,148 @@ func (m *Memory) Restore(ctx context.Context, tree string, c Ceiling, spent map[
 	}
 	m.trees[tree] = t
 	return true, nil
+}
+
+var _ PlaceWatcher = (*Memory)(nil)
+
+// TakePlace implements Ledger.
+func (m *Memory) TakePlace(ctx context.Context, p PlaceRequest) (Place, error) {
+	if err := validatePlace(p); err != nil {
+		return Place{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	t := m.trees[p.Tree]
+	if t == nil {
+		return Place{}, ErrTreeUnknown
+	}
+	now := m.now()
+	pl := &t.places
+	pl.limit = p.Limit
+	if pl.held == nil {
+		pl.held = make(map[string]time.Time)
+	}
+	m.handOn(p.Tree, pl, now)
+	_, mine := pl.held[p.Agent]
+	at := slices.IndexFunc(pl.queue, func(q memQueued) bool { return q.agent == p.Agent })
+	switch {
+	case p.Running:
+		if at >= 0 {
+			pl.queue = slices.Delete(pl.queue, at, at+1)
+		}
+		pl.held[p.Agent] = time.Time{}
+	case mine:
+	case at >= 0:
+		pl.queue[at].expires = now.Add(p.Keep)
+		return Place{Ahead: at, Taken: len(pl.held)}, nil
+	case p.Limit == 0 || len(pl.held) < p.Limit:
+		pl.held[p.Agent] = until(now, p.Claim)
+	default:
+		pl.queue = append(pl.queue, memQueued{agent: p.Agent, expires: now.Add(p.Keep), claim: p.Claim})
+		return Place{Ahead: len(pl.queue) - 1, Taken: len(pl.held)}, nil
+	}
+	return Place{Held: true, Taken: len(pl.held)}, nil
+}
+
+// until is when a place given at now is kept to unless claimed: zero for
+// until freed.
+func until(now time.Time, claim time.Duration) time.Time {
+	if claim <= 0 {
+		return time.Time{}
+	}
+	return now.Add(claim)
+}
+
+// FreePlace implements Ledger.
+func (m *Memory) FreePlace(ctx context.Context, tree, agent string) (bool, error) {
+	if err := validateTree(tree); err != nil {
+		return false, err
+	}
+	if err := validateID("agent", agent); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.init()
+	t := m.trees[tree]
+	if t == nil {
+		return false, ErrTreeUnknown
+	}
+	pl := &t.places
+	_, freed := pl.held[agent]
+	delete(pl.held, agent)
+	if at := slices.IndexFunc(pl.queue, func(q memQueued) bool { return q.agent == agent }); at >= 0 {
+		pl.queue = slices.Delete(pl.queue, at, at+1)
+		freed = true
+	}
+	m.handOn(tree, pl, m.now())
+	return freed, nil
+}
+
+// handOn forgets the places and turns that lapsed by now and gives the
+// free places to the first agents queued, telling the tree's watchers;
+// the caller holds m.mu.
+func (m *Memory) handOn(tree string, pl *memPlaces, now time.Time) {
+	maps.DeleteFunc(pl.held, func(_ string, exp time.Time) bool { return !exp.IsZero() && !now.Before(exp) })
+	pl.queue = slices.DeleteFunc(pl.queue, func(q memQueued) bool { return !now.Before(q.expires) })
+	given := 0
+	for len(pl.queue) > 0 && (pl.limit == 0 || len(pl.held) < pl.limit) {
+		q := pl.queue[0]
+		pl.queue = pl.queue[1:]
+		pl.held[q.agent] = until(now, q.claim)
+		given++
+	}
+	if given == 0 {
+		return
+	}
+	for ch := range m.watchers[tree] {
+		select {
+		case ch <- struct{}{}:
+		default: // one notice pending is enough
+		}
+	}
+}
+
+// WatchPlaces implements PlaceWatcher.
+func (m *Memory) WatchPlaces(ctx context.Context, tree string) (<-chan struct{}, error) {
+	if err := validateTree(tree); err != nil {
+		return nil, err
+	}
+	ch := make(chan struct{}, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watchers == nil {
+		m.watchers = make(map[string]map[chan struct{}]struct{})
+	}
+	if m.watchers[tree] == nil {
+		m.watchers[tree] = make(map[chan struct{}]struct{})
+	}
+	m.watchers[tree][ch] = struct{}{}
+	context.AfterFunc(ctx, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.watchers[tree], ch)
+		if len(m.watchers[tree]) == 0 {
+			delete(m.watchers, tree)
+		}
+	})
+	return ch, nil
+}
+
+// lists returns who holds a place, sorted, and who waits for one, in
+// order, nil when none; the caller holds m.mu.
+func (pl *memPlaces) lists(now time.Time) (held, queued []string) {
+	for a, exp := range pl.held {
+		if exp.IsZero() || now.Before(exp) {
+			held = append(held, a)
+		}
+	}
+	slices.Sort(held)
+	for _, q := range pl.queue {
+		if now.Before(q.expires) {
+			queued = append(queued, q.agent)
+		}
+	}
+	return held, queued
 }

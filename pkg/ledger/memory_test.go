@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,5 +112,48 @@ func TestMemorySweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock.Advance(10 * time.Millisecond)
+	}
+}
+
+// TestMemoryPlaceClaim lets a place given to an agent that never started
+// lapse after its claim, and keeps one claimed by a Running take for as
+// long as it is held.
+func TestMemoryPlaceClaim(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := &ledger.Memory{Now: clock.Now}
+	if err := m.Open(ctx, "t", ledger.Ceiling{}); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(agent string, running bool) ledger.Place {
+		t.Helper()
+		p, err := m.TakePlace(ctx, ledger.PlaceRequest{Tree: "t", Agent: agent, Limit: 2, Running: running, Claim: time.Minute, Keep: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ask("started", false)
+	ask("started", true) // it started: the place is claimed
+	ask("never", false)
+	if p := ask("next", false); p.Held {
+		t.Fatalf("next = %+v with both places taken, want queued", p)
+	}
+	clock.Advance(time.Minute - time.Microsecond)
+	if p := ask("next", false); p.Held {
+		t.Fatalf("next = %+v before the claim lapsed, want queued", p)
+	}
+	clock.Advance(time.Microsecond)
+	if p := ask("next", false); !p.Held || p.Taken != 2 {
+		t.Fatalf("next = %+v once the unclaimed place lapsed, want held", p)
+	}
+	clock.Advance(time.Hour)
+	tot, err := m.Totals(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// next's place, given from the queue, is unclaimed too: it lapsed.
+	if want := []string{"started"}; !slices.Equal(tot.Places, want) {
+		t.Errorf("Places = %q an hour on, want %q", tot.Places, want)
 	}
 }

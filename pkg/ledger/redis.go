@@ -104,6 +104,16 @@ func (r *Redis) treeKey(tree string) string { return r.prefix + ":{" + tree + "}
 
 func (r *Redis) resKey(tree, key string) string { return r.prefix + ":{" + tree + "}:k:" + key }
 
+// placeKeys are the tree's keys the place scripts take: the tree, the
+// places held, the queue and the queued turns.
+func (r *Redis) placeKeys(tree string) []string {
+	t := r.treeKey(tree)
+	return []string{t, t + ":p", t + ":q", t + ":x"}
+}
+
+// placesChannel is where the place scripts tell watchers a place was given.
+func (r *Redis) placesChannel(tree string) string { return r.treeKey(tree) + ":places" }
+
 // run runs a script and returns its string reply, or the error sorted into
 // unavailable (retry) or internal (a bug).
 func (r *Redis) run(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) (string, error) {
@@ -158,7 +168,7 @@ func (r *Redis) Open(ctx context.Context, tree string, c Ceiling) error {
 	if err := validateCeiling(c); err != nil {
 		return err
 	}
-	_, err := r.run(ctx, "open", openScript, []string{r.treeKey(tree)}, append(ceilingArgs(c), r.treeTTL)...)
+	_, err := r.run(ctx, "open", openScript, r.placeKeys(tree), append(ceilingArgs(c), r.treeTTL)...)
 	return err
 }
 
@@ -256,20 +266,110 @@ func (r *Redis) Release(ctx context.Context, tree, key string) error {
 	return parseFailure(rep, tree, "")
 }
 
-// Totals implements Ledger. It reads the tree hash with one HGETALL, so its
-// cost grows with the number of agents (not with the number of draws).
+// Totals implements Ledger. It reads the tree hash and its places in one
+// round trip, so its cost grows with the number of agents (not with the
+// number of draws).
 func (r *Redis) Totals(ctx context.Context, tree string) (Totals, error) {
 	if err := validateTree(tree); err != nil {
 		return Totals{}, err
 	}
-	h, err := r.client.HGetAll(ctx, r.treeKey(tree)).Result()
+	keys := r.placeKeys(tree)
+	var (
+		h           *redis.MapStringStringCmd
+		held, turns *redis.MapStringStringCmd
+		queue       *redis.StringSliceCmd
+		serverTime  *redis.TimeCmd
+	)
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		h, held, queue, turns = p.HGetAll(ctx, keys[0]), p.HGetAll(ctx, keys[1]), p.ZRange(ctx, keys[2], 0, -1), p.HGetAll(ctx, keys[3])
+		serverTime = p.Time(ctx)
+		return nil
+	})
 	if err != nil {
 		return Totals{}, r.fail("totals", err)
 	}
-	if _, ok := h["c"]; !ok {
+	if _, ok := h.Val()["c"]; !ok {
 		return Totals{}, ErrTreeUnknown
 	}
-	return parseTotals(tree, h)
+	t, err := parseTotals(tree, h.Val())
+	if err != nil {
+		return Totals{}, err
+	}
+	t.Places, t.Queued, err = parsePlaces(tree, serverTime.Val(), held.Val(), queue.Val(), turns.Val())
+	return t, err
+}
+
+// TakePlace implements Ledger.
+func (r *Redis) TakePlace(ctx context.Context, p PlaceRequest) (Place, error) {
+	if err := validatePlace(p); err != nil {
+		return Place{}, err
+	}
+	running := 0
+	if p.Running {
+		running = 1
+	}
+	rep, err := r.run(ctx, "take a place", takePlaceScript, r.placeKeys(p.Tree),
+		p.Agent, p.Limit, running, p.Claim.Microseconds(), p.Keep.Microseconds(), r.treeTTL, r.placesChannel(p.Tree))
+	if err != nil {
+		return Place{}, err
+	}
+	return parsePlace(rep)
+}
+
+// FreePlace implements Ledger.
+func (r *Redis) FreePlace(ctx context.Context, tree, agent string) (bool, error) {
+	if err := validateTree(tree); err != nil {
+		return false, err
+	}
+	if err := validateID("agent", agent); err != nil {
+		return false, err
+	}
+	rep, err := r.run(ctx, "free a place", freePlaceScript, r.placeKeys(tree), agent, r.treeTTL, r.placesChannel(tree))
+	switch {
+	case err != nil:
+		return false, err
+	case rep == "T":
+		return false, ErrTreeUnknown
+	case rep != "0" && rep != "1":
+		return false, badReply(rep)
+	}
+	return rep == "1", nil
+}
+
+var _ PlaceWatcher = (*Redis)(nil)
+
+// WatchPlaces implements PlaceWatcher with a Redis subscription (one
+// connection of the client's) held until ctx ends, when its goroutine
+// closes it. Errors: the subscription was not confirmed, as unavailable.
+func (r *Redis) WatchPlaces(ctx context.Context, tree string) (<-chan struct{}, error) {
+	if err := validateTree(tree); err != nil {
+		return nil, err
+	}
+	sub := r.client.Subscribe(ctx, r.placesChannel(tree))
+	if _, err := sub.Receive(ctx); err != nil {
+		_ = sub.Close()
+		return nil, unavailable("watch places", err)
+	}
+	out := make(chan struct{}, 1)
+	msgs := sub.Channel()
+	go func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-msgs:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default: // one notice pending is enough
+				}
+			}
+		}
+	}()
+	return out, nil
 }
 
 // Restore implements Ledger. Its script is linear in len(spent).
@@ -285,7 +385,7 @@ func (r *Redis) Restore(ctx context.Context, tree string, c Ceiling, spent map[s
 	}
 	args := append(ceilingArgs(c), r.treeTTL, packUsage(sum)+pack(0, 0, 0, 0), len(spent))
 	args = append(args, agents...)
-	rep, err := r.run(ctx, "restore", restoreScript, []string{r.treeKey(tree)}, args...)
+	rep, err := r.run(ctx, "restore", restoreScript, r.placeKeys(tree), args...)
 	if err != nil {
 		return false, err
 	}

@@ -603,3 +603,44 @@ func TestRedisUniversalClient(t *testing.T) {
 	tree := open(t, l, ledger.Ceiling{Limits: ledger.Limits{Steps: 1}}, "root")
 	draw(t, l, tree, "root", "root.0.0", oneStep, trace{})
 }
+
+// TestRedisPlaceKeys checks the keys of a tree's places: under the tree's
+// hash tag, expiring with the tree; and that places outliving their tree
+// (its hash lost or expired) are dropped when the tree is rebuilt, not
+// counted against it.
+func TestRedisPlaceKeys(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	c := newClient(t, s.Addr())
+	l := newRedis(t, c, ledger.RedisConfig{Prefix: "hl", KeyTTL: time.Hour, TreeTTL: 2 * time.Hour})
+	tree := open(t, l, ledger.Ceiling{}, "root")
+	for _, a := range []string{"a", "b"} {
+		if _, err := l.TakePlace(ctx, ledger.PlaceRequest{Tree: tree, Agent: a, Limit: 1, Keep: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := "hl:{" + tree + "}"
+	for _, k := range []string{tag + ":p", tag + ":q", tag + ":x"} {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil || ttl <= 2*time.Hour-time.Minute || ttl > 2*time.Hour {
+			t.Errorf("PTTL(%q) = %v, %v; want about the tree's 2h", k, ttl, err)
+		}
+	}
+	if err := c.Del(ctx, tag).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TakePlace(ctx, ledger.PlaceRequest{Tree: tree, Agent: "c", Limit: 1, Keep: time.Hour}); !errors.Is(err, ledger.ErrTreeUnknown) {
+		t.Fatalf("TakePlace on a lost tree = %v, want ErrTreeUnknown", err)
+	}
+	if ok, err := l.Restore(ctx, tree, ledger.Ceiling{}, map[string]ledger.Usage{"root": {}}); err != nil || !ok {
+		t.Fatalf("Restore = %v, %v", ok, err)
+	}
+	tot, err := l.Totals(ctx, tree)
+	if err != nil || tot.Places != nil || tot.Queued != nil {
+		t.Fatalf("Totals after Restore = %+v, %v; want no places nor queue", tot, err)
+	}
+	p, err := l.TakePlace(ctx, ledger.PlaceRequest{Tree: tree, Agent: "c", Limit: 1, Keep: time.Hour})
+	if err != nil || !p.Held || p.Taken != 1 {
+		t.Errorf("TakePlace after Restore = %+v, %v; want held, the only place taken", p, err)
+	}
+}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,4 +168,57 @@ func parseTotals(tree string, h map[string]string) (Totals, error) {
 	}
 	t.Remaining = remaining(t.Ceiling.Limits, t.Spent, t.Reserved)
 	return t, nil
+}
+
+// parsePlace decodes H,<taken> or Q,<ahead>,<taken>, or a failure.
+func parsePlace(rep string) (Place, error) {
+	if rep == "T" {
+		return Place{}, ErrTreeUnknown
+	}
+	f := strings.Split(rep, ",")
+	var n [2]int
+	if (f[0] != "H" || len(f) != 2) && (f[0] != "Q" || len(f) != 3) {
+		return Place{}, badReply(rep)
+	}
+	for i, v := range f[1:] {
+		x, err := strconv.Atoi(v)
+		if err != nil || x < 0 {
+			return Place{}, badReply(rep)
+		}
+		n[i] = x
+	}
+	if f[0] == "H" {
+		return Place{Held: true, Taken: n[0]}, nil
+	}
+	return Place{Ahead: n[0], Taken: n[1]}, nil
+}
+
+// parsePlaces decodes the tree's places for Totals, leaving out those
+// that lapsed by the server's time now: the holders sorted, the queued in
+// their order, nil when none.
+func parsePlaces(tree string, now time.Time, held map[string]string, queue []string, turns map[string]string) (places, queued []string, err error) {
+	at := now.UnixMicro()
+	bad := func(key, agent string) error {
+		return fmt.Errorf("ledger totals: %w", protocol.Errorf(protocol.CodeInternal, "tree %q %s of %q is malformed", tree, key, agent))
+	}
+	for a, v := range held {
+		var u [1]int64
+		if !ints(v, u[:]) {
+			return nil, nil, bad("place", a)
+		}
+		if u[0] == 0 || u[0] > at {
+			places = append(places, a)
+		}
+	}
+	slices.Sort(places)
+	for _, a := range queue {
+		var u [2]int64
+		if !ints(turns[a], u[:]) {
+			return nil, nil, bad("queued turn", a)
+		}
+		if u[0] > at {
+			queued = append(queued, a)
+		}
+	}
+	return places, queued, nil
 }

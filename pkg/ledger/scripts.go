@@ -11,6 +11,13 @@ import "github.com/redis/go-redis/v9"
 //
 //	<prefix>:{<tree>}            the tree hash
 //	<prefix>:{<tree>}:k:<key>    one reservation, with a TTL
+//	<prefix>:{<tree>}:p          the places held: agent -> until (1 int, µs,
+//	                             0 until freed)
+//	<prefix>:{<tree>}:q          the agents queued for a place: a sorted set
+//	                             scored by the order they asked in
+//	<prefix>:{<tree>}:x          the queued agents' turns: agent -> 2 ints,
+//	                             until when the turn is kept (µs) and the
+//	                             claim of the place it is given (µs)
 //
 // Numbers are stored and exchanged as big-endian int64 (Lua's struct
 // library packs and unpacks them in C), never formatted as decimal text in
@@ -28,6 +35,8 @@ import "github.com/redis/go-redis/v9"
 //	n        the number of agents registered, as decimal text
 //	a:<id>   one agent: 9 ints, its depth (-1 if restored) then its spent
 //	         and reserved as in s
+//	ql       the number of places (TakePlace's latest limit), as decimal text
+//	qn       the order of the last agent queued for a place, a counter
 //
 // A reservation is one string key with a TTL: its state (r reserved, s
 // settled, x released), the grant's answer (whose first 4 ints are the
@@ -319,11 +328,13 @@ local function ceiling(limits, t0, wall)
 end
 `
 
-// openScript: KEYS tree; ARGV limits, start, wall (see ceilingFunc), tree
-// TTL ms.
+// openScript: KEYS tree, places held, queue, turns; ARGV limits, start,
+// wall (see ceilingFunc), tree TTL ms. Places outliving the tree they
+// were of are dropped.
 var openScript = redis.NewScript(ceilingFunc + `
 local t, A = KEYS[1], ARGV
 if redis.call('EXISTS', t) == 1 then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 redis.call('HSET', t, 'c', ceiling(A[1], A[2], A[3]), 's', string.rep('\0', 64), 'n', '0')
 if A[4] ~= '0' then redis.call('PEXPIRE', t, A[4]) end
 return 1
@@ -358,12 +369,14 @@ if A[3] ~= '0' then redis.call('PEXPIRE', t, A[3]) end
 return 'OK'
 `)
 
-// restoreScript: KEYS tree; ARGV limits, start, wall (see ceilingFunc),
-// tree TTL ms, counters (8 ints), count, then count pairs of agent and
-// agent field (9 ints).
+// restoreScript: KEYS tree, places held, queue, turns; ARGV limits,
+// start, wall (see ceilingFunc), tree TTL ms, counters (8 ints), count,
+// then count pairs of agent and agent field (9 ints). The places are
+// not rebuilt (the trace does not hold them): those left are dropped.
 var restoreScript = redis.NewScript(ceilingFunc + `
 local t, A = KEYS[1], ARGV
 if redis.call('EXISTS', t) == 1 then return 0 end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 local count = tonumber(A[6])
 for i = 0, count - 1 do
   redis.call('HSET', t, 'a:' .. A[7 + 2 * i], A[8 + 2 * i])
@@ -371,4 +384,113 @@ end
 redis.call('HSET', t, 'c', ceiling(A[1], A[2], A[3]), 's', A[5], 'n', A[6])
 if A[4] ~= '0' then redis.call('PEXPIRE', t, A[4]) end
 return 1
+`)
+
+// placeFuncs are the helpers of the place scripts, which run once per
+// spawn or finish, rare enough to afford functions and whole-set sweeps
+// (a tree's places and queue are bounded by its agents).
+const placeFuncs = `
+local function now()
+  local tm = redis.call('TIME')
+  return tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+end
+
+-- keptTo is when a place given at 'at' with claim c is kept to: 0 for
+-- until freed.
+local function keptTo(at, c)
+  if c > 0 then return at + c end
+  return 0
+end
+
+-- handOn forgets the places and turns that lapsed by 'at', gives the free
+-- places of limit to the first agents queued and tells the watchers on
+-- channel ch. It returns the number of places held.
+local function handOn(p, q, x, at, limit, ch)
+  local held, v = 0, redis.call('HGETALL', p)
+  for i = 1, #v, 2 do
+    local u = struct.unpack('>i8', v[i + 1])
+    if u > 0 and u <= at then redis.call('HDEL', p, v[i]) else held = held + 1 end
+  end
+  v = redis.call('HGETALL', x)
+  for i = 1, #v, 2 do
+    if struct.unpack('>i8i8', v[i + 1]) <= at then
+      redis.call('HDEL', x, v[i])
+      redis.call('ZREM', q, v[i])
+    end
+  end
+  local given = 0
+  while limit == 0 or held < limit do
+    local head = redis.call('ZRANGE', q, 0, 0)
+    if #head == 0 then break end
+    local a = head[1]
+    local _, c = struct.unpack('>i8i8', redis.call('HGET', x, a) or struct.pack('>i8i8', 0, 0))
+    redis.call('ZREM', q, a)
+    redis.call('HDEL', x, a)
+    redis.call('HSET', p, a, struct.pack('>i8', keptTo(at, c)))
+    held, given = held + 1, given + 1
+  end
+  if given > 0 then redis.call('PUBLISH', ch, '1') end
+  return held
+end
+
+local function touch(ttl, ...)
+  if ttl ~= '0' then
+    for _, k in ipairs({...}) do redis.call('PEXPIRE', k, ttl) end
+  end
+end
+`
+
+// takePlaceScript: KEYS tree, places held, queue, turns; ARGV agent,
+// limit (decimal), running (1 or 0), claim µs, keep µs (decimal), tree TTL
+// ms, the watchers' channel. It replies T, H,<taken> or Q,<ahead>,<taken>.
+var takePlaceScript = redis.NewScript(placeFuncs + `
+local t, p, q, x, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV
+if redis.call('EXISTS', t) == 0 then return 'T' end
+local agent, limit, claim, keep = A[1], tonumber(A[2]), tonumber(A[4]), tonumber(A[5])
+local at = now()
+redis.call('HSET', t, 'ql', A[2])
+local held = handOn(p, q, x, at, limit, A[7])
+local mine = redis.call('HGET', p, agent)
+local reply
+if A[3] == '1' then
+  if redis.call('ZREM', q, agent) == 1 then redis.call('HDEL', x, agent) end
+  if not mine then held = held + 1 end
+  redis.call('HSET', p, agent, struct.pack('>i8', 0))
+  reply = 'H,' .. held
+elseif mine then
+  reply = 'H,' .. held
+else
+  local rank = redis.call('ZRANK', q, agent)
+  if rank then
+    local _, c = struct.unpack('>i8i8', redis.call('HGET', x, agent) or struct.pack('>i8i8', 0, claim))
+    redis.call('HSET', x, agent, struct.pack('>i8i8', at + keep, c))
+    reply = 'Q,' .. rank .. ',' .. held
+  elseif limit == 0 or held < limit then
+    redis.call('HSET', p, agent, struct.pack('>i8', keptTo(at, claim)))
+    reply = 'H,' .. (held + 1)
+  else
+    local n = redis.call('HINCRBY', t, 'qn', 1)
+    redis.call('ZADD', q, n, agent)
+    redis.call('HSET', x, agent, struct.pack('>i8i8', at + keep, claim))
+    reply = 'Q,' .. (redis.call('ZCARD', q) - 1) .. ',' .. held
+  end
+end
+touch(A[6], t, p, q, x)
+return reply
+`)
+
+// freePlaceScript: KEYS tree, places held, queue, turns; ARGV agent, tree
+// TTL ms, the watchers' channel. It replies T, or 1 if the agent held a
+// place or was queued and 0 if not.
+var freePlaceScript = redis.NewScript(placeFuncs + `
+local t, p, q, x, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV
+if redis.call('EXISTS', t) == 0 then return 'T' end
+local freed = redis.call('HDEL', p, A[1])
+if redis.call('ZREM', q, A[1]) == 1 then
+  redis.call('HDEL', x, A[1])
+  freed = 1
+end
+handOn(p, q, x, now(), tonumber(redis.call('HGET', t, 'ql') or '0'), A[3])
+touch(A[2], p, q, x)
+return freed
 `)

@@ -27,6 +27,14 @@ type TreeBudget struct {
 	// MaxWall is how long after the root started the tree may keep
 	// drawing.
 	MaxWall Duration `json:"max_wall,omitzero"`
+	// MaxConcurrent caps how many agents of the tree run at once, the
+	// root included; 0 (the default) for no cap, and 1 leaves no room for
+	// a sub-agent beside the root. A spawn over the cap is not refused: it
+	// waits, first come first served, for a running agent of the tree to
+	// finish. A sub-agent waiting for its own sub-agents gives its place
+	// back meanwhile (the root keeps its own), so a tree never waits on
+	// itself.
+	MaxConcurrent int `json:"max_concurrent,omitempty"`
 }
 
 // Tree defaults.
@@ -141,7 +149,8 @@ func (c *Contract) validateBudget() error {
 		name string
 		v    int64
 	}{{"max_tokens", t.MaxTokens}, {"max_cost_micros", t.MaxCostMicros}, {"max_steps", t.MaxSteps},
-		{"max_agents", int64(t.MaxAgents)}, {"max_depth", int64(t.MaxDepth)}, {"max_wall", int64(t.MaxWall)}} {
+		{"max_agents", int64(t.MaxAgents)}, {"max_depth", int64(t.MaxDepth)}, {"max_wall", int64(t.MaxWall)},
+		{"max_concurrent", int64(t.MaxConcurrent)}} {
 		if f.v < 0 {
 			return FieldError(CodeInvalidField, "budget.tree."+f.name, "use a positive value, or leave it out for the default", "%s is negative", f.name)
 		}

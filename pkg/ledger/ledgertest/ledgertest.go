@@ -50,6 +50,14 @@ func Run(t *testing.T, newLedger func(t *testing.T) ledger.Ledger) {
 		{"DeadlinePasses", testDeadlinePasses},
 		{"Restore", testRestore},
 		{"Concurrent64", testConcurrent},
+		{"PlacesFirstComeFirstServed", testPlacesFirstComeFirstServed},
+		{"PlaceFreedOnce", testPlaceFreedOnce},
+		{"PlaceRunning", testPlaceRunning},
+		{"PlaceClaimLapses", testPlaceClaimLapses},
+		{"PlaceTurnLapses", testPlaceTurnLapses},
+		{"PlacesInvalid", testPlacesInvalid},
+		{"PlacesWatched", testPlacesWatched},
+		{"PlacesConcurrent", testPlacesConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
