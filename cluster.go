@@ -72,11 +72,12 @@ type Config struct {
 	// Approver answers what the policy asks a person; default durable: the
 	// run pauses until someone decides with Client.Decide.
 	Approver coordinator.Approver
-	// MaxRuns is how many runs the coordinator drives at once (a paused
-	// run takes none); default 64.
+	// MaxRuns is how many runs the coordinator works on at once (a run
+	// waiting on a model, a person, a sub-agent or a timer takes none);
+	// default 64.
 	MaxRuns int
 	// Concurrency is how many provider calls the worker makes at once;
-	// default 8.
+	// default worker.DefaultConcurrency (256).
 	Concurrency int
 	// Retention is how long a finished run is kept (its trace, index
 	// entry, approvals and cancel); default coordinator.DefaultRetention,

@@ -60,7 +60,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	c := &config{}
 	fs.StringVar(&c.natsURL, "nats", envOr(getenv, "NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "coordinator id ($HARNESS_ID; default random)")
-	fs.IntVar(&c.maxRuns, "max-runs", 0, "runs driven at once (default 64)")
+	fs.IntVar(&c.maxRuns, "max-runs", 0, "runs at work at once; a run waiting on a model, a person, a sub-agent or a timer takes none (default 64)")
 	fs.DurationVar(&c.retention, "retention", retentionEnv(getenv), "how long a finished run's trace, index entry, approvals and cancel are kept; negative keeps them for ever (default 720h, 30 days) ($HARNESS_RETENTION)")
 	fs.StringVar(&c.redisURL, "redis", getenv("REDIS_URL"), "Redis URL of the budget ledger shared by every coordinator ($REDIS_URL; default a ledger in this process)")
 	fs.StringVar(&c.pricesFile, "prices", getenv("HARNESS_PRICES"), "JSON price table each call's cost is recorded from ($HARNESS_PRICES)")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ioharness/harness/internal/bench"
 )
@@ -13,11 +14,34 @@ func cmdBench(ctx context.Context, env *environ, args []string) int {
 the trace synced to disk: a scripted provider that answers at once and a
 trivial tool (read_file), beside a bare JetStream publish-with-ack on the
 same server in the same run. Then the throughput of one coordinator across
-concurrent runs.`)
+concurrent runs.
+
+With --waiting N it measures instead what runs in flight cost while they
+wait on a slow model: N runs held on their first turn (memory, goroutines
+and CPU while they wait), then --fan runs of --turns turns, each taking
+--think, submitted at once, beside the ideal (turns × think).`)
 	steps := fs.Int("steps", 100, "steps per run")
 	runs := fs.Int("runs", 16, "concurrent runs for the throughput figure")
+	waiting := fs.Int("waiting", 0, "measure N runs waiting on a slow model instead")
+	fan := fs.Int("fan", 1000, "with --waiting: runs of slow turns submitted at once")
+	turns := fs.Int("turns", 3, "with --waiting: turns of each of the --fan runs")
+	think := fs.Duration("think", 2*time.Second, "with --waiting: how long the model takes over a turn")
+	quiet := fs.Duration("quiet", 10*time.Second, "with --waiting: how long the CPU is watched while the runs wait")
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
+	}
+	if *waiting != 0 {
+		if *waiting < 1 || *fan < 1 || *turns < 1 || *think <= 0 || *quiet <= 0 {
+			fail(env.stderr, "bench: --waiting, --fan and --turns must be at least 1, --think and --quiet above zero")
+			return exitUsage
+		}
+		rep, err := bench.RunWaiting(ctx, bench.WaitConfig{Waiting: *waiting, Runs: *fan, Turns: *turns, Think: *think, Quiet: *quiet})
+		if err != nil {
+			fail(env.stderr, "bench: %v", err)
+			return exitError
+		}
+		fmt.Fprintln(env.stdout, rep)
+		return exitOK
 	}
 	if *steps < 1 || *runs < 1 {
 		fail(env.stderr, "bench: --steps and --runs must be at least 1")

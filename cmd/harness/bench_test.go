@@ -39,10 +39,41 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// TestBenchWaiting runs `harness bench --waiting` small: every held run
+// and every run of slow turns must finish after its turns (anything else
+// is exit 1), and it prints the waiting and fan figures; the goroutines
+// of the coordinator while the runs wait are not one per run.
+func TestBenchWaiting(t *testing.T) {
+	const waiting = 60
+	code, out, errOut := cli(t, t.Context(), nil, "bench", "--waiting", strconv.Itoa(waiting), "--fan", "20", "--turns", "2", "--think", "20ms", "--quiet", "200ms")
+	if code != exitOK {
+		t.Fatalf("bench --waiting: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, re := range []string{
+		`(?m)^waiting: 60 runs held on a model that has not answered, admitted in \S+$`,
+		`(?m)^  per waiting run: -?[\d.]+ KB of Go heap, -?[\d.]+ KB resident`,
+		`(?m)^  CPU while they wait: [\d.]+% of one core`,
+		`(?m)^fan: 20 runs of 2 turns, 20ms each, submitted at once: \S+ \(ideal 40ms, [\d.]+×\)$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("bench output lacks a line matching %s:\n%s", re, out)
+		}
+	}
+	m := regexp.MustCompile(`coordinator goroutines: (\d+) waiting, (\d+) before`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no goroutine counts in the output:\n%s", out)
+	}
+	during, _ := strconv.Atoi(m[1])
+	before, _ := strconv.Atoi(m[2])
+	if during-before >= waiting/4 {
+		t.Errorf("%d coordinator goroutines while %d runs wait, %d before: waiting runs hold goroutines", during, waiting, before)
+	}
+}
+
 // TestBenchUsage: steps and runs below one are a usage error, not a
 // silent default.
 func TestBenchUsage(t *testing.T) {
-	for _, args := range [][]string{{"--steps", "0"}, {"--runs", "-1"}} {
+	for _, args := range [][]string{{"--steps", "0"}, {"--runs", "-1"}, {"--waiting", "-1"}, {"--waiting", "5", "--think", "0s"}} {
 		if code, _, errOut := cli(t, t.Context(), nil, append([]string{"bench"}, args...)...); code != exitUsage {
 			t.Errorf("bench %v: exit %d, want %d\nstderr: %s", args, code, exitUsage, errOut)
 		}

@@ -71,7 +71,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.natsURL, "nats", envOr(getenv, "NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "worker id ($HARNESS_ID; default random)")
 	fs.Var(&c.pools, "pool", "a pool to serve (repeatable; default \"default\")")
-	fs.IntVar(&c.concurrency, "concurrency", 0, "provider calls at once (default 8)")
+	fs.IntVar(&c.concurrency, "concurrency", 0, "provider calls at once (default 256)")
 	fs.DurationVar(&c.drain, "drain", durationOr(getenv, "HARNESS_DRAIN", 30*time.Second), "on SIGTERM, take no task and let the calls in flight finish for up to this long before abandoning them ($HARNESS_DRAIN)")
 	fs.StringVar(&c.replay, "replay", getenv("HARNESS_REPLAY"), "answer from this cassette instead of a live provider ($HARNESS_REPLAY)")
 	fs.DurationVar(&c.turnDelay, "turn-delay", durationEnv(getenv, "HARNESS_TURN_DELAY"), "answer no turn sooner than this after the call began: a cassette that takes as long as a model ($HARNESS_TURN_DELAY)")

@@ -51,6 +51,7 @@ type Coordinator struct {
 	ledgerRefusals *prometheus.CounterVec
 	rejected       *prometheus.CounterVec
 	active         prometheus.Gauge
+	waiting        prometheus.Gauge
 	takeovers      prometheus.Counter
 	retries        prometheus.Counter
 	tokens         *prometheus.CounterVec
@@ -77,7 +78,9 @@ func NewCoordinator(reg prometheus.Registerer) *Coordinator {
 		rejected: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
 			Name: "contracts_rejected_total", Help: "Submitted contracts this coordinator refused, by the error's code."}, []string{"code"})),
 		active: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "coordinator",
-			Name: "runs_active", Help: "Runs this coordinator drives now (a paused run is driven by none)."})),
+			Name: "runs_active", Help: "Runs this coordinator is working on now, each in a run slot (a run waiting on a model, a person or a timer is in none)."})),
+		waiting: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "coordinator",
+			Name: "runs_waiting", Help: "Runs in hand here waiting on a provider turn or a retry's delay: no slot, no goroutine."})),
 		takeovers: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
 			Name: "takeovers_total", Help: "Runs this coordinator took over after their coordinator was gone."})),
 		retries: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "coordinator",
@@ -157,6 +160,14 @@ func (m *Coordinator) Driving(delta int) {
 		return
 	}
 	m.active.Add(float64(delta))
+}
+
+// Waiting counts a run in hand here that parks (+1) or is woken (-1).
+func (m *Coordinator) Waiting(delta int) {
+	if m == nil {
+		return
+	}
+	m.waiting.Add(float64(delta))
 }
 
 // TakenOver counts a run taken over.

@@ -22,7 +22,8 @@
 //	coordinator_ledger_draws_total{result}             ledger draws: reserved, settled, released, refused, failed
 //	coordinator_ledger_refusals_total{budget}          draws refused, by the budget that ran out
 //	coordinator_contracts_rejected_total{code}         submitted contracts refused, by error code
-//	coordinator_runs_active                            runs this coordinator drives now
+//	coordinator_runs_active                            runs this coordinator is working on now
+//	coordinator_runs_waiting                           runs in hand waiting on a turn or a delay
 //	coordinator_takeovers_total                        runs taken over from a coordinator gone
 //	coordinator_provider_retries_total                 provider calls made again after a retryable failure
 //	coordinator_tokens_total{kind}                     tokens settled on the ledger: input, output

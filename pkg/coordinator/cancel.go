@@ -125,16 +125,22 @@ func (c *Coordinator) cancelChildren(ctx context.Context, run string, mark *prot
 	}
 }
 
-// stopDriver ends the driver of run, if this coordinator drives it, and
-// says whether it did.
+// stopDriver ends the driver of run, if this coordinator has the run in
+// hand (working, or parked: then it is woken to end), and says whether it
+// does.
 func (c *Coordinator) stopDriver(run string, mark *protocol.Cancel) bool {
 	c.mu.Lock()
 	stop := c.stops[run]
+	d, inHand := c.active[run]
+	if inHand && d == nil {
+		c.early[run] = mark // its driver, being made, takes it
+	}
 	c.mu.Unlock()
 	if stop != nil {
 		stop(&cancelled{mark})
 	}
-	return stop != nil
+	parkedHere := c.cancelParked(run, mark)
+	return stop != nil || parkedHere || inHand
 }
 
 // endIdle ends run cancelled when no coordinator drives it: paused for a

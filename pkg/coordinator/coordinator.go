@@ -23,6 +23,10 @@ import (
 	"github.com/ioharness/harness/pkg/wire"
 )
 
+// admitBatch is how many submitted contracts a coordinator's pull asks
+// for at once.
+const admitBatch = 64
+
 // DefaultLeaseTTL is Config.LeaseTTL's default.
 const DefaultLeaseTTL = 5 * time.Second
 
@@ -31,15 +35,21 @@ type Config struct {
 	// ID names this coordinator in the trace, its micro service and logs;
 	// default "coordinator-<random>".
 	ID string
-	// MaxRuns bounds the runs this coordinator drives at once; default 64.
+	// MaxRuns bounds the runs this coordinator works on at once (folding
+	// their state, assembling a request, running their tools and checks);
+	// default 64. A run waiting on a model, a person, a sub-agent or a
+	// timer takes no slot: any number of runs may be in hand.
 	MaxRuns int
 	// TurnTimeout bounds the wait for one turn before the step task is
 	// published again as a new attempt; default 10 minutes.
 	TurnTimeout time.Duration
-	// RepublishInterval is how often a coordinator waiting for a turn
-	// looks for it in the turns stream and publishes its step task again
-	// under the same message id, which recovers a task a NATS restart lost;
-	// default 5 seconds.
+	// RepublishInterval is how often the coordinator looks for what the
+	// runs waiting on a turn may have lost: its NATS connection came back,
+	// the steps stream was made anew (a NATS restart loses its step tasks,
+	// kept in memory), or a run's turns subscription dropped a message.
+	// Those runs then look their turn up in the turns stream, or publish
+	// their step task again under its message id; nothing is published
+	// while nothing was lost. Default 5 seconds.
 	RepublishInterval time.Duration
 	// OpTimeout bounds a sandbox operation beyond its own wall-clock cap;
 	// default 30 seconds.
@@ -184,14 +194,24 @@ type Coordinator struct {
 	stopMu   sync.Mutex // guards stopping and every wg.Add; taken before mu
 	stopping bool
 
-	mu     sync.Mutex
-	active map[string]bool // runs this coordinator is driving
+	mu sync.Mutex
+	// active are the runs in hand here, working or parked (nil while a
+	// driver is being started).
+	active map[string]*driver
 	// queued are the decided runs waiting here for a free slot to be
 	// carried on (resumeWhenRoom), first come first served.
 	queued map[string]bool
 	// stops ends the driver of each run driven here, with the cancel that
 	// stopped it as the cause.
 	stops map[string]context.CancelCauseFunc
+	// drops ends the driver of each run working here, when the lease it
+	// works under may be lost (park.go's lapse).
+	drops map[string]context.CancelFunc
+	// early holds a cancel asked while a run's driver was being made.
+	early map[string]*protocol.Cancel
+	// inbox receives the turns of every run in hand, for dispatch to its
+	// driver (park.go).
+	inbox chan *nats.Msg
 
 	ready     chan struct{} // closed once Run serves
 	readyOnce sync.Once
@@ -234,7 +254,10 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		metrics:   metrics.NewCoordinator(cfg.Metrics),
 		log:       cfg.Logger.With("coordinator", cfg.ID),
 		slots:     make(chan struct{}, cfg.MaxRuns),
-		active:    make(map[string]bool),
+		active:    make(map[string]*driver),
+		drops:     make(map[string]context.CancelFunc),
+		early:     make(map[string]*protocol.Cancel),
+		inbox:     make(chan *nats.Msg, inboxSize),
 		queued:    make(map[string]bool),
 		stops:     make(map[string]context.CancelCauseFunc),
 		ready:     make(chan struct{}),
@@ -281,9 +304,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The callback takes a slot before it accepts a contract and blocks
-	// while every slot is busy, which holds back the next pull: at most
-	// MaxRuns runs are in hand, and the rest wait in the stream.
+	// The callback takes a slot for each contract and accepts it on a
+	// goroutine of its own, so contracts are taken as fast as they come,
+	// their synced writes in flight together rather than one after the
+	// other. It blocks while every slot is busy, which holds back the
+	// next pull: the rest wait in the stream. A run admitted parks at its
+	// first wait and gives its slot back, so slots bound only the runs at
+	// work, not the runs in hand.
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		select {
 		case c.slots <- struct{}{}:
@@ -291,17 +318,37 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			_ = msg.Nak()
 			return
 		}
-		c.accept(ctx, msg)
-	}, jetstream.PullMaxMessages(1))
+		if !c.working() {
+			<-c.slots
+			_ = msg.Nak()
+			return
+		}
+		go func() {
+			defer c.wg.Done()
+			c.accept(ctx, msg)
+		}()
+	}, jetstream.PullMaxMessages(admitBatch))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", wire.StreamSubmit, err)
 	}
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
 	c.readyOnce.Do(func() { close(c.ready) })
-	c.wg.Add(1)
+	c.wg.Add(4)
 	go func() {
 		defer c.wg.Done()
 		c.watchCancels(ctx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.dispatch(ctx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.keepAlive(ctx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.watchLoss(ctx)
 	}()
 	if c.cfg.Retention > 0 {
 		c.wg.Add(1)
@@ -311,7 +358,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		}()
 	}
 	if !c.cfg.NoTakeover {
-		c.wg.Add(2)
+		c.wg.Add(3)
+		go func() {
+			defer c.wg.Done()
+			c.leases.watch(ctx, func(err error) { c.log.Warn("the watch of the leases ended; watching again", "err", err) })
+		}()
 		go func() {
 			defer c.wg.Done()
 			c.takeOver(ctx)
@@ -327,86 +378,125 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	c.stopping = true
 	c.stopMu.Unlock()
 	c.wg.Wait()
+	c.leaveParked()
 	return nil
 }
 
-// start drives a run this coordinator holds the lease of, on its own
-// goroutine. It owns sl, given back when the driver ends, or at once when
-// no driver starts.
+// leaveParked lets go of the runs parked here when the coordinator stops:
+// their workspaces are closed, and the end of the heartbeat hands every
+// lease over at once, for another coordinator to take the runs.
+func (c *Coordinator) leaveParked() {
+	c.mu.Lock()
+	var left []*driver
+	for run, d := range c.active {
+		if d != nil {
+			left = append(left, d)
+		}
+		delete(c.active, run)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	gate := make(chan struct{}, 16)
+	for _, d := range left {
+		_ = d.sub.Unsubscribe()
+		d.pk.mu.Lock()
+		if d.pk.timer != nil {
+			d.pk.timer.Stop()
+		}
+		if d.pk.state == parked {
+			c.metrics.Waiting(-1)
+		}
+		d.pk.mu.Unlock()
+		gate <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-gate }()
+			d.close()
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.leases.stop(ctx); err != nil {
+		c.log.Warn("end the heartbeat", "err", err)
+	} else if len(left) > 0 {
+		c.log.Info("runs handed over", "runs", len(left))
+	}
+}
+
+// start drives a run this coordinator holds the lease of. It owns sl,
+// passed on to the run's driver, or given back at once when none starts.
 func (c *Coordinator) start(ctx context.Context, run string, recs []protocol.Record, last uint64, ls *lease, sl *slot) {
 	defer sl.release()
 	c.mu.Lock()
-	if c.active[run] {
+	if _, ok := c.active[run]; ok {
 		c.mu.Unlock()
 		return
 	}
-	c.active[run] = true
+	c.active[run] = nil // being started
 	c.mu.Unlock()
-	c.stopMu.Lock()
-	if c.stopping {
-		c.stopMu.Unlock()
+	if !c.working() {
 		c.mu.Lock()
 		delete(c.active, run)
 		c.mu.Unlock()
 		return // the lease is kept, to run out, as for a run left unfinished
 	}
-	c.wg.Add(1)
-	c.stopMu.Unlock()
 	own := sl.pass()
 	go func() {
 		defer c.wg.Done()
-		unfinished := false
-		defer func() {
+		d, settled := c.newDriver(ctx, run, recs, last, ls)
+		if d == nil {
 			c.mu.Lock()
-			delete(c.active, run)
+			delete(c.early, run)
 			c.mu.Unlock()
-			// A run left unfinished keeps its lease: another coordinator
-			// finds the run by its expired lease and takes it over.
-			// Deleting it would leave the run running with no lease, which
-			// no coordinator ever looks for. A coordinator stopping hands
-			// the lease over (expired now), so the run is taken over at
-			// once; one whose lease was lost to a NATS outage leaves it to
-			// run out.
-			switch {
-			case !unfinished:
-				c.leases.release(context.Background(), ls)
-			case ctx.Err() != nil:
-				hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				if err := c.leases.handOver(hctx, ls); err != nil {
-					c.log.Warn("hand the run over", "run", run, "err", err)
-				} else {
-					c.log.Info("run handed over", "run", run)
-				}
-				cancel()
-			}
+			c.ended(ctx, run, ls, settled)
 			own.release()
-		}()
-		rctx, cancel := context.WithCancel(ctx)
-		held := make(chan struct{})
-		go func() {
-			defer close(held)
-			c.hold(rctx, cancel, ls)
-		}()
-		// A cancel ends the driver's context, not the lease's: the run is
-		// ended under its lease.
-		dctx, stop := context.WithCancelCause(rctx)
+			return
+		}
 		c.mu.Lock()
-		c.stops[run] = stop
+		c.active[run] = d
+		if mark := c.early[run]; mark != nil {
+			d.pk.cancel = mark
+		}
+		delete(c.early, run)
 		c.mu.Unlock()
-		c.metrics.Driving(1)
-		settled := c.drive(rctx, dctx, run, recs, last, own)
-		c.metrics.Driving(-1)
-		c.mu.Lock()
-		delete(c.stops, run)
-		c.mu.Unlock()
-		stop(nil)
-		// A driver that left the run neither finished nor paused (its lease
-		// lost, the run taken over under it, this coordinator stopping, a
-		// read that failed) leaves it to whoever takes it next.
-		unfinished = !settled
-		cancel()
-		<-held // the lease is ours alone again before it is given back
+		c.work(d, own)
 	}()
+}
+
+// working counts one more goroutine of the coordinator's work in c.wg,
+// unless the coordinator is stopping, and reports whether it did.
+func (c *Coordinator) working() bool {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	if c.stopping {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+// ended is the end of a run's driving here: the run is no longer in hand,
+// and its lease is given back if the run is settled (finished, or paused
+// for a person). A run left unfinished keeps its lease: deleting it would
+// leave the run running with no lease, which no coordinator ever looks
+// for. It is handed over (dead at once), so that another coordinator, or
+// this one, takes it over at its next look; a coordinator stopping ends
+// every lease it holds with its heartbeat.
+func (c *Coordinator) ended(ctx context.Context, run string, ls *lease, settled bool) {
+	c.mu.Lock()
+	delete(c.active, run)
+	c.mu.Unlock()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if settled {
+		c.leases.release(hctx, ls)
+		return
+	}
+	if err := c.leases.handOver(hctx, ls); err != nil {
+		c.log.Debug("hand the run over", "run", run, "err", err)
+	} else {
+		c.log.Info("run handed over", "run", run)
+	}
 }
 
 func (c *Coordinator) putState(ctx context.Context, st *protocol.RunState) {

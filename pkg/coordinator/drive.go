@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
@@ -33,7 +34,6 @@ type driver struct {
 	s     *runState
 	w     *trace.Writer
 	log   *slog.Logger
-	turns chan *nats.Msg
 	node  string
 	tools []protocol.ToolSpec
 	pol   *policy.Policy // the run's policy with remembered rules on top
@@ -74,53 +74,79 @@ type driver struct {
 	// slot is the run slot the driver works in, lent back while the run
 	// waits on its sub-agents (see waitIdle).
 	slot *slot
+	// ctx is the coordinator's context the driver works on, each of its
+	// segments (park.go) under a context of its own.
+	ctx context.Context
+	ls  *lease
+	sub *nats.Subscription // the run's turns, to c.inbox
+	// begun is set once the driver's first segment has begun the run, and
+	// opened once it opened the workspace: a woken driver carries on the
+	// step in hand.
+	begun, opened bool
+	// wait is the step task whose turn the step in hand waits on;
+	// estimates are the reservations of its attempts, by key.
+	wait      *turnWait
+	estimates map[string]ledger.Usage
+	pk        parking
 }
 
-// drive carries a run from the state its trace records to its outcome,
-// on ctx, which a cancel ends; live is ctx before a cancel, which ends
-// only with the lease, and on which a cancelled run is ended. It reports
-// whether it left the run settled: finished, or paused for a person.
-func (c *Coordinator) drive(live, ctx context.Context, run string, recs []protocol.Record, last uint64, sl *slot) (settled bool) {
+// newDriver makes the driver of a run from the state its trace records,
+// on ctx, which ends only with the coordinator. It returns nil when there
+// is nothing to drive, and whether the run is then settled (finished).
+func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol.Record, last uint64, ls *lease) (*driver, bool) {
 	log := c.log.With("run", run)
 	if err := c.resolve(ctx, recs); err != nil {
 		log.Error("read trace content", "err", err)
-		return
+		return nil, false
 	}
 	s, err := newRunState(run, recs)
 	if err != nil {
 		log.Error("rebuild run", "err", err)
 		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusFailed, Outcome: protocol.OutcomeFailed,
 			Reason: err.Error(), Coordinator: c.cfg.ID})
-		return true // nothing a driver could do with it
+		return nil, true // nothing a driver could do with it
 	}
 	if s.finished != nil {
 		c.indexFinished(ctx, s)
-		return true
+		return nil, true
 	}
-	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, turns: make(chan *nats.Msg, 16), recovering: true, slot: sl}
+	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, recovering: true, ctx: ctx, ls: ls}
 	if err := d.compilePolicy(); err != nil {
 		log.Error("compile the run's policy", "err", err)
-		return
+		return nil, false
 	}
-	sub, err := c.nc.ChanSubscribe(wire.Turns(run), d.turns)
-	if err != nil {
+	// Every run's turns come to the one inbox, to be handed to their
+	// drivers, parked or not: a run waiting on a turn needs no goroutine
+	// of its own to hear it.
+	if d.sub, err = c.nc.ChanSubscribe(wire.Turns(run), c.inbox); err != nil {
 		log.Error("subscribe to turns", "err", err)
-		return
+		return nil, false
 	}
-	defer func() { _ = sub.Unsubscribe() }()
 	// A cancel asked before this driver began (while the run was paused,
 	// or its coordinator gone) ends it before its first step; one asked
-	// from now on ends ctx.
+	// from now on ends the driver's context.
 	if mark, err := c.cancelMark(ctx, run); err != nil {
 		log.Warn("look for a cancel", "err", err)
 	} else if mark != nil {
-		d.finish(live, protocol.OutcomeCancelled, cancelReason(mark))
-		return s.finished != nil
+		d.finish(ctx, protocol.OutcomeCancelled, cancelReason(mark))
+		_ = d.sub.Unsubscribe()
+		return nil, s.finished != nil
 	}
+	return d, false
+}
+
+// drive carries the run on, on ctx, which a cancel ends; live is ctx
+// before a cancel, which ends only with the lease, and on which a
+// cancelled run is ended. It says how the driver left the run: parked
+// for the message or timer it waits on, settled (finished, or paused for
+// a person), or neither, for whoever takes it next.
+func (d *driver) drive(live, ctx context.Context) (parked, settled bool) {
 	d.live = live
-	d.loop(ctx)
+	if d.loop(ctx) {
+		return true, false
+	}
 	d.finishCancelled(live, ctx) // a cancel that stopped the loop before its workspace was open
-	return d.settled || s.finished != nil
+	return false, d.settled || d.s.finished != nil
 }
 
 // compilePolicy sets the driver's policy: the run's effective one (a

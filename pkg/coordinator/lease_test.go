@@ -48,8 +48,8 @@ func (c *clock) advance(d time.Duration) {
 
 // TestLeaseOneWriterPerRun walks one run's lease between two coordinators
 // on an injected clock: one holder at a time, each takeover a new
-// generation, a superseded holder's renewal refused, a live lease never
-// taken, and only expired leases listed.
+// generation, a lease kept alive by its holder's heartbeat alone, never
+// taken while that beats, and only dead leases listed.
 func TestLeaseOneWriterPerRun(t *testing.T) {
 	kv := leaseBucket(t)
 	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
@@ -66,27 +66,27 @@ func TestLeaseOneWriterPerRun(t *testing.T) {
 		t.Fatalf("b takes a live lease: %v, want errHeld", err)
 	}
 	clk.advance(ttl - time.Second)
-	if err := a.renew(ctx, la); err != nil {
-		t.Fatalf("a renews before expiry: %v", err)
+	if lapsed, err := a.beat(ctx); err != nil || lapsed {
+		t.Fatalf("a beats before expiry: lapsed %v, %v", lapsed, err)
 	}
 	clk.advance(ttl - time.Second) // past the first expiry, within the renewed one
 	if _, err := b.acquire(ctx, "r1"); !errors.Is(err, errHeld) {
-		t.Fatalf("b takes a renewed lease: %v, want errHeld", err)
+		t.Fatalf("b takes a lease whose holder beats: %v, want errHeld", err)
 	}
-	if got, err := a.expired(ctx); err != nil || len(got) != 0 {
+	if got, err := b.expired(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("expired with a live lease = %q, %v; want none", got, err)
 	}
 
-	clk.advance(ttl) // a stops renewing: its lease runs out
+	clk.advance(ttl) // a stops beating: its lease dies with its heartbeat
 	if got, err := b.expired(ctx); err != nil || !slices.Equal(got, []string{"r1"}) {
 		t.Fatalf("expired after the TTL = %q, %v; want [r1]", got, err)
 	}
 	lb, err := b.acquire(ctx, "r1")
 	if err != nil || lb.gen != 2 {
-		t.Fatalf("b takes the expired lease: %+v, %v; want generation 2", lb, err)
+		t.Fatalf("b takes the dead lease: %+v, %v; want generation 2", lb, err)
 	}
-	if err := a.renew(ctx, la); !errors.Is(err, errHeld) {
-		t.Fatalf("a renews a lease b took over: %v, want errHeld", err)
+	if lapsed, err := a.beat(ctx); err != nil || !lapsed {
+		t.Fatalf("a beats again a whole TTL late: lapsed %v, %v; want lapsed", lapsed, err)
 	}
 	a.release(ctx, la) // a stale release leaves b's lease alone
 	if _, err := a.acquire(ctx, "r1"); !errors.Is(err, errHeld) {
@@ -102,6 +102,56 @@ func TestLeaseOneWriterPerRun(t *testing.T) {
 	la2, err := a.acquire(ctx, "r1")
 	if err != nil || la2.gen != 1 {
 		t.Fatalf("a takes a released run: %+v, %v; want a fresh lease, generation 1", la2, err)
+	}
+}
+
+// TestLeaseEpochLapses: a coordinator whose heartbeat lapsed holds none of
+// the leases of its old epoch, all of them dead at once for another to
+// take; those it takes again live with its new epoch.
+func TestLeaseEpochLapses(t *testing.T) {
+	kv := leaseBucket(t)
+	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	const ttl = 5 * time.Second
+	a := &leases{kv: kv, owner: "a", ttl: ttl, now: clk.Now}
+	b := &leases{kv: kv, owner: "b", ttl: ttl, now: clk.Now}
+	ctx := t.Context()
+	for _, run := range []string{"r1", "r2", "r3"} {
+		if _, err := a.acquire(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(ttl)
+	if _, err := b.beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.expired(ctx)
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, []string{"r1", "r2", "r3"}) {
+		t.Fatalf("expired after a's heartbeat ran out = %q, %v; want all three", got, err)
+	}
+	if lapsed, err := a.beat(ctx); err != nil || !lapsed {
+		t.Fatalf("a's late beat: lapsed %v, %v; want lapsed", lapsed, err)
+	}
+	// Beating again does not bring the old epoch's leases back.
+	if got, err := b.expired(ctx); err != nil || len(got) != 3 {
+		t.Fatalf("expired after a began a new epoch = %q, %v; want all three still", got, err)
+	}
+	if _, err := b.acquire(ctx, "r1"); err != nil {
+		t.Fatalf("b takes r1: %v", err)
+	}
+	l2, err := a.acquire(ctx, "r2")
+	if err != nil || l2.gen != 2 {
+		t.Fatalf("a takes back r2 under its new epoch: %+v, %v", l2, err)
+	}
+	got, err = b.expired(ctx)
+	if err != nil || !slices.Equal(got, []string{"r3"}) {
+		t.Fatalf("expired once r1 and r2 are taken again = %q, %v; want [r3]", got, err)
+	}
+	if _, err := b.acquire(ctx, "r2"); !errors.Is(err, errHeld) {
+		t.Fatalf("b takes r2, live under a's new epoch: %v, want errHeld", err)
 	}
 }
 
@@ -136,8 +186,8 @@ func TestLeaseRaceHasOneWinner(t *testing.T) {
 
 // TestLeaseHandOver is a coordinator stopping: it hands its live lease
 // over, and without the clock moving the run is listed expired and another
-// coordinator takes it at once, a generation on; the old holder can renew
-// it no more.
+// coordinator takes it at once, a generation on; the old holder's release
+// leaves it alone.
 func TestLeaseHandOver(t *testing.T) {
 	kv := leaseBucket(t)
 	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
@@ -164,7 +214,8 @@ func TestLeaseHandOver(t *testing.T) {
 	if lb.gen != la.gen+1 {
 		t.Errorf("generation after the hand-over = %d, want %d", lb.gen, la.gen+1)
 	}
-	if err := a.renew(ctx, la); !errors.Is(err, errHeld) {
-		t.Errorf("the old holder renewed a lease it handed over: %v", err)
+	a.release(ctx, la)
+	if _, err := a.acquire(ctx, "r1"); !errors.Is(err, errHeld) {
+		t.Errorf("the old holder's release gave up the lease b took: %v", err)
 	}
 }

@@ -12,33 +12,47 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
-// loop drives the run step by step until it ends or the driver's context
-// does. What it does at each step boundary is runState.next's to say.
-func (d *driver) loop(ctx context.Context) {
+// loop drives the run step by step until it ends, the driver's context
+// does, or the run parks to wait (then it reports parked, and is called
+// again when woken, to carry on with the step in hand). What it does at
+// each step boundary is runState.next's to say.
+func (d *driver) loop(ctx context.Context) (parked bool) {
 	s := d.s
-	if ok, why := gate.Allowed(d.pol, s.contract.Verification); !ok {
-		d.finish(ctx, protocol.OutcomeRefused, why)
-		return
+	if !d.begun {
+		d.begun = true
+		if ok, why := gate.Allowed(d.pol, s.contract.Verification); !ok {
+			d.finish(ctx, protocol.OutcomeRefused, why)
+			return false
+		}
+		// A run out of time or steps ends before it takes a workspace.
+		if a, o, why := s.next(boundary{now: time.Now()}); a == finishRun {
+			d.finish(ctx, o, why)
+			return false
+		}
+		if o, why, err := d.admit(ctx); err != nil {
+			return false // shutting down
+		} else if o != "" {
+			d.finish(ctx, o, why)
+			return false
+		}
+		if err := d.open(ctx); err != nil {
+			d.finish(ctx, protocol.OutcomeFailed, err.Error())
+			return false
+		}
+		d.opened = true
+		d.offerSpawn(ctx)
+		d.offerRemember()
 	}
-	// A run out of time or steps ends before it takes a workspace.
-	if a, o, why := s.next(boundary{now: time.Now()}); a == finishRun {
-		d.finish(ctx, o, why)
-		return
+	if !d.opened {
+		return false // a driver whose first segment ended before its workspace was open
 	}
-	if o, why, err := d.admit(ctx); err != nil {
-		return // shutting down
-	} else if o != "" {
-		d.finish(ctx, o, why)
-		return
-	}
-	if err := d.open(ctx); err != nil {
-		d.finish(ctx, protocol.OutcomeFailed, err.Error())
-		return
-	}
-	d.offerSpawn(ctx)
-	d.offerRemember()
-	defer d.close()
-	defer d.finishCancelled(d.live, ctx) // before the close: a snapshot's changes are collected
+	defer func() {
+		if parked {
+			return // the workspace stays open for the step in hand
+		}
+		d.finishCancelled(d.live, ctx) // before the close: a snapshot's changes are collected
+		d.close()
+	}()
 
 	stepCtx := ctx
 	if dl := s.deadline(); !dl.IsZero() {
@@ -48,9 +62,15 @@ func (d *driver) loop(ctx context.Context) {
 	}
 	var took *stepTaken
 	var pending *protocol.Pending // the step just taken waits for a person on it
+	// A driver woken in the middle of a step carries that step on: its
+	// turn's wait ends it, a cancel or the run's time included.
+	inStep := d.wait != nil
 	for {
-		a, o, why := s.next(boundary{now: time.Now(), cancelled: ctx.Err() != nil, took: took})
-		took = nil
+		a, o, why := stepOn, protocol.Outcome(""), ""
+		if !inStep {
+			a, o, why = s.next(boundary{now: time.Now(), cancelled: ctx.Err() != nil, took: took})
+		}
+		inStep, took = false, nil
 		switch a {
 		case leave:
 			return // shutting down: the run stays running, to be picked up again
@@ -105,6 +125,9 @@ func (d *driver) loop(ctx context.Context) {
 		var rec *protocol.Record
 		var outcome protocol.Outcome
 		rec, pending, outcome, why = d.step(stepCtx, step)
+		if outcome == parkRun {
+			return true
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -163,6 +186,9 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 	s := d.s
 	turn, err := d.turn(ctx, step)
 	if err != nil {
+		if errors.Is(err, errParked) {
+			return nil, nil, parkRun, ""
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
 		}

@@ -10,38 +10,12 @@ import (
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
-// hold renews a lease until ctx ends; if the lease is lost, it cancels the
-// run's driver, which stops at its next step boundary (and is fenced out
-// of the trace should it try to write).
-func (c *Coordinator) hold(ctx context.Context, cancel context.CancelFunc, ls *lease) {
-	t := time.NewTicker(c.cfg.LeaseTTL / 3)
-	defer t.Stop()
-	lastOK := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			err := c.leases.renew(ctx, ls)
-			switch {
-			case err == nil:
-				lastOK = time.Now()
-			case errors.Is(err, errHeld) || time.Since(lastOK) >= c.cfg.LeaseTTL:
-				c.log.Warn("lease lost; stopping the run here", "run", ls.run, "err", err)
-				cancel()
-				return
-			default:
-				c.log.Warn("renew lease", "run", ls.run, "err", err)
-			}
-		}
-	}
-}
-
 // driving reports whether this coordinator is driving run.
 func (c *Coordinator) driving(run string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.active[run]
+	_, ok := c.active[run]
+	return ok
 }
 
 // takeOver drives the runs whose lease ran out: their coordinator died or

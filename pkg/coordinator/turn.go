@@ -31,16 +31,38 @@ var publishBackoff = backoff{wait: time.Second}
 // the turns stream if a previous driver of this run got that far, or a new
 // one from a worker. Retryable failures are tried again with back-off, up to
 // MaxRetries, unless the wait would outlast the run's deadline.
-func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
+//
+// While the turn is awaited, or a retry's delay runs, turn returns
+// errParked: the driver leaves its goroutine and slot (see park.go), and
+// the message or timer that wakes it calls turn again for the same step,
+// which carries on from the attempt in d.wait.
+func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err error) {
 	s := d.s
-	d.draws, d.unsettled = nil, map[int]string{}
-	estimates := map[string]ledger.Usage{}
+	w := d.wait
+	if w == nil || w.step != step {
+		d.draws, d.unsettled, d.estimates = nil, map[int]string{}, map[string]ledger.Usage{}
+		d.asm = d.assemble(ctx, step)
+		w = &turnWait{step: step, attempt: 1}
+		if d.recovering {
+			d.recovering = false
+			tr, next := d.recover(ctx, step)
+			if tr != nil {
+				return tr.Turn, nil
+			}
+			w.attempt = next
+		}
+		d.wait = w
+	}
 	defer func() {
+		if errors.Is(err, errParked) {
+			return // carried on when woken
+		}
+		d.wait = nil
 		if cancelOf(ctx) != nil {
 			// Cancelled: nobody will wait for these answers. A worker may
 			// be making the call, so each is charged at its estimate.
 			for _, key := range d.unsettled {
-				d.chargeAbandoned(ctx, key, estimates[key])
+				d.chargeAbandoned(ctx, key, d.estimates[key])
 			}
 			d.unsettled = map[int]string{}
 			return
@@ -55,27 +77,31 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 		// may still be in a worker's hands. Its answer is charged if it
 		// comes while the run goes on; if not, the reservation ages out.
 	}()
-	d.asm = d.assemble(ctx, step)
-	attempt := 1
-	if d.recovering {
-		d.recovering = false
-		tr, next := d.recover(ctx, step)
-		if tr != nil {
-			return tr.Turn, nil
+	err = retrying(ctx, publishBackoff, func() error {
+		if ctx.Err() != nil {
+			return done(ctx.Err()) // cancelled, or out of time, while it waited
 		}
-		attempt = next
-	}
-	var turn *protocol.Turn
-	retries := 0
-	err := retrying(ctx, publishBackoff, func() error {
-		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: attempt, Request: *d.asm.req, Deadline: s.deadline(),
+		switch {
+		case !w.retryAt.IsZero():
+			if time.Now().Before(w.retryAt) {
+				d.answer(ctx, w) // late answers of earlier attempts, charged
+				if d.parkNow() {
+					return done(errParked) // a retry's delay: woken by its timer
+				}
+				return again(0)
+			}
+			w.retryAt = time.Time{}
+		case w.task != nil:
+			return d.awaitTurn(ctx, w, &turn)
+		}
+		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: w.attempt, Request: *d.asm.req, Deadline: s.deadline(),
 			Policy: d.pol.Protocol(), Expires: time.Now().Add(d.c.cfg.TurnTimeout)}
 		data, err := json.Marshal(task)
 		if err != nil {
 			return done(protocol.Errorf(protocol.CodeInternal, "encode step task: %s", err.Error()))
 		}
 		// No provider call without a reservation that fits every ceiling.
-		key := protocol.StepKey(s.run, step, attempt)
+		key := protocol.StepKey(s.run, step, w.attempt)
 		estimate := d.estimate(len(data))
 		if err := d.reserve(ctx, key, estimate); err != nil {
 			if errors.Is(err, errStaleKey) {
@@ -83,19 +109,19 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 				// its step was committed: what it charged goes into this
 				// step's record, so the trace keeps what the ledger holds.
 				d.keepSettled(ctx, key)
-				attempt++
+				w.attempt++
 				return again(0)
 			}
 			return done(err)
 		}
-		d.unsettled[attempt] = key
-		estimates[key] = estimate
+		d.unsettled[w.attempt] = key
+		d.estimates[key] = estimate
+		msg := &nats.Msg{Subject: wire.Steps(s.contract.Provider.Pool), Data: data}
 		if limit := d.c.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit-taskHeadroom {
 			err = nats.ErrMaxPayload // known before it is sent
 		} else {
 			pctx, cancel := jsCall(ctx)
-			_, err = d.c.js.PublishMsg(pctx, &nats.Msg{Subject: wire.Steps(s.contract.Provider.Pool), Data: data},
-				jetstream.WithMsgID(task.Key()))
+			_, err = d.c.js.PublishMsg(pctx, msg, jetstream.WithMsgID(task.Key()))
 			cancel()
 		}
 		if err != nil {
@@ -105,7 +131,7 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			if isTooLarge(err) {
 				// It would not fit the next time either: no worker can be
 				// asked for this step.
-				delete(d.unsettled, attempt)
+				delete(d.unsettled, w.attempt)
 				d.release(ctx, key)
 				return done(protocol.FieldError(protocol.CodeTooLarge, "request", "keep tool output and files the model reads smaller, or raise the NATS server's max_payload",
 					"the conversation is %d bytes as a step task, over the %d-byte message limit of the bus", len(data), d.c.nc.MaxPayload()))
@@ -113,111 +139,110 @@ func (d *driver) turn(ctx context.Context, step int) (*protocol.Turn, error) {
 			d.log.Warn("publish step task", "step", step, "err", err)
 			return err // published again, the same attempt, after publishBackoff's wait
 		}
-		tr, err := d.await(ctx, step, attempt, &nats.Msg{Subject: wire.Steps(s.contract.Provider.Pool), Data: data}, task.Key())
-		if err != nil {
-			if ctx.Err() != nil {
-				return done(ctx.Err())
-			}
-			d.log.Warn("no turn in time; publishing again", "step", step, "attempt", attempt)
-			attempt++
-			return again(0)
-		}
-		delete(d.unsettled, attempt)
-		d.chargeLost(ctx, step, key, tr.Deliveries, estimate)
-		if tr.Error == nil && tr.Turn != nil {
-			draw, _ := d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn))
-			d.draws = append(d.draws, draw)
-			turn = tr.Turn
-			return nil
-		}
-		if paid := spentOf(tr); paid != nil {
-			// A call made and paid for whose answer could not come back
-			// (too_large): charged as it was, though there is no turn.
-			draw, _ := d.settle(ctx, step, key, paid, d.cost(paid))
-			d.draws = append(d.draws, draw)
-		} else {
-			d.release(ctx, key)
-		}
-		if tr.Refused != nil && tr.Refused.Effect == policy.Ask.String() {
-			if err := d.askHost(ctx, step, tr.Refused); err != nil {
-				return done(err)
-			}
-			attempt++ // approved now: asked again, with the endpoint remembered
-			return again(0)
-		}
-		perr := tr.Error
-		if perr == nil {
-			perr = protocol.Errorf(protocol.CodeProviderMalformed, "the worker returned neither a turn nor an error")
-		}
-		retries++
-		wait, ok := d.c.cfg.Retry.Next(retries, perr, time.Now(), s.deadline())
-		if !ok {
-			return done(perr) // not retryable, retries spent, or a wait that would outlast the time budget
-		}
-		d.log.Info("retrying provider call", "step", step, "attempt", attempt, "wait", wait, "err", perr)
-		d.c.emit(s.run, step, protocol.EventRetry, &protocol.Event{Text: fmt.Sprintf("%s; retry %d in %s", perr.Name, retries, wait)})
-		d.c.metrics.Retried()
-		attempt++
-		return again(wait)
+		w.task, w.key, w.estimate, w.giveUp = msg, task.Key(), estimate, time.Now().Add(d.c.cfg.TurnTimeout)
+		return d.awaitTurn(ctx, w, &turn)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return turn, nil
+	return turn, err
 }
 
-// await waits for the turn of one attempt on the run's turns subject.
-// Every RepublishInterval it looks for the turn in the turns stream (it
-// may have been published while this coordinator was cut off from NATS)
-// and publishes the task again under the same message id: a no-op while
-// the task is still queued, and its recovery when a NATS restart lost it
-// (step tasks are kept in memory).
-func (d *driver) await(ctx context.Context, step, attempt int, task *nats.Msg, key string) (*protocol.TurnResult, error) {
-	timer := time.NewTimer(d.c.cfg.TurnTimeout)
-	defer timer.Stop()
-	tick := time.NewTicker(d.c.cfg.RepublishInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timer.C:
-			return nil, errors.New("turn timeout")
-		case <-tick.C:
-			if tr := d.turnOf(ctx, step, attempt); tr != nil {
-				return tr, nil
+// awaitTurn takes the answer of the attempt w waits on, if it has come,
+// and acts on it as turn's retry expects: nil with *turn set, done with
+// the step's error, again for another attempt, or done(errParked) while
+// there is no answer yet.
+func (d *driver) awaitTurn(ctx context.Context, w *turnWait, turn **protocol.Turn) error {
+	s, step := d.s, w.step
+	tr := d.answer(ctx, w)
+	if tr == nil {
+		if time.Now().Before(w.giveUp) {
+			if d.parkNow() {
+				return done(errParked) // woken by the turn, or by the timer of giveUp
 			}
-			pctx, cancel := jsCall(ctx)
-			if _, err := d.c.js.PublishMsg(pctx, task, jetstream.WithMsgID(key)); err != nil {
-				d.log.Debug("publish the step task again", "step", step, "err", err)
+			return again(0) // a turn came meanwhile
+		}
+		d.log.Warn("no turn in time; publishing again", "step", step, "attempt", w.attempt)
+		w.task, w.attempt = nil, w.attempt+1
+		return again(0)
+	}
+	w.task = nil
+	key := w.key
+	delete(d.unsettled, w.attempt)
+	d.chargeLost(ctx, step, key, tr.Deliveries, w.estimate)
+	if tr.Error == nil && tr.Turn != nil {
+		draw, _ := d.settle(ctx, step, key, tr.Turn, d.cost(tr.Turn))
+		d.draws = append(d.draws, draw)
+		*turn = tr.Turn
+		return nil
+	}
+	if paid := spentOf(tr); paid != nil {
+		// A call made and paid for whose answer could not come back
+		// (too_large): charged as it was, though there is no turn.
+		draw, _ := d.settle(ctx, step, key, paid, d.cost(paid))
+		d.draws = append(d.draws, draw)
+	} else {
+		d.release(ctx, key)
+	}
+	if tr.Refused != nil && tr.Refused.Effect == policy.Ask.String() {
+		if err := d.askHost(ctx, step, tr.Refused); err != nil {
+			return done(err)
+		}
+		w.attempt++ // approved now: asked again, with the endpoint remembered
+		return again(0)
+	}
+	perr := tr.Error
+	if perr == nil {
+		perr = protocol.Errorf(protocol.CodeProviderMalformed, "the worker returned neither a turn nor an error")
+	}
+	w.retries++
+	wait, ok := d.c.cfg.Retry.Next(w.retries, perr, time.Now(), s.deadline())
+	if !ok {
+		return done(perr) // not retryable, retries spent, or a wait that would outlast the time budget
+	}
+	d.log.Info("retrying provider call", "step", step, "attempt", w.attempt, "wait", wait, "err", perr)
+	d.c.emit(s.run, step, protocol.EventRetry, &protocol.Event{Text: fmt.Sprintf("%s; retry %d in %s", perr.Name, w.retries, wait)})
+	d.c.metrics.Retried()
+	w.attempt++
+	if wait > 0 {
+		w.retryAt = time.Now().Add(wait)
+		return done(errParked)
+	}
+	return again(0)
+}
+
+// answer takes the turns that came for the run (park.go's inbox) and
+// returns the one of the attempt w waits on, or nil. An earlier attempt's
+// answer, late, is charged under its own key, once.
+func (d *driver) answer(ctx context.Context, w *turnWait) *protocol.TurnResult {
+	step, attempt := w.step, w.attempt
+	var found *protocol.TurnResult
+	for _, m := range d.takeInbox() {
+		var tr protocol.TurnResult
+		if err := json.Unmarshal(m.Data, &tr); err != nil {
+			d.log.Warn("undecodable turn", "err", err)
+			continue
+		}
+		if tr.Step == step && tr.Attempt == attempt {
+			if found == nil {
+				found = &tr
 			}
-			cancel()
-		case m := <-d.turns:
-			var tr protocol.TurnResult
-			if err := json.Unmarshal(m.Data, &tr); err != nil {
-				d.log.Warn("undecodable turn", "err", err)
-				continue
-			}
-			if tr.Step == step && tr.Attempt == attempt {
-				return &tr, nil
-			}
-			if tr.Step > step || (tr.Step == step && tr.Attempt >= attempt) {
-				continue
-			}
-			if tr.Step == step {
-				delete(d.unsettled, tr.Attempt)
-			}
-			// An earlier attempt's answer, late: the provider was paid for
-			// it, so it is charged under its own key, once (a turn heard
-			// twice, or charged by an earlier driver, is a replay).
-			key := protocol.StepKey(d.s.run, tr.Step, tr.Attempt)
-			if paid := spentOf(&tr); paid == nil {
-				d.release(ctx, key)
-			} else if draw, replayed := d.settle(ctx, step, key, paid, d.cost(paid)); !replayed {
-				d.draws = append(d.draws, draw)
-			}
+			continue
+		}
+		if tr.Step > step || (tr.Step == step && tr.Attempt >= attempt) {
+			continue
+		}
+		if tr.Step == step {
+			delete(d.unsettled, tr.Attempt)
+		}
+		// The provider was paid for it, so it is charged under its own
+		// key, once (a turn heard twice, or charged by an earlier driver,
+		// is a replay).
+		key := protocol.StepKey(d.s.run, tr.Step, tr.Attempt)
+		if paid := spentOf(&tr); paid == nil {
+			d.release(ctx, key)
+		} else if draw, replayed := d.settle(ctx, step, key, paid, d.cost(paid)); !replayed {
+			d.draws = append(d.draws, draw)
 		}
 	}
+	return found
 }
 
 // taskHeadroom is what a step task's publish needs beyond its JSON: the

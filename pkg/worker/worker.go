@@ -51,6 +51,9 @@ type Endpointer interface {
 }
 
 // Config configures a worker. The zero value means the defaults.
+// DefaultConcurrency is Config.Concurrency's default.
+const DefaultConcurrency = 256
+
 type Config struct {
 	// ID names the worker in turns, its micro service and logs; default
 	// "worker-<random>".
@@ -63,7 +66,9 @@ type Config struct {
 	// at once: their tasks are delivered again, and the calls charged as
 	// lost. The worker binary drains for 30 s on SIGTERM.
 	Drain time.Duration
-	// Concurrency bounds provider calls in flight; default 8.
+	// Concurrency bounds provider calls in flight; default
+	// DefaultConcurrency. A call is a wait on the vendor, seconds long, so
+	// the bound is sized for waiting, not for cores.
 	Concurrency int
 	// AckWait is how long a task may go unacknowledged before it is
 	// redelivered; the worker signals progress every third of it during a
@@ -124,7 +129,7 @@ func (c *Config) setDefaults() {
 		c.Pools = []string{protocol.DefaultPool}
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = 8
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 60 * time.Second
