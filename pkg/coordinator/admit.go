@@ -58,6 +58,15 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		// contract goes back to the stream until its lease runs out.
 		if recs, _, rerr := c.trace.Read(ctx, run); rerr == nil && len(recs) > 0 {
 			c.respond(reply, &protocol.SubmitReply{Run: run})
+			if c.cfg.NoTakeover {
+				// Nobody here takes over a dead coordinator's runs (the
+				// embedded default, resuming a tree whose sub-agent was
+				// driven by the process that died): the contract comes
+				// back until the lease is dead, and then this coordinator
+				// drives the run.
+				_ = msg.NakWithDelay(c.cfg.LeaseTTL)
+				return
+			}
 			_ = msg.Ack()
 		} else {
 			_ = msg.NakWithDelay(c.cfg.LeaseTTL)

@@ -77,6 +77,13 @@ func (d *driver) admit(ctx context.Context) (protocol.Outcome, string, error) {
 	s := d.s
 	if s.tree == s.run && s.step == 0 {
 		err := d.withLedger(ctx, "open the tree", func() error {
+			if s.startedBy != d.c.cfg.ID {
+				// A root started elsewhere (resumed, taken over) may have
+				// sub-agents that drew before its first step was
+				// committed: a ledger that lost the tree has it rebuilt
+				// from their traces, not opened empty.
+				return d.rebuild(ctx)
+			}
 			return d.c.ledger.Open(ctx, s.tree, ceilingOf(s.contract, s.started))
 		})
 		if err != nil {

@@ -313,7 +313,10 @@ func (d *driver) awaitChild(ctx context.Context, obs *protocol.Observation, run,
 	}
 	// The child's id stays out of what the model reads, as the run's own
 	// does: a transcript must not depend on which run it is.
-	if st.Outcome == protocol.OutcomeRefused && st.Step == 0 && strings.HasPrefix(st.Reason, "ledger:") {
+	// A sub-agent the tree had no room for is a refused spawn, whether
+	// the ledger refused it at its admission or at its first draw (the
+	// room checked before the spawn was taken by siblings meanwhile).
+	if (st.Outcome == protocol.OutcomeRefused || st.Outcome == protocol.OutcomeBudgetCeilingReached) && st.Step == 0 && strings.HasPrefix(st.Reason, "ledger:") {
 		obs.Content = fmt.Sprintf("[spawn refused] %s", st.Reason)
 		return obs
 	}
@@ -439,9 +442,12 @@ func (d *driver) roomForChild(ctx context.Context, run string, child *protocol.C
 	if _, err := d.c.index.Get(ctx, run); err == nil {
 		return nil
 	}
-	req := protocol.CompletionRequest{Model: child.Provider.Model, System: systemPrompt, Tools: d.tools, MaxOutputTokens: child.Provider.MaxOutputTokens,
-		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: taskMessage(child)}}}
-	data, _ := json.Marshal(&req)
+	// Its first call is estimated as it will be reserved: on the whole
+	// step task, the policy that goes with it included.
+	task := protocol.StepTask{Run: run, Step: 1, Attempt: 1, Policy: child.Policy, Deadline: s.deadline(), Expires: time.Now(),
+		Request: protocol.CompletionRequest{Model: child.Provider.Model, System: systemPrompt, Tools: d.tools, MaxOutputTokens: child.Provider.MaxOutputTokens,
+			Messages: []protocol.Message{{Role: protocol.RoleUser, Content: taskMessage(child)}}}}
+	data, _ := json.Marshal(&task)
 	est := d.estimate(len(data))
 	own := ledger.Limits{Tokens: child.Budget.MaxTokens, CostMicros: child.Budget.MaxCostMicros}
 	if r := exceeds(own, ledger.Usage{}, est); r != nil {

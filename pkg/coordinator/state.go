@@ -17,9 +17,11 @@ type runState struct {
 	run      string
 	contract *protocol.Contract
 	started  time.Time
-	step     int   // the last committed step
-	tokens   int64 // tokens spent by committed steps
-	cost     int64 // micro-units spent by committed steps, as priced
+	// startedBy is the coordinator that started the run.
+	startedBy string
+	step      int   // the last committed step
+	tokens    int64 // tokens spent by committed steps
+	cost      int64 // micro-units spent by committed steps, as priced
 	// tree is the root run of the run's agent tree, depth the run's depth
 	// below it; spent is what the committed steps drew on the ledger.
 	tree  string
@@ -79,7 +81,7 @@ func newRunState(run string, recs []protocol.Record) (*runState, error) {
 	if len(recs) == 0 || recs[0].Kind != protocol.RecordStarted || recs[0].Contract == nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: it does not begin with a started record", run)
 	}
-	s := &runState{run: run, contract: recs[0].Contract, started: recs[0].Time, tree: recs[0].Tree, depth: recs[0].Depth,
+	s := &runState{run: run, contract: recs[0].Contract, started: recs[0].Time, startedBy: recs[0].Coordinator, tree: recs[0].Tree, depth: recs[0].Depth,
 		policy: recs[0].Policy, parentPolicy: recs[0].ParentPolicy}
 	if s.policy == nil {
 		s.policy = s.contract.Policy // a root runs under its own
