@@ -27,6 +27,7 @@ and CPU while they wait), then --fan runs of --turns turns, each taking
 	turns := fs.Int("turns", 3, "with --waiting: turns of each of the --fan runs")
 	think := fs.Duration("think", 2*time.Second, "with --waiting: how long the model takes over a turn")
 	quiet := fs.Duration("quiet", 10*time.Second, "with --waiting: how long the CPU is watched while the runs wait")
+	heap := fs.String("heap-profile", "", "with --waiting: write a heap profile here while the runs wait")
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
 	}
@@ -35,7 +36,7 @@ and CPU while they wait), then --fan runs of --turns turns, each taking
 			fail(env.stderr, "bench: --waiting, --fan and --turns must be at least 1, --think and --quiet above zero")
 			return exitUsage
 		}
-		rep, err := bench.RunWaiting(ctx, bench.WaitConfig{Waiting: *waiting, Runs: *fan, Turns: *turns, Think: *think, Quiet: *quiet})
+		rep, err := bench.RunWaiting(ctx, bench.WaitConfig{Waiting: *waiting, Runs: *fan, Turns: *turns, Think: *think, Quiet: *quiet, HeapProfile: *heap})
 		if err != nil {
 			fail(env.stderr, "bench: %v", err)
 			return exitError

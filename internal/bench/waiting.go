@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,10 @@ type WaitConfig struct {
 	// Quiet is how long the CPU is watched while the runs wait; default
 	// 10 s.
 	Quiet time.Duration
+	// HeapProfile, when set, is where a heap profile is written while the
+	// runs wait (go tool pprof -focus pkg/coordinator shows the
+	// coordinator's share).
+	HeapProfile string
 }
 
 // WaitReport is what a waiting measurement found.
@@ -141,6 +146,11 @@ func RunWaiting(ctx context.Context, cfg WaitConfig) (*WaitReport, error) {
 	rep.HeapPerRun = float64(heap1-heap0) / float64(cfg.Waiting)
 	rep.RSSPerRun = float64(rss1-rss0) / float64(cfg.Waiting)
 	rep.Goroutines = coordinatorGoroutines()
+	if cfg.HeapProfile != "" {
+		if err := writeHeap(cfg.HeapProfile); err != nil {
+			return nil, err
+		}
+	}
 	cpu0, wall0 := cpuTime(), time.Now()
 	select {
 	case <-time.After(cfg.Quiet):
@@ -331,6 +341,18 @@ func memory() (heap, rss int64) {
 		}
 	}
 	return heap, rss
+}
+
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // cpuTime is the CPU the process has used, user and system.

@@ -303,6 +303,10 @@ func ensureObjects(ctx context.Context, js jetstream.JetStream, cfg jetstream.Ob
 // worker's own default.
 const DefaultWorkerAckWait = 60 * time.Second
 
+// WorkerMaxAckPending bounds the step tasks of one pool in workers' hands
+// at once, whatever the workers.
+const WorkerMaxAckPending = 1 << 16
+
 // EnsureWorkerConsumer creates or updates the durable consumer of a pool.
 // ackWait bounds how long a task may go unacknowledged before another
 // worker gets it. On Assets from Bind it only looks the consumer up,
@@ -322,7 +326,9 @@ func EnsureWorkerConsumer(ctx context.Context, a *Assets, pool string, ackWait t
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
 		MaxDeliver:    -1,
-		MaxAckPending: 1024,
+		// Provider calls are waits of seconds each: a pool may have tens of
+		// thousands in flight, each worker bounded by its Concurrency.
+		MaxAckPending: WorkerMaxAckPending,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", WorkerConsumer(pool), explain(a.nc, err))
