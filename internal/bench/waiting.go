@@ -13,8 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // WaitConfig sets the size of a waiting measurement: what runs in flight
@@ -134,8 +137,11 @@ func RunWaiting(ctx context.Context, cfg WaitConfig) (*WaitReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := model.waitAsked(ctx, cfg.Waiting); err != nil {
-		return nil, err
+	actx, cancel := context.WithTimeout(ctx, stuckAfter)
+	err = model.waitAsked(actx, cfg.Waiting)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%d of %d runs asked the model within %v (%s): %w", model.count(), cfg.Waiting, stuckAfter, where(ctx, cl), err)
 	}
 	if err := waitGauge(ctx, cl, "harness_coordinator_runs_waiting", cfg.Waiting); err != nil {
 		return nil, err
@@ -235,6 +241,55 @@ func (m *slowModel) Complete(ctx context.Context, req *protocol.CompletionReques
 
 // holdTask is the task of the runs held on their first turn.
 const holdTask = "wait for the model to answer"
+
+// stuckAfter is how long the runs held may take to all ask the model.
+const stuckAfter = 3 * time.Minute
+
+func (m *slowModel) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.asked
+}
+
+// where says where the runs are: the gauges, the steps stream and its
+// workers' consumer.
+func where(ctx context.Context, cl *harness.Cluster) string {
+	var b strings.Builder
+	if mfs, err := cl.Metrics().Gather(); err == nil {
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "harness_coordinator_runs_waiting", "harness_coordinator_runs_active":
+				fmt.Fprintf(&b, "%s %v; ", mf.GetName(), mf.GetMetric()[0].GetGauge().GetValue())
+			}
+		}
+	}
+	if runs, err := cl.Runs(ctx); err == nil {
+		by := map[string]int{}
+		var odd []string
+		for _, st := range runs {
+			by[string(st.Status)+"/"+string(st.Outcome)+fmt.Sprintf("@%d", st.Step)]++
+			if st.Status != protocol.StatusRunning && len(odd) < 3 {
+				odd = append(odd, st.Run+": "+st.Reason)
+			}
+		}
+		fmt.Fprintf(&b, "runs %v %q; ", by, odd)
+	}
+	js, err := jetstream.New(cl.Conn())
+	if err != nil {
+		return b.String()
+	}
+	if s, err := js.Stream(ctx, wire.StreamSteps); err == nil {
+		if info, err := s.Info(ctx); err == nil {
+			fmt.Fprintf(&b, "steps stream: %d messages; ", info.State.Msgs)
+		}
+		if c, err := s.Consumer(ctx, wire.WorkerConsumer(protocol.DefaultPool)); err == nil {
+			if info, err := c.Info(ctx); err == nil {
+				fmt.Fprintf(&b, "workers' consumer: %d pending, %d in workers' hands, %d waiting pulls", info.NumPending, info.NumAckPending, info.NumWaiting)
+			}
+		}
+	}
+	return b.String()
+}
 
 // waitAsked returns once n calls have been made.
 func (m *slowModel) waitAsked(ctx context.Context, n int) error {

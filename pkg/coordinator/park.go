@@ -77,6 +77,9 @@ type parking struct {
 	cancel *protocol.Cancel
 	timer  *time.Timer
 	lost   bool // a turn may have been lost: look it up before waiting again
+	// dropped is how many turns the run's subscription had dropped at
+	// watchLoss's last look.
+	dropped int
 }
 
 // takeInbox returns the turns heard for the run since the last take.
@@ -382,10 +385,13 @@ func (c *Coordinator) watchLoss(ctx context.Context) {
 		ictx, cancel := jsCall(ctx)
 		info, err := c.assets.Steps.Info(ictx)
 		cancel()
-		if err != nil {
-			all = true // the stream does not answer: its tasks may be gone with it
-		} else if !info.Created.Equal(created) {
-			created, all = info.Created, true
+		// A stream that does not answer is no sign of loss (a busy
+		// server answers late): one made anew is, once it answers.
+		if err == nil && !info.Created.Equal(created) {
+			if !created.IsZero() {
+				all = true
+			}
+			created = info.Created
 		}
 		c.mu.Lock()
 		var lost []*driver
@@ -397,16 +403,20 @@ func (c *Coordinator) watchLoss(ctx context.Context) {
 				lost = append(lost, d)
 				continue
 			}
-			if n, _ := d.sub.Dropped(); n > 0 {
+			if n, _ := d.sub.Dropped(); n > d.pk.dropped {
+				d.pk.dropped = n // watchLoss's alone
 				lost = append(lost, d)
 			}
 		}
 		c.mu.Unlock()
 		for _, d := range lost {
 			d.pk.mu.Lock()
+			again := d.pk.lost // woken for it already, not looked up yet
 			d.pk.lost = true
 			d.pk.mu.Unlock()
-			d.wake()
+			if !again {
+				d.wake()
+			}
 		}
 	})
 }
