@@ -70,14 +70,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Publishes == 0 {
 		cfg.Publishes = 2000
 	}
-	if cfg.Dir == "" {
-		d, err := os.MkdirTemp("", "harness-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		cfg.Dir = d
+	dir, cleanup, err := scratch(cfg.Dir)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
+	cfg.Dir = dir
 	ws := filepath.Join(cfg.Dir, "ws")
 	if err := writeNotes(ws, cfg.Steps); err != nil {
 		return nil, err
@@ -156,6 +154,18 @@ func finish(ctx context.Context, cl *harness.Cluster, contract *protocol.Contrac
 		return fmt.Errorf("bench run %s finished after %d steps, not %d", res.Run, res.Steps, steps)
 	}
 	return nil
+}
+
+// scratch is dir, or a fresh temporary directory that cleanup removes.
+func scratch(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", "harness-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
 }
 
 // notePath is the small file the agent reads at its i-th step.

@@ -103,14 +103,12 @@ func RunWaiting(ctx context.Context, cfg WaitConfig) (*WaitReport, error) {
 	if cfg.Quiet == 0 {
 		cfg.Quiet = 10 * time.Second
 	}
-	if cfg.Dir == "" {
-		d, err := os.MkdirTemp("", "harness-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		cfg.Dir = d
+	dir, cleanup, err := scratch(cfg.Dir)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
+	cfg.Dir = dir
 	ws := filepath.Join(cfg.Dir, "ws")
 	if err := writeNotes(ws, cfg.Turns); err != nil {
 		return nil, err
@@ -131,7 +129,7 @@ func RunWaiting(ctx context.Context, cfg WaitConfig) (*WaitReport, error) {
 
 	// Waiting: runs held on their first turn, and what they cost.
 	heap0, rss0 := memory()
-	rep.GoroutinesBefore = coordinatorGoroutines()
+	rep.GoroutinesBefore = CoordinatorGoroutines()
 	begin := time.Now()
 	held, err := submitAll(ctx, cl, contract(holdTask, 1), "wait", cfg.Waiting)
 	if err != nil {
@@ -151,7 +149,7 @@ func RunWaiting(ctx context.Context, cfg WaitConfig) (*WaitReport, error) {
 	heap1, rss1 := memory()
 	rep.HeapPerRun = float64(heap1-heap0) / float64(cfg.Waiting)
 	rep.RSSPerRun = float64(rss1-rss0) / float64(cfg.Waiting)
-	rep.Goroutines = coordinatorGoroutines()
+	rep.Goroutines = CoordinatorGoroutines()
 	if cfg.HeapProfile != "" {
 		if err := writeHeap(cfg.HeapProfile); err != nil {
 			return nil, err
@@ -419,9 +417,9 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// coordinatorGoroutines counts the goroutines with a frame of the
+// CoordinatorGoroutines counts the goroutines with a frame of the
 // coordinator's package.
-func coordinatorGoroutines() int {
+func CoordinatorGoroutines() int {
 	buf := make([]byte, 64<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0

@@ -3,13 +3,12 @@ package coordinator_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/bench"
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -46,7 +45,7 @@ func TestWaitingRunsHoldNothing(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if g := coordinatorGoroutines(); g >= runs/4 {
+	if g := bench.CoordinatorGoroutines(); g >= runs/4 {
 		t.Errorf("%d goroutines of the coordinator while %d runs wait on the model, want a few whatever the runs", g, runs)
 	}
 	if a := gauge(t, cl, "harness_coordinator_runs_active"); a != 0 {
@@ -89,20 +88,6 @@ func (p *heldProvider) Complete(ctx context.Context, _ *protocol.CompletionReque
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// coordinatorGoroutines counts the goroutines with a frame of the
-// coordinator's package.
-func coordinatorGoroutines() int {
-	buf := make([]byte, 64<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "harness/pkg/coordinator.") {
-			n++
-		}
-	}
-	return n
 }
 
 // gauge reads one unlabelled gauge of the cluster's metrics.
