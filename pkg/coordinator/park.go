@@ -77,6 +77,9 @@ type parking struct {
 	cancel *protocol.Cancel
 	timer  *time.Timer
 	lost   bool // a turn may have been lost: look it up before waiting again
+	// relook is set when a look-up could not tell, or its publish failed:
+	// watchLoss has the run look again at its next look.
+	relook bool
 	// dropped is how many turns the run's subscription had dropped at
 	// watchLoss's last look.
 	dropped int
@@ -147,16 +150,24 @@ func (d *driver) lookedUp() bool {
 	if !lost || w == nil || w.task == nil {
 		return d.ctx.Err() == nil
 	}
-	if m, err := d.lastTurn(d.ctx, w.step, w.attempt); err == nil {
+	m, err := d.lastTurn(d.ctx, w.step, w.attempt)
+	if err == nil {
 		d.pk.mu.Lock()
 		d.pk.inbox = append(d.pk.inbox, &nats.Msg{Subject: m.Subject, Data: m.Data})
 		d.pk.mu.Unlock()
 		return true
 	}
+	relook := !errors.Is(err, jetstream.ErrMsgNotFound) // the stream did not say: look again
 	pctx, cancel := jsCall(d.ctx)
 	defer cancel()
 	if _, err := d.c.js.PublishMsg(pctx, w.task, jetstream.WithMsgID(w.key)); err != nil {
 		d.log.Debug("publish the step task again", "step", w.step, "err", err)
+		relook = true // JetStream did not take it (a cluster still electing its leaders): again at the next look
+	}
+	if relook {
+		d.pk.mu.Lock()
+		d.pk.relook = true
+		d.pk.mu.Unlock()
 	}
 	return d.ctx.Err() == nil
 }
@@ -403,8 +414,12 @@ func (c *Coordinator) watchLoss(ctx context.Context) {
 				lost = append(lost, d)
 				continue
 			}
-			if n, _ := d.sub.Dropped(); n > d.pk.dropped {
-				d.pk.dropped = n // watchLoss's alone
+			d.pk.mu.Lock()
+			relook := d.pk.relook
+			d.pk.relook = false
+			d.pk.mu.Unlock()
+			if n, _ := d.sub.Dropped(); n > d.pk.dropped || relook {
+				d.pk.dropped = max(d.pk.dropped, n) // watchLoss's alone
 				lost = append(lost, d)
 			}
 		}
