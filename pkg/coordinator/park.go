@@ -355,6 +355,7 @@ func (c *Coordinator) letGo() {
 		}
 	}
 	c.mu.Unlock()
+	var closing []*driver
 	for _, d := range gone {
 		d.pk.mu.Lock()
 		if d.pk.state != parked {
@@ -368,12 +369,21 @@ func (c *Coordinator) letGo() {
 		d.pk.mu.Unlock()
 		c.metrics.Waiting(-1)
 		_ = d.sub.Unsubscribe()
-		d.close()
 		c.mu.Lock()
 		if c.active[d.s.run] == d {
 			delete(c.active, d.s.run)
 		}
 		c.mu.Unlock()
+		closing = append(closing, d)
+	}
+	// Their workspaces are closed on the side: with NATS away each close
+	// waits out its timeout, and the heartbeat must not wait for them.
+	if len(closing) > 0 {
+		go func() {
+			for _, d := range closing {
+				d.close()
+			}
+		}()
 	}
 }
 
