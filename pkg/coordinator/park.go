@@ -445,21 +445,3 @@ func (c *Coordinator) watchLoss(ctx context.Context) {
 		}
 	})
 }
-
-// parkedRuns counts the runs in hand here that nothing carries now.
-func (c *Coordinator) parkedRuns() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, d := range c.active {
-		if d == nil {
-			continue
-		}
-		d.pk.mu.Lock()
-		if d.pk.state == parked {
-			n++
-		}
-		d.pk.mu.Unlock()
-	}
-	return n
-}

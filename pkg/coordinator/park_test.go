@@ -10,6 +10,7 @@ import (
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/bench"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -38,13 +39,12 @@ func TestWaitingRunsHoldNothing(t *testing.T) {
 		t.Fatalf("%d of %d runs asked the model: runs waiting on it hold the slots the rest need", agent.asked, runs)
 	}
 	// Every run has asked; each parks once its step task is out.
-	deadline := time.Now().Add(time.Minute)
-	for gauge(t, cl, "harness_coordinator_runs_waiting") != runs {
-		if time.Now().After(deadline) {
-			t.Fatalf("runs waiting = %v, want %d", gauge(t, cl, "harness_coordinator_runs_waiting"), runs)
+	testkit.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+		if w := gauge(t, cl, "harness_coordinator_runs_waiting"); w != runs {
+			return fmt.Errorf("runs waiting = %v, want %d", w, runs)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if g := bench.CoordinatorGoroutines(); g >= runs/4 {
 		t.Errorf("%d goroutines of the coordinator while %d runs wait on the model, want a few whatever the runs", g, runs)
 	}

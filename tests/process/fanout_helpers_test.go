@@ -404,13 +404,15 @@ func writeTurn(w http.ResponseWriter, req chatRequest, c fanCall, text string, c
 type taskSizes struct {
 	mu    sync.Mutex
 	sizes map[string]int // run.step.attempt -> bytes
-	bad   []string
+	// seen is closed, and replaced, each time a task is recorded.
+	seen chan struct{}
+	bad  []string
 }
 
 // watchTasks subscribes to every pool's step tasks on nc.
 func watchTasks(t *testing.T, nc *nats.Conn) *taskSizes {
 	t.Helper()
-	ts := &taskSizes{sizes: map[string]int{}}
+	ts := &taskSizes{sizes: map[string]int{}, seen: make(chan struct{})}
 	sub, err := nc.Subscribe("harness.steps.>", func(msg *nats.Msg) {
 		var task protocol.StepTask
 		ts.mu.Lock()
@@ -424,6 +426,8 @@ func watchTasks(t *testing.T, nc *nats.Conn) *taskSizes {
 			ts.bad = append(ts.bad, fmt.Sprintf("%s published as %d bytes and as %d", key, n, len(msg.Data)))
 		}
 		ts.sizes[key] = len(msg.Data)
+		close(ts.seen)
+		ts.seen = make(chan struct{})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -441,9 +445,10 @@ func watchTasks(t *testing.T, nc *nats.Conn) *taskSizes {
 // latest returns the key and size of the latest attempt of a step seen,
 // waiting up to wait for one.
 func (ts *taskSizes) latest(run string, step int, wait time.Duration) (string, int, bool) {
-	deadline := time.Now().Add(wait)
+	timeout := time.After(wait)
 	for {
 		ts.mu.Lock()
+		seen := ts.seen
 		key, size := "", 0
 		for a := 1; ; a++ {
 			n, ok := ts.sizes[protocol.StepKey(run, step, a)]
@@ -456,10 +461,11 @@ func (ts *taskSizes) latest(run string, step int, wait time.Duration) (string, i
 		if key != "" {
 			return key, size, true
 		}
-		if time.Now().After(deadline) {
+		select { // the subscription is a hop behind the worker that took the task
+		case <-seen:
+		case <-timeout:
 			return "", 0, false
 		}
-		time.Sleep(2 * time.Millisecond) // the subscription is a hop behind the worker that took the task
 	}
 }
 
