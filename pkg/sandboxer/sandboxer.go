@@ -258,9 +258,10 @@ type Sandboxer struct {
 	snapMu sync.Mutex
 	m      *metrics.Sandboxer
 
-	mu         sync.Mutex // guards workspaces, ops (and their entries' reply and waiters) and opOrder
-	workspaces map[string]*workspace
-	ops        map[string]*opEntry // the op journal (journal.go)
+	mu         sync.Mutex            // guards workspaces, byDir, ops (and their entries' reply and waiters) and opOrder
+	workspaces map[string]*workspace // by run
+	byDir      map[string]*workspace // by directory: the one a new run on it joins
+	ops        map[string]*opEntry   // the op journal (journal.go)
 	opOrder    []string
 
 	running running // the operations in progress, by run, for OpStop
@@ -284,6 +285,7 @@ func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
 		admitted:   make(chan struct{}, cfg.MaxConcurrent+cfg.MaxQueued),
 		slots:      make(chan struct{}, cfg.MaxConcurrent),
 		workspaces: make(map[string]*workspace),
+		byDir:      make(map[string]*workspace),
 		ops:        make(map[string]*opEntry),
 	}
 	s.m = metrics.NewSandboxer(cfg.Metrics, s.openWorkspaces)

@@ -9,10 +9,17 @@ import (
 	"github.com/ioharness/harness/pkg/tools"
 )
 
-// workspace is a run's open workspace on this node.
+// workspace is an open workspace on this node, shared by every run whose
+// workspace is its directory: a tools.Workspace holds two descriptors and
+// nothing of any one run, so ten thousand runs on one directory cost two
+// descriptors, not twenty thousand. A snapshot workspace is a directory
+// of its run's own, so it has one run.
 type workspace struct {
 	dir string
 	ws  *tools.Workspace
+	// runs counts the runs in Sandboxer.workspaces on it; the last to
+	// close closes ws. Guarded by Sandboxer.mu.
+	runs int
 }
 
 // workspaceFor returns the run's open workspace, opening it again from the
@@ -34,21 +41,43 @@ func (s *Sandboxer) workspaceFor(op *protocol.SandboxOp) (*workspace, error) {
 	return s.workspace(op.Run, dir)
 }
 
-// workspace returns the run's open workspace, opening dir as it when this
-// node holds none for the run yet.
+// workspace returns the run's open workspace. When this node holds none
+// for the run yet, the run joins the workspace open on dir, or dir is
+// opened for it when none is, or the one open is no longer the directory
+// at dir.
 func (s *Sandboxer) workspace(run, dir string) (*workspace, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w, ok := s.workspaces[run]; ok {
 		return w, nil
 	}
-	ws, err := tools.OpenWorkspace(dir)
-	if err != nil {
-		return nil, err
+	w, ok := s.byDir[dir]
+	if !ok || !w.current() {
+		ws, err := tools.OpenWorkspace(dir)
+		if err != nil {
+			return nil, err
+		}
+		// A workspace replaced here stays open for the runs already on
+		// it, until they close.
+		w = &workspace{dir: dir, ws: ws}
+		s.byDir[dir] = w
 	}
-	w := &workspace{dir: dir, ws: ws}
+	w.runs++
 	s.workspaces[run] = w
 	return w, nil
+}
+
+// current reports whether w.dir still names the directory w holds open:
+// it does not once the directory was removed, or made again in its
+// place. Comparing device and inode numbers is enough, because the
+// directory w holds keeps its inode, even removed, until w closes.
+func (w *workspace) current() bool {
+	held, err := w.ws.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(w.dir)
+	return err == nil && os.SameFile(held, now)
 }
 
 // resolveRoot turns a contract's workspace root into a directory this node
@@ -92,22 +121,37 @@ func (s *Sandboxer) resolveRoot(root string) (string, error) {
 	return dir, nil
 }
 
-// closeWorkspace closes the run's workspace, if this node holds it open.
+// closeWorkspace lets go of the run's workspace, if this node holds one
+// for it, and closes it when no other run is on it.
 func (s *Sandboxer) closeWorkspace(run string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w, ok := s.workspaces[run]; ok {
-		_ = w.ws.Close()
-		delete(s.workspaces, run)
-	}
+	s.release(run)
 }
 
 // closeWorkspaces closes every workspace this node holds open.
 func (s *Sandboxer) closeWorkspaces() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for run, w := range s.workspaces {
-		_ = w.ws.Close()
-		delete(s.workspaces, run)
+	for run := range s.workspaces {
+		s.release(run)
+	}
+}
+
+// release takes run off its workspace, closing it if run was the last on
+// it. The caller holds s.mu.
+func (s *Sandboxer) release(run string) {
+	w, ok := s.workspaces[run]
+	if !ok {
+		return
+	}
+	delete(s.workspaces, run)
+	w.runs--
+	if w.runs > 0 {
+		return
+	}
+	_ = w.ws.Close()
+	if s.byDir[w.dir] == w { // not when replaced by a newer one on dir
+		delete(s.byDir, w.dir)
 	}
 }

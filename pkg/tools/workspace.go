@@ -69,6 +69,12 @@ func OpenWorkspace(dir string) (*Workspace, error) {
 // Dir returns the workspace's absolute directory, where commands run.
 func (w *Workspace) Dir() string { return w.dir }
 
+// Stat describes the directory the workspace holds open. It stays that
+// directory when Dir is removed or replaced, so os.SameFile with an
+// os.Stat of Dir tells whether Dir still names it. Errors: those of
+// fstat, or one wrapping os.ErrClosed after Close.
+func (w *Workspace) Stat() (fs.FileInfo, error) { return w.dirf.Stat() }
+
 // Close releases the workspace's directory handles. Using the workspace
 // afterwards fails.
 func (w *Workspace) Close() error {
