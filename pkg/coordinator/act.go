@@ -22,9 +22,6 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, d.toolNames())
 		return obs, nil
 	}
-	if call.Name == SpawnTool && d.spawning {
-		return d.spawn(ctx, step, i, call), nil // no act of the policy's: the sub-agent works under this run's policy
-	}
 	if call.Name == RememberTool && d.remembering {
 		return d.remember(ctx, step, i, call), nil // not a path act: no policy check
 	}

@@ -259,24 +259,25 @@ func (d *driver) claimPlace(ctx context.Context, run string, pl places) {
 	}
 }
 
-// aside does work, a step's spawns and the wait for their sub-agents,
-// with the run's own place put right for it: the root holds its place
-// throughout, as it counts; a sub-agent gives its place back for the
-// while and queues to take one again before it goes on.
-func (d *driver) aside(ctx context.Context, pl places, work func()) {
-	s := d.s
-	if pl.limit == 0 {
-		work()
+// asideBegin puts the run's own place right for a step's spawns and the
+// wait for their sub-agents, and asideEnd puts it back after: the root
+// holds its place throughout, as it counts; a sub-agent gives its place
+// back for the while and queues to take one again before it goes on.
+func (d *driver) asideBegin(ctx context.Context, pl places) {
+	switch {
+	case pl.limit == 0:
+	case d.s.tree == d.s.run:
+		d.claimPlace(ctx, d.s.run, pl)
+	default:
+		d.freePlace(ctx, d.s.run)
+	}
+}
+
+func (d *driver) asideEnd(ctx context.Context, pl places) {
+	if pl.limit == 0 || d.s.tree == d.s.run {
 		return
 	}
-	if s.tree == s.run {
-		d.claimPlace(ctx, s.run, pl)
-		work()
-		return
-	}
-	d.freePlace(ctx, s.run)
-	work()
-	if _, err := d.waitPlace(ctx, d.placeRequest(s.run, pl, false, 0), pl); err != nil {
+	if _, err := d.waitPlace(ctx, d.placeRequest(d.s.run, pl, false, 0), pl); err != nil {
 		d.log.Info("go on without a place in the tree", "err", err) // the run's time is up, or it stops
 	}
 }

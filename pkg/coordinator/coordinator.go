@@ -198,6 +198,9 @@ type Coordinator struct {
 	// active are the runs in hand here, working or parked (nil while a
 	// driver is being started).
 	active map[string]*driver
+	// parents maps each sub-agent a parked step waits on to its parent's
+	// driver (kids.go).
+	parents map[string]*driver
 	// queued are the decided runs waiting here for a free slot to be
 	// carried on (resumeWhenRoom), first come first served.
 	queued map[string]bool
@@ -255,6 +258,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		log:       cfg.Logger.With("coordinator", cfg.ID),
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]*driver),
+		parents:   make(map[string]*driver),
 		drops:     make(map[string]context.CancelFunc),
 		early:     make(map[string]*protocol.Cancel),
 		inbox:     make(chan *nats.Msg, inboxSize),
@@ -405,6 +409,7 @@ func (c *Coordinator) leaveParked() {
 		}
 		if d.pk.state == parked {
 			c.metrics.Waiting(-1)
+			d.dropKids()
 		}
 		d.pk.mu.Unlock()
 		gate <- struct{}{}

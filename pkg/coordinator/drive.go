@@ -87,7 +87,9 @@ type driver struct {
 	// estimates are the reservations of its attempts, by key.
 	wait      *turnWait
 	estimates map[string]ledger.Usage
-	pk        parking
+	// kids is the step in hand's wait on its sub-agents (kids.go).
+	kids *kidsWait
+	pk   parking
 }
 
 // newDriver makes the driver of a run from the state its trace records,

@@ -64,7 +64,7 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 	var pending *protocol.Pending // the step just taken waits for a person on it
 	// A driver woken in the middle of a step carries that step on: its
 	// turn's wait ends it, a cancel or the run's time included.
-	inStep := d.wait != nil
+	inStep := d.wait != nil || d.kids != nil
 	for {
 		a, o, why := stepOn, protocol.Outcome(""), ""
 		if !inStep {
@@ -184,74 +184,57 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 // an outcome that ends the run before anything is committed.
 func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pending *protocol.Pending, outcome protocol.Outcome, why string) {
 	s := d.s
-	turn, err := d.turn(ctx, step)
-	if err != nil {
-		if errors.Is(err, errParked) {
+	var turn *protocol.Turn
+	unrun, from := "", 0
+	if h := d.kids; h != nil {
+		// Woken while the step waited on sub-agents: carried on from the
+		// calls after theirs once every one has finished.
+		if d.awaitKids(ctx) {
 			return nil, nil, parkRun, ""
 		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
+		turn, rec, unrun, from = h.turn, h.rec, h.unrun, h.next
+		d.observeAll(step, rec, h.obs)
+	} else {
+		var err error
+		if turn, err = d.turn(ctx, step); err != nil {
+			return d.turnFailed(ctx, err)
 		}
-		var wait *hostPending
-		if errors.As(err, &wait) {
-			// The provider's endpoint waits for a person: no step to commit,
-			// the run pauses before it. Its next driver looks for the turns
-			// of this step's attempts so far, so none is asked for twice.
-			d.recovering = true
-			return nil, wait.p, "", ""
+		d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
+		rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn),
+			Draws: d.draws, Remember: d.hostRemember, Decided: d.hostDecided}
+		if a := d.asm; a != nil {
+			stats := a.stats
+			stats.Reported = turn.Usage.InputTokens
+			rec.Assembled, rec.Rereads, rec.Tools, rec.Toolchain = &stats, a.rereads, a.tools, a.toolchain
 		}
-		var denied *hostDenied
-		if errors.As(err, &denied) {
-			return nil, nil, protocol.OutcomeDenied, denied.why
+		d.hostRemember, d.hostDecided = nil, nil
+		// A turn cut off at the output limit may hold a call whose
+		// arguments are cut short, and a refusal's calls are no answer:
+		// none of them is carried out, and the model hears why.
+		switch turn.Finish() {
+		case protocol.FinishMaxTokens:
+			unrun = "[not run] your output was cut off at its token limit, perhaps inside this call, so its arguments may be incomplete; make the call again, shorter, or split the work."
+		case protocol.FinishRefusal:
+			unrun = "[not run] the turn that made this call was a refusal; no call of it is carried out."
 		}
-		var refusal *ledger.Refusal
-		if errors.As(err, &refusal) {
-			o, why, _ := d.refusedBy(err)
-			return nil, nil, o, why
-		}
-		pe := protocol.AsError(err)
-		if pe.Code == protocol.CodeRefused {
-			return nil, nil, protocol.OutcomeRefused, pe.Message
-		}
-		if pe.Retryable() {
-			return nil, nil, protocol.OutcomeEscalatedRetryable, "provider failed: " + pe.Error()
-		}
-		return nil, nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
-	}
-	d.c.emit(s.run, step, protocol.EventTurn, &protocol.Event{Text: clip(turn.Text, 2000), Tokens: turn.Usage.Total()})
-	rec = &protocol.Record{Kind: protocol.RecordStep, Step: step, Turn: turn, Tokens: s.tokens + turn.Usage.Total(), Cost: d.cost(turn),
-		Draws: d.draws, Remember: d.hostRemember, Decided: d.hostDecided}
-	if a := d.asm; a != nil {
-		stats := a.stats
-		stats.Reported = turn.Usage.InputTokens
-		rec.Assembled, rec.Rereads, rec.Tools, rec.Toolchain = &stats, a.rereads, a.tools, a.toolchain
-	}
-	d.hostRemember, d.hostDecided = nil, nil
-	// A turn cut off at the output limit may hold a call whose arguments
-	// are cut short, and a refusal's calls are no answer: none of them is
-	// carried out, and the model hears why.
-	unrun := ""
-	switch turn.Finish() {
-	case protocol.FinishMaxTokens:
-		unrun = "[not run] your output was cut off at its token limit, perhaps inside this call, so its arguments may be incomplete; make the call again, shorter, or split the work."
-	case protocol.FinishRefusal:
-		unrun = "[not run] the turn that made this call was a refusal; no call of it is carried out."
-	}
-	for i := range turn.ToolCalls {
-		if call := &turn.ToolCalls[i]; call.ID == "" {
-			call.ID = fmt.Sprintf("call_%d_%d", step, i)
-		}
-	}
-	for i := 0; i < len(turn.ToolCalls); i++ {
-		call := &turn.ToolCalls[i]
-		if j := d.spawns(turn.ToolCalls, i); unrun == "" && pending == nil && j > i+1 {
-			// Sub-agents asked for side by side run side by side; their
-			// outcomes are composed back in the order the model asked.
-			for _, obs := range d.spawnAll(ctx, step, i, turn.ToolCalls[i:j]) {
-				rec.Changed = rec.Changed || obs.Changed
-				d.c.emit(s.run, step, protocol.EventObserved, &protocol.Event{Tool: obs.Tool, Text: clip(obs.Content, 2000), IsError: obs.IsError, Status: obs.State()})
-				rec.Observations = append(rec.Observations, *obs)
+		for i := range turn.ToolCalls {
+			if call := &turn.ToolCalls[i]; call.ID == "" {
+				call.ID = fmt.Sprintf("call_%d_%d", step, i)
 			}
+		}
+	}
+	for i := from; i < len(turn.ToolCalls); i++ {
+		call := &turn.ToolCalls[i]
+		if j := d.spawns(turn.ToolCalls, i); unrun == "" && pending == nil && j > i {
+			// Sub-agents asked for side by side run side by side, the step
+			// parked while they do; their outcomes are composed back in the
+			// order the model asked.
+			obs, h := d.spawnAll(ctx, step, i, turn.ToolCalls[i:j])
+			if h != nil {
+				h.turn, h.rec, h.unrun = turn, rec, unrun
+				return nil, nil, parkRun, ""
+			}
+			d.observeAll(step, rec, obs)
 			i = j - 1
 			continue
 		}
@@ -291,4 +274,50 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 	}
 	rec.Note = s.note(rec)
 	return rec, nil, "", ""
+}
+
+// observeAll adds the observations of a run of spawn_agent calls to the
+// step's record, in the calls' order.
+func (d *driver) observeAll(step int, rec *protocol.Record, obs []*protocol.Observation) {
+	for _, o := range obs {
+		rec.Changed = rec.Changed || o.Changed
+		d.c.emit(d.s.run, step, protocol.EventObserved, &protocol.Event{Tool: o.Tool, Text: clip(o.Content, 2000), IsError: o.IsError, Status: o.State()})
+		rec.Observations = append(rec.Observations, *o)
+	}
+}
+
+// turnFailed is step's answer when no turn came: the outcome that ends
+// the run, a pause before the step, or the run parked.
+func (d *driver) turnFailed(ctx context.Context, err error) (rec *protocol.Record, pending *protocol.Pending, outcome protocol.Outcome, why string) {
+	if errors.Is(err, errParked) {
+		return nil, nil, parkRun, ""
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
+	}
+	var wait *hostPending
+	if errors.As(err, &wait) {
+		// The provider's endpoint waits for a person: no step to commit,
+		// the run pauses before it. Its next driver looks for the turns
+		// of this step's attempts so far, so none is asked for twice.
+		d.recovering = true
+		return nil, wait.p, "", ""
+	}
+	var denied *hostDenied
+	if errors.As(err, &denied) {
+		return nil, nil, protocol.OutcomeDenied, denied.why
+	}
+	var refusal *ledger.Refusal
+	if errors.As(err, &refusal) {
+		o, why, _ := d.refusedBy(err)
+		return nil, nil, o, why
+	}
+	pe := protocol.AsError(err)
+	if pe.Code == protocol.CodeRefused {
+		return nil, nil, protocol.OutcomeRefused, pe.Message
+	}
+	if pe.Retryable() {
+		return nil, nil, protocol.OutcomeEscalatedRetryable, "provider failed: " + pe.Error()
+	}
+	return nil, nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
 }

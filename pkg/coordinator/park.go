@@ -72,8 +72,9 @@ const (
 type parking struct {
 	mu     sync.Mutex
 	state  parkState
-	wakeup bool        // woken while parking: the leaving goroutine carries on
-	inbox  []*nats.Msg // turns heard, not yet taken
+	wakeup bool                 // woken while parking: the leaving goroutine carries on
+	inbox  []*nats.Msg          // turns heard, not yet taken
+	kids   []*protocol.RunState // finishes of sub-agents waited on, heard, not yet taken
 	cancel *protocol.Cancel
 	timer  *time.Timer
 	lost   bool // a turn may have been lost: look it up before waiting again
@@ -124,6 +125,7 @@ func (c *Coordinator) work(d *driver, sl *slot) {
 		drop()
 		sl = d.slot // lent and reclaimed by a wait on sub-agents, perhaps
 		if !parkedNow || d.ctx.Err() != nil {
+			d.dropKids()
 			_ = d.sub.Unsubscribe()
 			c.ended(d.ctx, run, d.ls, settled)
 			sl.release()
@@ -146,6 +148,9 @@ func (d *driver) lookedUp() bool {
 	lost := d.pk.lost
 	d.pk.lost = false
 	d.pk.mu.Unlock()
+	if lost && d.kids != nil {
+		d.kids.look = true // read each sub-agent's state again
+	}
 	w := d.wait
 	if !lost || w == nil || w.task == nil {
 		return d.ctx.Err() == nil
@@ -178,18 +183,23 @@ func (d *driver) lookedUp() bool {
 func (d *driver) park() bool {
 	d.pk.mu.Lock()
 	defer d.pk.mu.Unlock()
-	if d.pk.wakeup || len(d.pk.inbox) > 0 || d.pk.cancel != nil || d.pk.lost {
+	if d.pk.wakeup || len(d.pk.inbox) > 0 || len(d.pk.kids) > 0 || d.pk.cancel != nil || d.pk.lost {
 		d.pk.wakeup = false
 		d.pk.state = working
 		return false
 	}
 	d.pk.state = parked
 	d.c.metrics.Waiting(1)
-	until := d.wait.due()
-	if dl := d.s.deadline(); !dl.IsZero() && dl.Before(until) {
+	var until time.Time // a wait on sub-agents ends with them, or with the run's time
+	if d.wait != nil {
+		until = d.wait.due()
+	}
+	if dl := d.s.deadline(); !dl.IsZero() && (until.IsZero() || dl.Before(until)) {
 		until = dl
 	}
-	d.pk.timer = time.AfterFunc(time.Until(until), d.wake)
+	if !until.IsZero() {
+		d.pk.timer = time.AfterFunc(time.Until(until), d.wake)
+	}
 	return true
 }
 
@@ -200,7 +210,7 @@ func (d *driver) parkNow() bool {
 	defer d.pk.mu.Unlock()
 	// A lost turn is looked up by the next segment (park sees it), not
 	// here: nothing in this one would clear it.
-	if len(d.pk.inbox) > 0 || d.pk.cancel != nil {
+	if len(d.pk.inbox) > 0 || len(d.pk.kids) > 0 || d.pk.cancel != nil {
 		return false
 	}
 	d.pk.state = leaving
@@ -286,6 +296,10 @@ func (c *Coordinator) dispatch(ctx context.Context) {
 }
 
 func (c *Coordinator) deliver(m *nats.Msg) {
+	if kid := c.kidOf(m.Subject); kid != "" {
+		c.deliverKid(kid, m)
+		return
+	}
 	run := runOfTurn(m.Subject)
 	c.mu.Lock()
 	d := c.active[run]
@@ -368,6 +382,7 @@ func (c *Coordinator) letGo() {
 		d.pk.state = working // no one will wake it: it is gone
 		d.pk.mu.Unlock()
 		c.metrics.Waiting(-1)
+		d.dropKids()
 		_ = d.sub.Unsubscribe()
 		c.mu.Lock()
 		if c.active[d.s.run] == d {
@@ -427,8 +442,12 @@ func (c *Coordinator) watchLoss(ctx context.Context) {
 			d.pk.mu.Lock()
 			relook := d.pk.relook
 			d.pk.relook = false
+			n, _ := d.sub.Dropped()
+			if d.pk.state == parked {
+				n += d.kidsDropped()
+			}
 			d.pk.mu.Unlock()
-			if n, _ := d.sub.Dropped(); n > d.pk.dropped || relook {
+			if n > d.pk.dropped || relook {
 				d.pk.dropped = max(d.pk.dropped, n) // watchLoss's alone
 				lost = append(lost, d)
 			}

@@ -2,7 +2,9 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
 )
 
 // TestWaitingRunsHoldNothing submits 100 runs to a coordinator with four
@@ -104,4 +107,119 @@ func gauge(t *testing.T, cl *harness.Cluster, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestParentsWaitingOnSubAgentsHoldNothing has 50 parents each spawn a
+// sub-agent whose model call is held until all 50 have asked. Meanwhile
+// every agent of every tree waits parked, the parents on their
+// sub-agents and the sub-agents on the model: no slot, no goroutine per
+// run. Let go, each sub-agent's finish wakes its parent, which hears its
+// own child's outcome.
+func TestParentsWaitingOnSubAgentsHoldNothing(t *testing.T) {
+	const parents = 50
+	ws := t.TempDir()
+	var mu sync.Mutex
+	heard := map[string]string{} // parent task -> the spawn's observation
+	script := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		task := req.Messages[0].Content
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case strings.Contains(task, "Task: part of "):
+			name := strings.Fields(strings.SplitN(task, "part of ", 2)[1])[0]
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file",
+				Arguments: json.RawMessage(`{"path":"` + name + `.txt","content":"ok"}`)}}}, nil
+		case last.Role == protocol.RoleTool:
+			mu.Lock()
+			heard[strings.SplitN(task, "\n", 2)[0]] = last.Content
+			mu.Unlock()
+			return &protocol.Turn{Text: "done"}, nil
+		default:
+			name := strings.TrimPrefix(strings.SplitN(task, "\n", 2)[0], "Task: parent ")
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "s", Name: "spawn_agent",
+				Arguments: json.RawMessage(`{"goal":"part of ` + name + `","verify_file":"` + name + `.txt","verify_contains":"ok","max_steps":2}`)}}}, nil
+		}
+	})
+	agent := &heldChildren{next: script, n: parents, all: make(chan struct{}), answer: make(chan struct{})}
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true, MaxRuns: 4, Concurrency: 2 * parents})
+	var handles []*harness.RunHandle
+	for i := range parents {
+		c := contract(ws)
+		c.Task = fmt.Sprintf("parent p%02d", i)
+		c.Budget.MaxSteps = 3
+		c.Budget.Tree = &protocol.TreeBudget{MaxAgents: 2, MaxSteps: 10}
+		h, err := cl.Submit(t.Context(), c, harness.WithRunID(fmt.Sprintf("holds-%02d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, h)
+	}
+	select {
+	case <-agent.all:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("not every sub-agent asked the model: parents waiting on sub-agents hold what the sub-agents need")
+	}
+	testkit.CheckFor(t, time.Minute, 10*time.Millisecond, func() error {
+		if w := gauge(t, cl, "harness_coordinator_runs_waiting"); w != 2*parents {
+			return fmt.Errorf("runs waiting = %v, want %d (every parent and every sub-agent)", w, 2*parents)
+		}
+		return nil
+	})
+	if g := bench.CoordinatorGoroutines(); g >= parents/4 {
+		t.Errorf("%d goroutines of the coordinator while %d parents wait on their sub-agents, want a few whatever the runs", g, parents)
+	}
+	if a := gauge(t, cl, "harness_coordinator_runs_active"); a != 0 {
+		t.Errorf("runs active while all wait = %v, want 0", a)
+	}
+	close(agent.answer)
+	for i, h := range handles {
+		res, err := h.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != protocol.OutcomeFinished {
+			t.Errorf("parent %d = %s (%s), want finished", i, res.Outcome, res.Reason)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range parents {
+		task := fmt.Sprintf("Task: parent p%02d", i)
+		if got := heard[task]; !strings.Contains(got, fmt.Sprintf("part of p%02d", i)) || !strings.Contains(got, "-> success") {
+			t.Errorf("parent p%02d heard %q, want its own child's success", i, got)
+		}
+	}
+}
+
+// heldChildren holds every sub-agent's first call until n have been made,
+// then passes them, and every other call, to next.
+type heldChildren struct {
+	next        provider.Provider
+	n           int
+	all, answer chan struct{}
+	mu          sync.Mutex
+	asked       map[string]bool
+}
+
+func (*heldChildren) Name() string { return "held-children" }
+
+func (p *heldChildren) Complete(ctx context.Context, req *protocol.CompletionRequest) (*protocol.Turn, error) {
+	task := req.Messages[0].Content
+	if strings.Contains(task, "Task: part of ") {
+		p.mu.Lock()
+		if p.asked == nil {
+			p.asked = map[string]bool{}
+		}
+		if !p.asked[task] {
+			if p.asked[task] = true; len(p.asked) == p.n {
+				close(p.all)
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.answer:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return p.next.Complete(ctx, req)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -129,27 +128,6 @@ func (d *driver) offerSpawn(ctx context.Context) {
 		d.tools = append(d.tools, spawnSpec)
 		d.spawning = true
 	}
-}
-
-// spawn starts a sub-agent for a spawn_agent call and waits for its
-// outcome, which is the call's observation. The sub-agent's run id is the
-// spawning call's (run, step, call), and its submission carries that id as
-// its message id, so a step replayed after a crash finds the sub-agent it
-// started instead of starting another.
-func (d *driver) spawn(ctx context.Context, step, i int, call *protocol.ToolCall) *protocol.Observation {
-	pl, err := d.treePlaces(ctx)
-	if err != nil {
-		return spawnFailed(call, err)
-	}
-	var obs *protocol.Observation
-	d.aside(ctx, pl, func() {
-		o, run, goal := d.startChild(ctx, step, i, call, pl)
-		if run != "" {
-			o = d.awaitChild(ctx, o, run, goal, pl)
-		}
-		obs = o
-	})
-	return obs
 }
 
 // spawnFailed is the observation of a spawn_agent call whose tree could
@@ -294,20 +272,11 @@ func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.Too
 	return obs, run, a.Goal
 }
 
-// awaitChild waits for a started sub-agent's outcome, which is its call's
-// observation, and then gives back the sub-agent's place among the
-// tree's running agents, if the tree caps them (pl): whoever frees it
-// first, this or the sub-agent's finish, frees it once.
-func (d *driver) awaitChild(ctx context.Context, obs *protocol.Observation, run, goal string, pl places) *protocol.Observation {
-	var st *protocol.RunState
-	var err error
-	_ = d.waitIdle(ctx, func() {
-		st, err = d.c.index.Wait(ctx, run, runFinished)
-	})
-	if err != nil {
-		obs.Status, obs.Content = protocol.CallIndeterminate, "[spawn error] the sub-agent's outcome is unknown: "+err.Error()
-		return obs
-	}
+// childOutcome is the observation of a spawn_agent call whose sub-agent
+// finished in st, and gives back the sub-agent's place among the tree's
+// running agents, if the tree caps them (pl): whoever frees it first, this
+// or the sub-agent's finish, frees it once.
+func (d *driver) childOutcome(ctx context.Context, obs *protocol.Observation, run, goal string, pl places, st *protocol.RunState) *protocol.Observation {
 	if pl.limit > 0 {
 		d.freePlace(ctx, run)
 	}
@@ -340,36 +309,44 @@ func (d *driver) spawns(calls []protocol.ToolCall, i int) int {
 	return j
 }
 
-// spawnAll carries out consecutive spawn_agent calls (the first the
-// step's call first): their sub-agents are started one after the other,
-// in the calls' order, so the tree's caps refuse the same calls whatever
-// the timing, and then run side by side, waited for together with the
-// run's slot lent back; the observations are in the calls' order.
+// spawnAll carries out consecutive spawn_agent calls (one or more, the
+// first the step's call first): their sub-agents are started one after
+// the other, in the calls' order, so the tree's caps refuse the same calls
+// whatever the timing, and then run side by side while the step waits on
+// them parked (kids.go); the observations are in the calls' order. It
+// returns the step's wait when it parked on sub-agents, or nil with every
+// observation made.
 //
 // Where the tree caps how many of its agents run at once, a call over the
 // cap is not refused: its sub-agent waits for a place (startChild), and
 // those after it wait behind it, while the sub-agents started run.
-func (d *driver) spawnAll(ctx context.Context, step, first int, calls []protocol.ToolCall) []*protocol.Observation {
+func (d *driver) spawnAll(ctx context.Context, step, first int, calls []protocol.ToolCall) ([]*protocol.Observation, *kidsWait) {
 	obs := make([]*protocol.Observation, len(calls))
 	pl, plErr := d.treePlaces(ctx)
+	var kids []kid
 	_ = d.waitIdle(ctx, func() {
-		d.aside(ctx, pl, func() {
-			var wg sync.WaitGroup
-			for k := range calls {
-				d.c.emit(d.s.run, step, protocol.EventToolCall, &protocol.Event{Tool: calls[k].Name, Target: target(&calls[k])})
-				if plErr != nil {
-					obs[k] = spawnFailed(&calls[k], plErr)
-					continue
-				}
-				o, run, goal := d.startChild(ctx, step, first+k, &calls[k], pl)
-				if obs[k] = o; run != "" {
-					wg.Go(func() { obs[k] = d.awaitChild(ctx, o, run, goal, pl) })
-				}
+		d.asideBegin(ctx, pl)
+		for k := range calls {
+			d.c.emit(d.s.run, step, protocol.EventToolCall, &protocol.Event{Tool: calls[k].Name, Target: target(&calls[k])})
+			if plErr != nil {
+				obs[k] = spawnFailed(&calls[k], plErr)
+				continue
 			}
-			wg.Wait()
-		})
+			o, run, goal := d.startChild(ctx, step, first+k, &calls[k], pl)
+			if obs[k] = o; run != "" {
+				kids = append(kids, kid{k: k, run: run, goal: goal})
+			}
+		}
 	})
-	return obs
+	h := &kidsWait{step: step, first: first, next: first + len(calls), obs: obs, kids: kids, pl: pl}
+	if len(kids) == 0 {
+		d.asideEnd(ctx, pl)
+		return obs, nil
+	}
+	if d.waitKids(ctx, h) {
+		return nil, h
+	}
+	return h.obs, nil
 }
 
 // waitIdle runs wait, a wait on other runs (sub-agents), with the run's

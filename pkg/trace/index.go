@@ -35,11 +35,16 @@ func (x *Index) Progress(ctx context.Context, st *protocol.RunState) error {
 	if err != nil {
 		return fmt.Errorf("encode run state: %w", err)
 	}
-	if _, err := x.js.PublishAsync("$KV."+x.kv.Bucket()+"."+st.Run, data); err != nil {
+	if _, err := x.js.PublishAsync(x.Subject(st.Run), data); err != nil {
 		return fmt.Errorf("index run %s: %w", st.Run, err)
 	}
 	return nil
 }
+
+// Subject is the subject a run's state is published on as it changes, for
+// a subscriber that waits on it without a consumer of its own (which
+// then reads it once with Get, for a change made before it subscribed).
+func (x *Index) Subject(run string) string { return "$KV." + x.kv.Bucket() + "." + run }
 
 // Put records a run's state.
 func (x *Index) Put(ctx context.Context, st *protocol.RunState) error {
