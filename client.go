@@ -131,42 +131,42 @@ func (c *Client) Submit(ctx context.Context, contract *protocol.Contract, opts .
 	return h, nil
 }
 
-// submit publishes an encoded contract under the idempotency key id and
-// returns the run id the coordinator answers with.
+// submit publishes an encoded contract under the idempotency key id, as a
+// request, and returns the run id the coordinators answer with once the
+// run's first record is durable. A request that goes unanswered (lost
+// while NATS fails over) is made again under the same key, which starts
+// nothing twice.
 func (c *Client) submit(ctx context.Context, contract []byte, id string) (string, error) {
 	run := protocol.RunIDFor(id)
-	inbox := c.nc.NewRespInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
-	if err != nil {
-		return "", fmt.Errorf("subscribe for the answer: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
 	msg := &nats.Msg{Subject: wire.SubjectSubmit, Data: contract, Header: nats.Header{}}
-	msg.Header.Set(wire.HeaderReply, inbox)
-	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
-			return "", protocol.FieldError(protocol.CodeTooLarge, "", "keep the contract under 256 KiB", "contract is %d bytes", len(contract))
+	msg.Header.Set(nats.MsgIdHdr, id)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, submitAgain)
+		m, err := c.nc.RequestMsgWithContext(rctx, msg)
+		cancel()
+		switch {
+		case err == nil:
+			var reply protocol.SubmitReply
+			if err := json.Unmarshal(m.Data, &reply); err != nil {
+				return "", fmt.Errorf("undecodable answer from the coordinator: %w", err)
+			}
+			if reply.Error != nil {
+				return "", reply.Error
+			}
+			return reply.Run, nil
+		case errors.Is(err, nats.ErrNoResponders):
+			return "", protocol.Errorf(protocol.CodeUnavailable, "nothing takes contracts on %s: no coordinator is running and the submit stream does not exist; start the cluster (harness up) and submit again", wire.SubjectSubmit)
+		case ctx.Err() != nil:
+			return "", fmt.Errorf("no coordinator answered (the contract is queued as run %s if the submit stream took it): %w", run, ctx.Err())
+		case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout):
+			return "", fmt.Errorf("submit: %w", err)
 		}
-		return "", fmt.Errorf("submit: %w", err)
 	}
-	if ack.Duplicate {
-		return run, nil // submitted before under this id: the same run
-	}
-	m, err := sub.NextMsgWithContext(ctx)
-	if err != nil {
-		return "", fmt.Errorf("no coordinator answered (the contract stays queued as run %s): %w", run, err)
-	}
-	var reply protocol.SubmitReply
-	if err := json.Unmarshal(m.Data, &reply); err != nil {
-		return "", fmt.Errorf("undecodable answer from the coordinator: %w", err)
-	}
-	if reply.Error != nil {
-		return "", reply.Error
-	}
-	return reply.Run, nil
 }
+
+// submitAgain is how long a submission waits for its answer before it is
+// made again.
+const submitAgain = 30 * time.Second
 
 // Runs returns the state of every run the cluster's index holds.
 func (c *Client) Runs(ctx context.Context) ([]protocol.RunState, error) {

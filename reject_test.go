@@ -2,6 +2,8 @@ package harness_test
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +108,76 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// TestSubmitRequestIsAnswered asks for runs as `nats req harness.submit`
+// does: a coordinator, not JetStream, answers, with the run id once the
+// run has started, under the message id when there is one (again for a
+// duplicate the stream dropped), or with the refusal, counted as the
+// micro service's error; an answer asked on harness's own subjects is
+// not sent.
+func TestSubmitRequestIsAnswered(t *testing.T) {
+	ws := t.TempDir()
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: provider.NewScripted(), NoTakeover: true})
+	nc := cl.Conn()
+	good := []byte(`{"schema":"harness.contract/v1","task":"x","workspace":{"root":"` + ws + `"},"verification":{"none":{}}}`)
+	ask := func(body []byte, id string) *nats.Msg {
+		t.Helper()
+		m := nats.NewMsg(wire.SubjectSubmit)
+		m.Data = body
+		if id != "" {
+			m.Header.Set(nats.MsgIdHdr, id)
+		}
+		reply, err := nc.RequestMsg(m, 30*time.Second)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		return reply
+	}
+	runOf := func(m *nats.Msg) string {
+		t.Helper()
+		var r protocol.SubmitReply
+		if err := json.Unmarshal(m.Data, &r); err != nil || r.Error != nil || r.Run == "" {
+			t.Fatalf("answer = %s, want a run id", m.Data)
+		}
+		if _, err := cl.Run(r.Run).Status(t.Context()); err != nil {
+			t.Fatalf("answered run %s: %v", r.Run, err)
+		}
+		return r.Run
+	}
+	if run := runOf(ask(good, "")); !strings.Contains(run, "-s") {
+		t.Errorf("run without a message id = %s, want the time and stream sequence", run)
+	}
+	if run := runOf(ask(good, "req-1")); run != "req-1" {
+		t.Errorf("run = %s, want req-1, the message id", run)
+	}
+	if run := runOf(ask(good, "req-1")); run != "req-1" {
+		t.Errorf("run of the duplicate = %s, want req-1", run)
+	}
+	m := ask([]byte(`{"schema":"harness.contract/v1","task":"x","tusk":1}`), "")
+	var r protocol.SubmitReply
+	if err := json.Unmarshal(m.Data, &r); err != nil || r.Error == nil || r.Error.Code != protocol.CodeUnknownField {
+		t.Fatalf("answer = %s, want an unknown_field error", m.Data)
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != strconv.Itoa(int(protocol.CodeUnknownField)) {
+		t.Errorf("service error code = %q, want %d", code, protocol.CodeUnknownField)
+	}
+
+	stolen, err := nc.SubscribeSync("harness.trace.victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := nc.SubscribeSync(wire.Rejected(">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishRequest(wire.SubjectSubmit, "harness.trace.victim", []byte(`{"tusk":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no rejected event: %v", err)
+	}
+	if n, _, _ := stolen.Pending(); n != 0 {
+		t.Errorf("%d answer(s) were sent on harness's own subject harness.trace.victim", n)
+	}
 }

@@ -816,6 +816,20 @@ func TestCluster(t *testing.T) {
 		if !strings.Contains(got, `"run":"t-acme-job-1"`) || !strings.Contains(got, `"outcome":"success"`) {
 			t.Errorf("tenant acme's finished event = %q", got)
 		}
+		// `nats req` is answered by a coordinator with the run id (or the
+		// refusal), for an operator and for a tenant in its own inboxes.
+		out, err = c.NATS("admin", "req", "harness.submit", string(contract(fix, up.ref, "replay")), "-H", "Nats-Msg-Id:req-1", "--timeout", "60s")
+		if err != nil || !strings.Contains(out, `"run":"req-1"`) {
+			t.Errorf("nats req harness.submit: %v\n%s", err, out)
+		}
+		out, err = c.NATS("tenant-acme", "req", "harness.submit.acme", string(contract(fix, up.ref, "replay")), "-H", "Nats-Msg-Id:req-2", "--timeout", "60s")
+		if err != nil || !strings.Contains(out, `"run":"t-acme-req-2"`) {
+			t.Errorf("nats req harness.submit.acme: %v\n%s", err, out)
+		}
+		out, _ = c.NATS("admin", "req", "harness.submit", `{"schema":"harness.contract/v1","tusk":1}`, "--timeout", "60s")
+		if !strings.Contains(out, `"unknown_field"`) {
+			t.Errorf("nats req harness.submit with a bad contract:\n%s", out)
+		}
 	})
 
 	t.Run("operate", func(t *testing.T) { operate(t, c, work) })

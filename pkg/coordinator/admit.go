@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/pkg/policy"
@@ -47,7 +48,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		// Submitted again (a replayed spawn past the duplicate window):
 		// the run is in hand here, and taking its lease again would stop
 		// its driver.
-		c.respond(reply, &protocol.SubmitReply{Run: run})
+		c.answer(msg, reply, &protocol.SubmitReply{Run: run})
 		_ = msg.Ack()
 		return
 	}
@@ -57,7 +58,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		// it, the run is in hand; if not, it may have died first, so the
 		// contract goes back to the stream until its lease runs out.
 		if recs, _, rerr := c.trace.Read(ctx, run); rerr == nil && len(recs) > 0 {
-			c.respond(reply, &protocol.SubmitReply{Run: run})
+			c.answer(msg, reply, &protocol.SubmitReply{Run: run})
 			if c.cfg.NoTakeover {
 				// Nobody here takes over a dead coordinator's runs (the
 				// embedded default, resuming a tree whose sub-agent was
@@ -121,33 +122,38 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
 		c.metrics.RunStarted()
 	}
-	c.respond(reply, &protocol.SubmitReply{Run: run})
+	c.answer(msg, reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()
 	c.start(ctx, run, recs, last, ls, sl.pass())
 }
 
 // reject refuses a submitted contract so that it is seen: the answer on
-// its Harness-Reply subject, an event on harness.events.rejected.<code>
-// (and the tenant's copy), a count by code, and a log line naming the
-// message (its id and stream sequence). run is "" when the contract did
-// not decode far enough to have one.
+// its Harness-Reply subject and to a request for it, an event on
+// harness.events.rejected.<code> (and the tenant's copy), a count by code,
+// and a log line naming the message (its id and stream sequence). run is
+// "" when the contract did not decode far enough to have one.
 func (c *Coordinator) reject(msg jetstream.Msg, reply, run string, err error) {
 	pe := protocol.AsError(err)
 	var seq uint64
 	if meta, merr := msg.Metadata(); merr == nil {
 		seq = meta.Sequence.Stream
 	}
-	msgID := msg.Headers().Get(jetstream.MsgIDHeader)
-	c.log.Info("contract refused", "run", run, "msg_id", msgID, "seq", seq, "subject", msg.Subject(), "code", pe.Name, "err", pe)
+	c.refused(msg.Subject(), msg.Headers(), seq, run, pe)
+	c.answer(msg, reply, &protocol.SubmitReply{Error: pe})
+}
+
+// refused makes a refusal seen: the event, the count and the log line.
+func (c *Coordinator) refused(subject string, h nats.Header, seq uint64, run string, pe *protocol.Error) {
+	msgID := h.Get(jetstream.MsgIDHeader)
+	c.log.Info("contract refused", "run", run, "msg_id", msgID, "seq", seq, "subject", subject, "code", pe.Name, "err", pe)
 	c.metrics.ContractRejected(pe.Name)
-	c.respond(reply, &protocol.SubmitReply{Error: pe})
 	ev := &protocol.Event{Run: run, Kind: protocol.EventRejected, Time: time.Now().UTC(), Error: pe, Text: msgID, IsError: true}
 	data, jerr := json.Marshal(ev)
 	if jerr != nil {
 		return
 	}
 	_ = c.nc.Publish(wire.Rejected(pe.Name), data)
-	if tenant, ok := wire.SubmitTenant(msg.Subject()); ok {
+	if tenant, ok := wire.SubmitTenant(subject); ok {
 		_ = c.nc.Publish(wire.TenantEvent(tenant, "rejected", pe.Name), data)
 	}
 }
@@ -275,13 +281,27 @@ func (c *Coordinator) runIDOf(msg jetstream.Msg) string {
 	} else {
 		id = meta.Timestamp.UTC().Format("20060102-150405") + "-s" + strconv.FormatUint(meta.Sequence.Stream, 10)
 	}
-	if tenant, ok := wire.SubmitTenant(msg.Subject()); ok {
+	return runIDFor(msg.Subject(), id)
+}
+
+// runIDFor is the id of the run of a contract submitted on subject whose
+// own id is id: a tenant's has t-<tenant>- in front.
+func runIDFor(subject, id string) string {
+	if tenant, ok := wire.SubmitTenant(subject); ok {
 		if strings.HasPrefix(id, wire.TenantRun(tenant, "")) {
 			return id // already the tenant's: a sub-agent's id, submitted by its parent's coordinator
 		}
 		return wire.TenantRun(tenant, id)
 	}
 	return id
+}
+
+// answer says what became of a submitted message: on its Harness-Reply
+// subject, if it asked there, and to the coordinator that heard it asked
+// for as a request.
+func (c *Coordinator) answer(msg jetstream.Msg, reply string, r *protocol.SubmitReply) {
+	c.respond(reply, r)
+	c.tellAnswer(msg, r)
 }
 
 func (c *Coordinator) respond(subject string, r *protocol.SubmitReply) {

@@ -201,6 +201,8 @@ type Coordinator struct {
 	// parents maps each sub-agent a parked step waits on to its parent's
 	// driver (kids.go).
 	parents map[string]*driver
+	// asks pairs the requests heard on harness.submit with their answers.
+	asks asks
 	// queued are the decided runs waiting here for a free slot to be
 	// carried on (resumeWhenRoom), first come first served.
 	queued map[string]bool
@@ -259,6 +261,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]*driver),
 		parents:   make(map[string]*driver),
+		asks:      asks{waiting: map[string][]asked{}, heard: map[string]heard{}},
 		drops:     make(map[string]context.CancelFunc),
 		early:     make(map[string]*protocol.Cancel),
 		inbox:     make(chan *nats.Msg, inboxSize),
@@ -299,6 +302,21 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		micro.WithEndpointSubject(wire.CancelPrefix+">")); err != nil {
 		return fmt.Errorf("register cancel endpoint: %w", err)
 	}
+	// Contracts are heard as they are published, besides being stored:
+	// a request is answered with what became of its contract (answer.go).
+	answers, err := c.nc.Subscribe(wire.AnswersPrefix+"*", c.handleAnswer)
+	if err != nil {
+		return fmt.Errorf("subscribe to submission answers: %w", err)
+	}
+	defer func() { _ = answers.Unsubscribe() }()
+	if err := svc.AddEndpoint("submit", micro.HandlerFunc(func(r micro.Request) { c.handleSubmit(ctx, r) }),
+		micro.WithEndpointSubject(wire.SubjectSubmit)); err != nil {
+		return fmt.Errorf("register submit endpoint: %w", err)
+	}
+	if err := svc.AddEndpoint("submit-tenant", micro.HandlerFunc(func(r micro.Request) { c.handleSubmit(ctx, r) }),
+		micro.WithEndpointSubject(wire.SubmitTenantPrefix+"*")); err != nil {
+		return fmt.Errorf("register submit-tenant endpoint: %w", err)
+	}
 	if err := svc.AddEndpoint("status", micro.HandlerFunc(c.handleStatus),
 		micro.WithEndpointSubject(wire.CoordinatorStatus(c.cfg.ID))); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
@@ -337,10 +355,14 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	c.log.Info("coordinator started", "max_runs", c.cfg.MaxRuns)
 	c.readyOnce.Do(func() { close(c.ready) })
-	c.wg.Add(4)
+	c.wg.Add(5)
 	go func() {
 		defer c.wg.Done()
 		c.watchCancels(ctx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.sweepAsks(ctx)
 	}()
 	go func() {
 		defer c.wg.Done()

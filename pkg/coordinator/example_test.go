@@ -91,6 +91,7 @@ func ExampleNew() {
 		}()
 	}
 	defer func() { stop(); wg.Wait() }()
+	<-co.Ready() // a request nobody hears while no coordinator is up goes unanswered (its contract is stored all the same)
 
 	contract, _ := json.Marshal(&protocol.Contract{
 		Schema:       protocol.ContractSchema,
@@ -100,18 +101,14 @@ func ExampleNew() {
 		Policy: &protocol.Policy{Layers: []protocol.Layer{{Name: "example", Rules: []protocol.Rule{
 			{Act: "write", Effect: "allow", Pattern: "hello.txt"}}}}},
 	})
-	// The coordinator that takes the contract answers on the inbox the
-	// Harness-Reply header names: the run id, or a typed error.
-	answers, _ := nc.SubscribeSync(nc.NewRespInbox())
+	// A request on harness.submit, as `nats req` makes, is answered by a
+	// coordinator once the run's first record is durable: the run id, or a
+	// typed error. The message id is the idempotency key.
 	msg := &nats.Msg{Subject: wire.SubjectSubmit, Data: contract, Header: nats.Header{}}
-	msg.Header.Set(wire.HeaderReply, answers.Subject)
+	msg.Header.Set(nats.MsgIdHdr, "example-1")
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if _, err := js.PublishMsg(wctx, msg, jetstream.WithMsgID("example-1")); err != nil {
-		fmt.Println(err)
-		return
-	}
-	m, err := answers.NextMsgWithContext(wctx)
+	m, err := nc.RequestMsgWithContext(wctx, msg)
 	if err != nil {
 		fmt.Println("no coordinator answered:", err)
 		return

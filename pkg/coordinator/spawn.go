@@ -231,7 +231,7 @@ func (d *driver) startChild(ctx context.Context, step, i int, call *protocol.Too
 			}
 		}
 	}
-	if err := d.submitChild(ctx, tenant, run, data); err != nil {
+	if err := d.submitChild(tenant, run, data); err != nil {
 		if pl.limit > 0 {
 			d.freePlace(ctx, run)
 		}
@@ -473,14 +473,15 @@ func exceeds(c ledger.Limits, used, est ledger.Usage) *ledger.Refusal {
 // submitChild submits a sub-agent's contract under id, on its tenant's
 // subject, with id as the message id: a step replayed within the submit
 // stream's duplicate window submits nothing new, and one replayed later is
-// answered by the coordinator that holds the sub-agent.
-func (d *driver) submitChild(ctx context.Context, tenant, id string, data []byte) error {
+// answered by the coordinator that holds the sub-agent. The stream does
+// not acknowledge it: the parent waits to see the sub-agent in the run
+// index instead, and withdraws it when it does not show.
+func (d *driver) submitChild(tenant, id string, data []byte) error {
 	subject := wire.SubjectSubmit
 	if tenant != "" {
 		subject = wire.SubmitTenantPrefix + tenant
 	}
-	pctx, cancel := jsCall(ctx)
-	defer cancel()
-	_, err := d.c.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(id))
-	return err
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(nats.MsgIdHdr, id)
+	return d.c.nc.PublishMsg(msg)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/pkg/protocol"
 )
 
 // Config tunes the streams for a deployment. The zero value suits one node.
@@ -88,8 +87,12 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.WorkQueuePolicy,
 		Duplicates:  time.Hour,
-		MaxMsgSize:  protocol.MaxContractBytes + 4096,
-		Replicas:    r,
+		MaxMsgSize:  MaxSubmitBytes,
+		// A coordinator answers a request on harness.submit (`nats req`)
+		// with the run id, once the run's first record is durable: the
+		// stream's own acknowledgement would come first, and say less.
+		NoAck:    true,
+		Replicas: r,
 	}); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamSubmit, err)
 	}
@@ -232,7 +235,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	}
 	have := s.CachedInfo().Config
 	if slices.Equal(have.Subjects, cfg.Subjects) && have.Storage == cfg.Storage && have.Retention == cfg.Retention &&
-		have.Duplicates == cfg.Duplicates && limit(have.MaxMsgSize) == limit(cfg.MaxMsgSize) && have.MaxAge == cfg.MaxAge &&
+		have.Duplicates == cfg.Duplicates && have.NoAck == cfg.NoAck && limit(have.MaxMsgSize) == limit(cfg.MaxMsgSize) && have.MaxAge == cfg.MaxAge &&
 		limit(have.MaxMsgsPerSubject) == limit(cfg.MaxMsgsPerSubject) && (cfg.Replicas == 0 || have.Replicas == cfg.Replicas) {
 		return s, nil
 	}

@@ -11,8 +11,11 @@
 package wire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 
+	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
 )
 
@@ -29,7 +32,36 @@ const (
 	// SandboxSnapshotSubject takes the open of a snapshot workspace, in a
 	// queue group: one sandboxer materialises it.
 	SandboxSnapshotSubject = "harness.sandbox.snapshot"
+
+	// AnswersPrefix is where the coordinator that took a submitted
+	// contract says what became of it, for the coordinator that heard the
+	// request (`nats req harness.submit`) to answer it: a submission's
+	// request and its stored copy reach two different coordinators, and
+	// JetStream keeps no reply subject. Coordinators' own.
+	AnswersPrefix = "harness.answers."
 )
+
+// MaxSubmitBytes is the largest message the submit stream stores: a
+// contract at its limit and its headers.
+const MaxSubmitBytes = protocol.MaxContractBytes + 4096
+
+// AnswerKey names what became of a submitted message, the same for its
+// request and its stored copy: every message under one idempotency key
+// (msgID) on one subject shares it, as they share a run; without a key,
+// every message of the same content on the subject does.
+func AnswerKey(subject, msgID string, data []byte) string {
+	h := sha256.New()
+	if msgID != "" {
+		h.Write([]byte("id\x00" + subject + "\x00" + msgID))
+	} else {
+		h.Write([]byte("body\x00" + subject + "\x00"))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Answer returns the subject of the answer to a submitted message.
+func Answer(key string) string { return AnswersPrefix + key }
 
 // Stream, bucket and consumer names.
 const (

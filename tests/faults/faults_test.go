@@ -415,13 +415,16 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 	return rep
 }
 
-// submit publishes a run's contract as a raw `nats pub` with an
-// idempotency key would, again until the server takes it.
+// submit asks for a run as `nats req` with an idempotency key would,
+// again until a coordinator answers: a request lost while a process is
+// killed starts nothing, and one made again under the same key starts
+// nothing twice.
 func (l *faultLoop) submit(ctx context.Context, r *faultRun) {
-	data := faultContract(l.t, r)
+	msg := &nats.Msg{Subject: wire.SubjectSubmit, Data: faultContract(l.t, r), Header: nats.Header{}}
+	msg.Header.Set(nats.MsgIdHdr, r.id)
 	for ctx.Err() == nil {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := l.js.PublishMsg(pctx, &nats.Msg{Subject: wire.SubjectSubmit, Data: data}, jetstream.WithMsgID(r.id))
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := l.js.Conn().RequestMsgWithContext(rctx, msg)
 		cancel()
 		if err == nil {
 			return
