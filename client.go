@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -131,20 +130,35 @@ func (c *Client) Submit(ctx context.Context, contract *protocol.Contract, opts .
 	return h, nil
 }
 
-// submit publishes an encoded contract under the idempotency key id, as a
-// request, and returns the run id the coordinators answer with once the
-// run's first record is durable. A request that goes unanswered (lost
-// while NATS fails over) is made again under the same key, which starts
-// nothing twice.
+// submit publishes an encoded contract under the idempotency key id and
+// returns the run id the coordinators answer with once the run's first
+// record is durable. It asks twice over on one inbox: as a request, which
+// the coordinator that hears it answers, and with a Harness-Reply header,
+// which the coordinator that takes the stored copy answers, so the answer
+// comes even when no coordinator was up to hear the request. A
+// submission that goes unanswered (lost while NATS fails over) is made
+// again under the same key, which starts nothing twice.
 func (c *Client) submit(ctx context.Context, contract []byte, id string) (string, error) {
 	run := protocol.RunIDFor(id)
-	msg := &nats.Msg{Subject: wire.SubjectSubmit, Data: contract, Header: nats.Header{}}
+	inbox := c.nc.NewRespInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return "", fmt.Errorf("subscribe for the answer: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	msg := &nats.Msg{Subject: wire.SubjectSubmit, Reply: inbox, Data: contract, Header: nats.Header{}}
 	msg.Header.Set(nats.MsgIdHdr, id)
+	msg.Header.Set(wire.HeaderReply, inbox)
 	for {
+		if err := c.nc.PublishMsg(msg); err != nil {
+			return "", fmt.Errorf("submit: %w", err)
+		}
 		rctx, cancel := context.WithTimeout(ctx, submitAgain)
-		m, err := c.nc.RequestMsgWithContext(rctx, msg)
+		m, err := sub.NextMsgWithContext(rctx)
 		cancel()
 		switch {
+		case err == nil && len(m.Data) == 0 && m.Header.Get("Status") == "503":
+			return "", protocol.Errorf(protocol.CodeUnavailable, "nothing takes contracts on %s: no coordinator is running and the submit stream does not exist; start the cluster (harness up) and submit again", wire.SubjectSubmit)
 		case err == nil:
 			var reply protocol.SubmitReply
 			if err := json.Unmarshal(m.Data, &reply); err != nil {
@@ -154,12 +168,8 @@ func (c *Client) submit(ctx context.Context, contract []byte, id string) (string
 				return "", reply.Error
 			}
 			return reply.Run, nil
-		case errors.Is(err, nats.ErrNoResponders):
-			return "", protocol.Errorf(protocol.CodeUnavailable, "nothing takes contracts on %s: no coordinator is running and the submit stream does not exist; start the cluster (harness up) and submit again", wire.SubjectSubmit)
 		case ctx.Err() != nil:
 			return "", fmt.Errorf("no coordinator answered (the contract is queued as run %s if the submit stream took it): %w", run, ctx.Err())
-		case !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout):
-			return "", fmt.Errorf("submit: %w", err)
 		}
 	}
 }
