@@ -521,8 +521,16 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 		if op.Snapshot != "" {
 			return s.openSnapshot(ctx, op, reply)
 		}
-		if _, err := s.workspace(op.Run, op.Workspace); err != nil {
+		w, err := s.workspace(op.Run, op.Workspace)
+		if err != nil {
 			reply.Error = protocol.AsError(err)
+			return reply
+		}
+		if reply.Skills, err = s.skills(w, op.Skills); err != nil {
+			// The run ends before its first step: it holds nothing here.
+			s.closeWorkspace(op.Run)
+			reply.Error = protocol.AsError(err)
+			log.Info("workspace refused: its skills are malformed", "dir", op.Workspace, "err", err)
 			return reply
 		}
 		reply.Tools = s.cfg.Tools.Specs()
