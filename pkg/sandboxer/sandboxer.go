@@ -178,6 +178,9 @@ func (c *Config) setDefaults() error {
 	c.Roots = roots
 	reserved := make([]string, 0, len(c.Reserved))
 	for _, r := range c.Reserved {
+		if r == "" {
+			continue // not a directory: made absolute it would be the working directory
+		}
 		abs, err := filepath.Abs(r)
 		if err != nil {
 			return fmt.Errorf("sandboxer reserved directory %q: %w", r, err)
