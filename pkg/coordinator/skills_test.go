@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -288,5 +290,49 @@ func TestSingleFile(t *testing.T) {
 	bad.Verification = protocol.Verification{FileEquals: &protocol.EqualsCheck{Content: "x"}}
 	if _, err := cl.Submit(t.Context(), bad); !errors.Is(err, protocol.ErrInvalidField) || protocol.AsError(err).Field != "workspace.file" {
 		t.Errorf("Submit(file %s) = %v, want invalid_field workspace.file", bad.Workspace.File, err)
+	}
+}
+
+// TestSkillAsked checks that a skill whose path the policy asks about is
+// put to the approver as the read of that path, and read once approved.
+func TestSkillAsked(t *testing.T) {
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"skills/deploy.md": "---\nname: deploy\ndescription: Deploy it.\n---\nRun make deploy.\n"})
+	var mu sync.Mutex
+	var asked []*protocol.Pending
+	approver := coordinator.ApproverFunc(func(_ context.Context, p *protocol.Pending) (*protocol.Decision, error) {
+		mu.Lock()
+		asked = append(asked, p)
+		mu.Unlock()
+		return &protocol.Decision{Approve: true, By: "test"}, nil
+	})
+	agent := provider.NewScripted(&protocol.Turn{ToolCalls: []protocol.ToolCall{call("a", "read_skill", `{"name":"deploy"}`)}}, &protocol.Turn{Text: "done"})
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true, Approver: approver})
+	c := contract(ws)
+	c.Skills = &protocol.SkillsSpec{Dir: "skills"}
+	c.Policy.Layers = []protocol.Layer{{Name: "careful", Rules: []protocol.Rule{{Act: "read", Effect: "ask", Pattern: "skills/*"}}}}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("skill-asked"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil || res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("Wait = %+v, %v; want finished", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || asked[0].Act != "read" || asked[0].Target != "skills/deploy.md" || asked[0].Rule != "skills/*" {
+		t.Fatalf("asked %+v, want one read of skills/deploy.md under the rule skills/*", asked)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Kind == protocol.RecordStep && r.Step == 1 {
+			if o := r.Observations[0]; o.State() != protocol.CallOK || !strings.Contains(o.Content, "make deploy") {
+				t.Errorf("the approved read_skill = %+v, want the skill's body", o)
+			}
+		}
 	}
 }
