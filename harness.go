@@ -26,11 +26,10 @@ func Run(ctx context.Context, contract *protocol.Contract, opts ...RunOption) (*
 		o.applyRun(&cfg, &co)
 	}
 	c := *contract
-	root, err := filepath.Abs(c.Workspace.Root)
+	root, err := localWorkspace(&c.Workspace)
 	if err != nil {
-		return nil, fmt.Errorf("workspace root: %w", err)
+		return nil, err
 	}
-	c.Workspace.Root = root
 	if err := validate(&c); err != nil {
 		return nil, err
 	}
@@ -56,6 +55,26 @@ func Run(ctx context.Context, contract *protocol.Contract, opts ...RunOption) (*
 		return nil, err
 	}
 	return h.Wait(ctx)
+}
+
+// localWorkspace makes a contract's workspace root, or its single file,
+// absolute against the working directory, and returns the directory the
+// sandboxer serves: the root, or the file's directory.
+func localWorkspace(w *protocol.Workspace) (string, error) {
+	if w.File != "" && w.Root == "" && w.Snapshot == "" {
+		file, err := filepath.Abs(w.File)
+		if err != nil {
+			return "", fmt.Errorf("workspace file: %w", err)
+		}
+		w.File = file
+		return filepath.Dir(file), nil
+	}
+	root, err := filepath.Abs(w.Root)
+	if err != nil {
+		return "", fmt.Errorf("workspace root: %w", err)
+	}
+	w.Root = root
+	return root, nil
 }
 
 // validate checks a contract as a coordinator would, before a cluster is
@@ -104,7 +123,7 @@ func Resume(ctx context.Context, run string, opts ...ResumeOption) (*protocol.Re
 	if err != nil {
 		return nil, err
 	}
-	cfg.Roots = []string{c.Workspace.Root}
+	cfg.Roots = []string{c.Workspace.Dir()}
 	cfg.NoTakeover = true
 	cl, err := Start(ctx, cfg)
 	if err != nil {

@@ -390,8 +390,12 @@ func writeRecord(w interface{ Write([]byte) (int, error) }, r *protocol.Record) 
 	case protocol.RecordStarted:
 		fmt.Fprintf(w, "%s started run %s\n", t, r.Run)
 		if c := r.Contract; c != nil {
+			ws := c.Workspace.Root
+			if c.Workspace.File != "" {
+				ws = c.Workspace.File + " (one file)"
+			}
 			fmt.Fprintf(w, "    task: %s\n    workspace: %s\n    verification: %s\n    budget: %d steps",
-				oneLine(c.Task, 200), c.Workspace.Root, c.Verification.Kind(), c.Budget.MaxSteps)
+				oneLine(c.Task, 200), ws, c.Verification.Kind(), c.Budget.MaxSteps)
 			if c.Budget.MaxWall > 0 {
 				fmt.Fprintf(w, ", %s", time.Duration(c.Budget.MaxWall))
 			}

@@ -65,8 +65,13 @@ the contract, replayed.`)
 	if runID == "" {
 		runID = harness.NewRunID()
 	}
-	// A relative workspace is relative to the contract file.
+	// A relative workspace is relative to the contract file. A single-file
+	// contract's workspace is its file's directory.
 	root, where := c.Workspace.Root, ""
+	file := c.Workspace.File
+	if file != "" {
+		root = filepath.Dir(file)
+	}
 	if snap != nil {
 		where = describeSnapshot(*ws.dir, snap)
 	} else {
@@ -82,17 +87,28 @@ the contract, replayed.`)
 		}
 		if *copyWS {
 			dst := filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
-			if err := copyTree(env.stderr, root, dst); err != nil {
+			if file != "" {
+				// One file's run sees that file alone: the copy holds it alone.
+				err = copyFile(filepath.Join(root, filepath.Base(file)), filepath.Join(dst, filepath.Base(file)))
+			} else {
+				err = copyTree(env.stderr, root, dst)
+			}
+			if err != nil {
 				fail(env.stderr, "copy workspace: %v", err)
 				return exitError
 			}
 			root = dst
 		}
-		if raw, err = withRoot(raw, root); err != nil {
+		ws := map[string]string{"root": root}
+		where = root
+		if file != "" {
+			ws = map[string]string{"file": filepath.Join(root, filepath.Base(file))}
+			where = ws["file"]
+		}
+		if raw, err = withWorkspace(raw, ws); err != nil {
 			fail(env.stderr, "%v", err)
 			return exitError
 		}
-		where = root
 	}
 
 	p, source, err := chooseProvider(env, *replay, path)
@@ -216,20 +232,36 @@ func loadContract(arg string) (string, []byte, *protocol.Contract, error) {
 	return path, raw, c, nil
 }
 
-// withRoot returns the contract with its workspace root replaced, keeping
-// every other field as the user wrote it.
-func withRoot(raw []byte, root string) ([]byte, error) {
+// withWorkspace returns the contract with its workspace replaced by ws (a
+// root, or a single file), keeping every other field as the user wrote
+// it.
+func withWorkspace(raw []byte, ws map[string]string) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("contract: %w", err)
 	}
-	ws := map[string]string{"root": root}
 	b, err := json.Marshal(ws)
 	if err != nil {
 		return nil, err
 	}
 	m["workspace"] = b
 	return json.Marshal(m)
+}
+
+// copyFile copies the regular file src to dst, making dst's directory.
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, fi.Mode().Perm())
 }
 
 // chooseProvider picks the provider for the embedded run and says which.

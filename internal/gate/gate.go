@@ -92,14 +92,14 @@ func Named(call *protocol.ToolCall) string {
 }
 
 // Allowed checks that the verification may run: a command only under an
-// explicit allow to exec it, a file_contains check only under an explicit
-// allow to read its file, since a gate cannot stop to ask anyone. It
-// returns the reason when it may not.
+// explicit allow to exec it, a file_contains or file_equals check only
+// under an explicit allow to read its file, since a gate cannot stop to
+// ask anyone. It returns the reason when it may not.
 func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
-	if c := v.FileContains; c != nil {
+	if v.FileContains != nil || v.FileEquals != nil {
 		// The check reads the file: a file the agent may not read must not
 		// answer questions about its content either.
-		if why := Reads(p, c.Path); why != "" {
+		if why := Reads(p, v.CheckedFile()); why != "" {
 			return false, why
 		}
 		return true, ""
@@ -117,7 +117,7 @@ func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
 }
 
 // Reads decides whether a verification may read rel: the path its
-// file_contains names, or one that path leads to through a symbolic link.
+// file_contains or file_equals names, or one that path leads to through a symbolic link.
 // Only an explicit allow lets it, as in Allowed. It returns "" when it
 // may, else the reason.
 func Reads(p *policy.Policy, rel string) string {

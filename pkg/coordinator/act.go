@@ -25,6 +25,18 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 	if call.Name == RememberTool && d.remembering {
 		return d.remember(ctx, step, i, call), nil // not a path act: no policy check
 	}
+	// A read_skill call is judged and carried out as the read of its
+	// skill's file; its observation keeps the name the model called.
+	name := call.Name
+	call, failed := d.asRead(call)
+	if failed != nil {
+		return failed, nil
+	}
+	dispatch := func(opID, approval string) *protocol.Observation {
+		o := d.dispatch(ctx, opID, call, approval)
+		o.Tool = name
+		return o
+	}
 	v, bad := gate.Verdict(d.pol, call)
 	if bad != "" {
 		obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, bad
@@ -66,12 +78,12 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		if dec.Remember {
 			rec.Remember = append(rec.Remember, rememberRules(v, call)...)
 		}
-		return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, id), nil
+		return dispatch(fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), id), nil
 	}
 	if v.Effect != policy.Allow {
 		return d.refuse(step, call, v, obs), nil
 	}
-	return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, ""), nil
+	return dispatch(fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), ""), nil
 }
 
 // refuse renders a policy refusal as an observation, and publishes it.

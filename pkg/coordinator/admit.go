@@ -105,6 +105,12 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			_ = msg.Term()
 			return
 		}
+		if eff, err = oneFile(contract, eff); err != nil {
+			c.reject(msg, reply, run, err)
+			c.leases.release(ctx, ls)
+			_ = msg.Term()
+			return
+		}
 		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC(),
 			Tree: tree, Depth: depth, Policy: eff, ParentPolicy: parentEff}
 		started.Memory = c.admissionNotes(ctx, run, contract)
@@ -203,6 +209,27 @@ func reservedLayers(p *protocol.Policy) error {
 		}
 	}
 	return nil
+}
+
+// oneFile returns the effective policy of a single-file contract: eff (a
+// sub-agent's), else the contract's own, confined to the one file
+// (policy.Policy.OneFile), so that the started record says what the run
+// runs under and every sandbox op carries it. Any other contract's eff is
+// returned as it is. Errors: the policy does not compile.
+func oneFile(contract *protocol.Contract, eff *protocol.Policy) (*protocol.Policy, error) {
+	name := contract.Workspace.FileName()
+	if name == "" {
+		return eff, nil
+	}
+	own := eff
+	if own == nil {
+		own = contract.Policy
+	}
+	p, err := policy.FromProtocol(own)
+	if err != nil {
+		return nil, err
+	}
+	return p.OneFile(name).Protocol(), nil
 }
 
 // containIn returns a sub-agent's effective policy, its parent's contained

@@ -101,9 +101,12 @@ func (d *driver) pendingOf(id string) (*protocol.Pending, error) {
 		return nil, err
 	}
 	if m := d.s.lastTurn(); m != nil && call < len(m.ToolCalls) {
-		c := m.ToolCalls[call]
-		v, _ := gate.Verdict(d.pol, &c)
-		return d.pending(step, call, &c, v), nil
+		c, failed := d.asRead(&m.ToolCalls[call]) // a read_skill call waits as the read of its file
+		if failed != nil {
+			return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: the call of approval %s names no skill", d.s.run, id)
+		}
+		v, _ := gate.Verdict(d.pol, c)
+		return d.pending(step, call, c, v), nil
 	}
 	return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: no call for approval %s", d.s.run, id)
 }

@@ -73,6 +73,9 @@ func (s *runState) prepare(rec *protocol.Record) {
 	if rec.Toolchain != nil && s.toolchain == nil {
 		s.toolchain = rec.Toolchain
 	}
+	if rec.Skills != nil && s.skills == nil {
+		s.skills = rec.Skills
+	}
 }
 
 // follow adds a user message after the last step (a decision's note), or
@@ -94,14 +97,28 @@ func (s *runState) lastTurn() *protocol.Message {
 }
 
 // inputs is what one request is assembled from beyond the folded state:
-// the tools to offer, the toolchain (the state's, else the one the
-// sandboxer just told), the reads read again for it, and the run's policy
-// for the toolchain's commands.
+// the tools to offer, the toolchain and the skills (the state's, else
+// those the sandboxer just told), the reads read again for it, and the
+// run's policy for the toolchain's commands.
 type inputs struct {
 	tools     []protocol.ToolSpec
 	toolchain *protocol.Toolchain
+	skills    []protocol.Skill
 	fresh     map[string]string
 	allowed   func(argv []string) bool
+}
+
+// system is the request's system prompt: the harness's own, then the
+// catalogue of the run's skills, if it has any.
+func (s *runState) system(in inputs) string {
+	cat := s.skills
+	if cat == nil {
+		cat = in.skills
+	}
+	if sk := skillsPrompt(cat); sk != "" {
+		return systemPrompt + "\n\n" + sk
+	}
+	return systemPrompt
 }
 
 // bytesPerToken is the estimate's calibration: the run's requests' bytes
@@ -149,7 +166,7 @@ func (s *runState) assembleInput(in inputs) assemble.Input {
 	for _, m := range s.lead {
 		task += "\n\n" + m.Content // messages before the first step ride after the task
 	}
-	return assemble.Input{System: systemPrompt, Tools: in.tools, Task: task, Notes: s.notes, Steps: s.steps,
+	return assemble.Input{System: s.system(in), Tools: in.tools, Task: task, Notes: s.notes, Steps: s.steps,
 		Budget: s.budget(), Output: s.contract.Provider.MaxOutputTokens, BytesPerToken: s.bytesPerToken(),
 		Step: s.step + 1, Fresh: in.fresh}
 }
@@ -158,7 +175,7 @@ func (s *runState) assembleInput(in inputs) assemble.Input {
 func (s *runState) request(in inputs, out assemble.Output) *protocol.CompletionRequest {
 	return &protocol.CompletionRequest{
 		Model:           s.contract.Provider.Model,
-		System:          systemPrompt,
+		System:          s.system(in),
 		Messages:        out.Messages,
 		Tools:           in.tools,
 		MaxOutputTokens: s.contract.Provider.MaxOutputTokens,
@@ -196,6 +213,7 @@ type assembled struct {
 	rereads   []protocol.Observation
 	tools     []protocol.ToolSpec
 	toolchain *protocol.Toolchain
+	skills    []protocol.Skill
 }
 
 // assemble builds the step's request: a first assembly says which stale
@@ -203,7 +221,7 @@ type assembled struct {
 // sandboxer, and the second carries what they hold now.
 func (d *driver) assemble(ctx context.Context, step int) *assembled {
 	s := d.s
-	in := inputs{tools: d.tools, toolchain: d.toolchain, allowed: execAllowed(d.pol)}
+	in := inputs{tools: d.tools, toolchain: d.toolchain, skills: d.skills, allowed: execAllowed(d.pol)}
 	out := assemble.Assemble(s.assembleInput(in))
 	a := &assembled{}
 	if len(out.Stale) > 0 {
@@ -222,6 +240,9 @@ func (d *driver) assemble(ctx context.Context, step int) *assembled {
 	}
 	if s.toolchain == nil && d.toolchain != nil {
 		a.toolchain = d.toolchain
+	}
+	if s.skills == nil && d.skills != nil {
+		a.skills = d.skills
 	}
 	d.c.emit(s.run, step, protocol.EventAssembled, &protocol.Event{Tokens: int64(out.Stats.Estimate), Assembly: &a.stats,
 		Text: fmt.Sprintf("%d of %d tokens: %d results carried, %d stubbed, %d re-read, %d steps collapsed",
@@ -288,7 +309,7 @@ func Request(run string, recs []protocol.Record, step int) (*protocol.Completion
 	if err != nil {
 		return nil, nil, err
 	}
-	in := inputs{tools: s.tools, toolchain: at.Toolchain, allowed: execAllowed(pol)}
+	in := inputs{tools: s.tools, toolchain: at.Toolchain, skills: at.Skills, allowed: execAllowed(pol)}
 	if at.Tools != nil {
 		in.tools = at.Tools
 	}

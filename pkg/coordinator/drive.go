@@ -47,6 +47,10 @@ type driver struct {
 	spawning bool
 	// remembering is set when the run was offered remember.
 	remembering bool
+	// skilling is set when the run was offered read_skill; skills are the
+	// catalogue the sandboxer read when it opened the workspace.
+	skilling bool
+	skills   []protocol.Skill
 	// hostRemember holds the provider endpoints an approver allowed during
 	// the step in hand, for its record; hostAsked those asked about since
 	// this driver began, so an endpoint that asks again after its approval
@@ -160,11 +164,16 @@ func (d *driver) compilePolicy() (err error) {
 }
 
 // compiled is the run's policy alone (base) and with the rules people
-// remembered on top (pol).
+// remembered on top (pol). A single-file contract's is confined to its
+// file here whatever policy its trace records (a resume's included), as
+// its admission confined it.
 func (s *runState) compiled() (base, pol *policy.Policy, err error) {
 	base, err = policy.FromProtocol(s.policy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compile the run's policy: %w", err)
+	}
+	if name := s.contract.Workspace.FileName(); name != "" {
+		base = base.OneFile(name)
 	}
 	var rules []policy.Rule
 	for _, r := range s.remembered {

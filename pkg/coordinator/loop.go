@@ -42,6 +42,7 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 		d.opened = true
 		d.offerSpawn(ctx)
 		d.offerRemember()
+		d.offerSkills()
 	}
 	if !d.opened {
 		return false // a driver whose first segment ended before its workspace was open
@@ -205,7 +206,7 @@ func (d *driver) step(ctx context.Context, step int) (rec *protocol.Record, pend
 		if a := d.asm; a != nil {
 			stats := a.stats
 			stats.Reported = turn.Usage.InputTokens
-			rec.Assembled, rec.Rereads, rec.Tools, rec.Toolchain = &stats, a.rereads, a.tools, a.toolchain
+			rec.Assembled, rec.Rereads, rec.Tools, rec.Toolchain, rec.Skills = &stats, a.rereads, a.tools, a.toolchain, a.skills
 		}
 		d.hostRemember, d.hostDecided = nil, nil
 		// A turn cut off at the output limit may hold a call whose

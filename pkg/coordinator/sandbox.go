@@ -79,7 +79,7 @@ func (d *driver) opTimeout() time.Duration {
 func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolCall, approval string) *protocol.Observation {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
-		Workspace: d.s.contract.Workspace.Root, Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval}
+		Workspace: d.s.contract.Workspace.Dir(), Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:
@@ -101,7 +101,7 @@ func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
 	defer fault.During(fault.DuringVerification)()
 	v := d.s.contract.Verification
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
-		Workspace: d.s.contract.Workspace.Root, Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
+		Workspace: d.s.contract.Workspace.Dir(), Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:

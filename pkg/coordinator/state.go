@@ -69,9 +69,12 @@ type runState struct {
 	// estimate.
 	tools     []protocol.ToolSpec
 	toolchain *protocol.Toolchain
-	notes     []protocol.Note
-	sent      int64
-	counted   int64
+	// skills is the catalogue of the run's skills, as the first step
+	// recorded it.
+	skills  []protocol.Skill
+	notes   []protocol.Note
+	sent    int64
+	counted int64
 }
 
 // newRunState rebuilds a run from its records. Records must have their
@@ -274,7 +277,11 @@ const systemPrompt = `You are an agent working in a software workspace through t
 // taskMessage is the first user message: the task and how success is
 // checked.
 func taskMessage(c *protocol.Contract) string {
-	return "Task: " + c.Task + "\n\nHow success is checked: " + describe(c.Verification)
+	msg := "Task: " + c.Task + "\n\nHow success is checked: " + describe(c.Verification)
+	if name := c.Workspace.FileName(); name != "" {
+		msg += fmt.Sprintf("\n\nThe workspace is the one file %s: read and write it by that name. Nothing else in the workspace is open to you, and commands run only where the policy allows them.", name)
+	}
+	return msg
 }
 
 // describe renders the verification for the model.
@@ -285,6 +292,8 @@ func describe(v protocol.Verification) string {
 			quoteArgv(v.Command.Argv), v.Command.ExpectExit)
 	case v.FileContains != nil:
 		return fmt.Sprintf("the task is done when the file %s contains the text %q.", v.FileContains.Path, v.FileContains.Needle)
+	case v.FileEquals != nil:
+		return fmt.Sprintf("the task is done when the file %s holds exactly the text %q, and nothing else.", v.FileEquals.Path, v.FileEquals.Content)
 	case v.None != nil:
 		return "there is no automated check; reply without calling a tool when you are done, and the run ends."
 	}

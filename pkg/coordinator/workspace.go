@@ -44,7 +44,7 @@ func (d *driver) open(ctx context.Context) error {
 		case err == nil && reply.Error != nil:
 			return done(reply.Error)
 		case err == nil:
-			d.node, d.tools, d.toolchain = reply.Node, reply.Tools, reply.Toolchain
+			d.node, d.tools, d.toolchain, d.skills = reply.Node, reply.Tools, reply.Toolchain, reply.Skills
 			d.log.Info("workspace opened", "sandboxer", d.node)
 			return nil
 		case ctx.Err() != nil:
@@ -77,7 +77,12 @@ func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	// will not run the contract (a blanket allow, a verification command
 	// with nowhere safe to run) says so before the first step.
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
-		Workspace: c.Workspace.Root, Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification}
+		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification}
+	if d.s.skills == nil {
+		// The skills are read when the workspace first opens; a run that
+		// recorded them keeps what its model was told.
+		op.Skills = c.Skills
+	}
 	if c.Workspace.Snapshot == "" {
 		return op, wire.SandboxOpenSubject
 	}
@@ -95,7 +100,7 @@ func (d *driver) noSandboxer(holder string) string {
 	if w.Snapshot != "" {
 		return "no sandboxer took the snapshot workspace " + w.Snapshot + ": start one connected to the cluster's object store"
 	}
-	return "no sandboxer serves the workspace " + w.Root + ": start one whose roots include it"
+	return "no sandboxer serves the workspace " + w.Dir() + ": start one whose roots include it"
 }
 
 // commitSpec is the contract's commit request with its message filled in:

@@ -82,8 +82,9 @@ func (s *Store) Tenant(name string) *Store {
 }
 
 // Identity names the workspace whose notes ws shares: "root:" and the
-// cleaned root for a directory, as the contract names it, or "snapshot:"
-// and the ref for a snapshot. It is "" for a workspace that names neither.
+// cleaned root for a directory, as the contract names it, "snapshot:"
+// and the ref for a snapshot, or "file:" and the cleaned path for a
+// single-file workspace. It is "" for a workspace that names none.
 //
 // A root is a path on a sandboxer, not a machine's directory: the same
 // path served by two sandboxers is taken as the same workspace, and two
@@ -95,6 +96,8 @@ func Identity(ws protocol.Workspace) string {
 		return "snapshot:" + ws.Snapshot
 	case strings.TrimSpace(ws.Root) != "":
 		return "root:" + filepath.Clean(ws.Root)
+	case ws.File != "":
+		return "file:" + filepath.Clean(ws.File)
 	}
 	return ""
 }
@@ -103,8 +106,8 @@ func Identity(ws protocol.Workspace) string {
 func (s *Store) identity(ws protocol.Workspace) (string, error) {
 	id := Identity(ws)
 	if id == "" {
-		return "", protocol.FieldError(protocol.CodeInvalidField, "workspace", "name a root or a snapshot",
-			"the workspace names neither a root nor a snapshot, so it has no memory")
+		return "", protocol.FieldError(protocol.CodeInvalidField, "workspace", "name a root, a snapshot or a file",
+			"the workspace names no root, snapshot or file, so it has no memory")
 	}
 	if s.tenant != "" {
 		id = "tenant:" + s.tenant + "/" + id
@@ -240,7 +243,7 @@ func checkKey(k string) error {
 //
 // Errors: CodeBadArguments for an empty key or value, a key longer than
 // MaxKeyChars or holding a control character; CodeInvalidField for a
-// workspace that names neither a root nor a snapshot; CodeUnavailable when
+// workspace that names no root, snapshot or file; CodeUnavailable when
 // other writes kept coming first; the bucket's errors, wrapped.
 func (s *Store) Put(ctx context.Context, ws protocol.Workspace, note protocol.Note) (evicted []string, err error) {
 	if err := checkKey(note.Key); err != nil {
@@ -294,8 +297,8 @@ func Upsert(notes []protocol.Note, note protocol.Note) ([]protocol.Note, []strin
 
 // List returns ws's notes, oldest first; none when it has none.
 //
-// Errors: CodeInvalidField for a workspace that names neither a root nor
-// a snapshot; the bucket's errors, wrapped.
+// Errors: CodeInvalidField for a workspace that names no root, snapshot or
+// file; the bucket's errors, wrapped.
 func (s *Store) List(ctx context.Context, ws protocol.Workspace) ([]protocol.Note, error) {
 	id, err := s.identity(ws)
 	if err != nil {
@@ -312,7 +315,7 @@ func (s *Store) List(ctx context.Context, ws protocol.Workspace) ([]protocol.Not
 //
 // Errors: CodeNotFound when ws keeps no note under key (its hint names the
 // nearest key it does keep) or no notes at all; CodeInvalidField for a
-// workspace that names neither a root nor a snapshot; CodeUnavailable when
+// workspace that names no root, snapshot or file; CodeUnavailable when
 // other writes kept coming first; the bucket's errors, wrapped.
 func (s *Store) Delete(ctx context.Context, ws protocol.Workspace, key string) error {
 	id, err := s.identity(ws)
@@ -386,8 +389,8 @@ func distance(a, b string) int {
 // Clear forgets every note of ws and returns how many there were; 0, and
 // no error, when it had none.
 //
-// Errors: CodeInvalidField for a workspace that names neither a root nor
-// a snapshot; the bucket's errors, wrapped.
+// Errors: CodeInvalidField for a workspace that names no root, snapshot or
+// file; the bucket's errors, wrapped.
 func (s *Store) Clear(ctx context.Context, ws protocol.Workspace) (int, error) {
 	id, err := s.identity(ws)
 	if err != nil {

@@ -62,7 +62,10 @@
 // policy from its parent's: the child's allow rules are dropped and the
 // defaults tighten, so no descendant, at any depth, holds an allow its root
 // lacked. [Policy.Remember] adds an approver's remembered rules as a top
-// layer, which can add allows but not override a deny.
+// layer, which can add allows but not override a deny. [Policy.OneFile]
+// confines a policy to one file at the workspace root, for a single-file
+// contract: its read and write allows give way to a top layer
+// ([FileLayer]) allowing that file alone.
 //
 // A caller:
 //

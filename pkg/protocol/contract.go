@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -47,7 +48,22 @@ type Contract struct {
 	// Parent names the run this one is a sub-agent of: it joins the
 	// parent's agent tree and draws from the tree's ceiling.
 	Parent string `json:"parent,omitempty"`
+	// Skills names a directory of skills in the workspace: their names
+	// and descriptions go into the system prompt, and the read_skill tool
+	// reads one's body. See docs/contract.md.
+	Skills *SkillsSpec `json:"skills,omitempty"`
 }
+
+// SkillsSpec names where a run's skills are: Dir, a directory relative to
+// the workspace root, holding one markdown file per skill (NAME.md, or
+// NAME/SKILL.md) that opens with front matter giving its name and
+// description.
+type SkillsSpec struct {
+	Dir string `json:"dir"`
+}
+
+// MaxSkills bounds the skills one directory may hold.
+const MaxSkills = 64
 
 // ContextSpec bounds the requests of a run. MaxTokens is the most one
 // request may carry, its output reservation included (zero: the model's
@@ -87,6 +103,7 @@ type Verification struct {
 	None             *struct{}      `json:"none,omitempty"`
 	FileContains     *ContainsCheck `json:"file_contains,omitempty"`
 	DocumentContains *ContainsCheck `json:"document_contains,omitempty"`
+	FileEquals       *EqualsCheck   `json:"file_equals,omitempty"`
 }
 
 // CommandCheck passes when argv, run in the workspace root inside the
@@ -96,14 +113,25 @@ type CommandCheck struct {
 	ExpectExit int      `json:"expect_exit"`
 }
 
-// ContainsCheck passes when the file at Path contains Needle.
+// ContainsCheck passes when the file at Path contains Needle. In a
+// single-file contract (Workspace.File) Path may be left out: it is the
+// file.
 type ContainsCheck struct {
 	Path   string `json:"path"`
 	Needle string `json:"needle"`
 }
 
-// Kind names the verification's member: "command", "none", "file_contains"
-// or "document_contains"; "" when none is set.
+// EqualsCheck passes when the file at Path holds exactly Content, byte
+// for byte (an empty Content: the file exists and is empty), as
+// io-harness's FileEquals. In a single-file contract Path may be left
+// out: it is the file.
+type EqualsCheck struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// Kind names the verification's member: "command", "none", "file_contains",
+// "file_equals" or "document_contains"; "" when none is set.
 func (v Verification) Kind() string {
 	switch {
 	case v.Command != nil:
@@ -112,8 +140,22 @@ func (v Verification) Kind() string {
 		return "none"
 	case v.FileContains != nil:
 		return "file_contains"
+	case v.FileEquals != nil:
+		return "file_equals"
 	case v.DocumentContains != nil:
 		return "document_contains"
+	}
+	return ""
+}
+
+// CheckedFile is the path a file_contains or file_equals verification
+// reads, relative to the workspace root; "" for the other kinds.
+func (v Verification) CheckedFile() string {
+	switch {
+	case v.FileContains != nil:
+		return v.FileContains.Path
+	case v.FileEquals != nil:
+		return v.FileEquals.Path
 	}
 	return ""
 }
@@ -322,7 +364,10 @@ func (c *Contract) Validate() error {
 	if err := c.Workspace.validate(); err != nil {
 		return err
 	}
-	if err := c.Verification.validate(); err != nil {
+	if err := c.Verification.validate(c.Workspace); err != nil {
+		return err
+	}
+	if err := c.validateSkills(); err != nil {
 		return err
 	}
 	if c.Policy != nil {
@@ -378,14 +423,14 @@ func (c *Contract) Validate() error {
 	return nil
 }
 
-func (v Verification) validate() error {
+func (v Verification) validate(ws Workspace) error {
 	n := 0
-	for _, set := range []bool{v.Command != nil, v.None != nil, v.FileContains != nil, v.DocumentContains != nil} {
+	for _, set := range []bool{v.Command != nil, v.None != nil, v.FileContains != nil, v.DocumentContains != nil, v.FileEquals != nil} {
 		if set {
 			n++
 		}
 	}
-	const hint = `set exactly one of "command", "none", "file_contains", "document_contains"`
+	const hint = `set exactly one of "command", "none", "file_contains", "file_equals", "document_contains"`
 	switch {
 	case n == 0:
 		return FieldError(CodeMissingField, "verification", hint, "the contract says nothing about how success is checked")
@@ -403,14 +448,70 @@ func (v Verification) validate() error {
 			}
 		}
 	case v.FileContains != nil:
-		if v.FileContains.Path == "" {
-			return FieldError(CodeMissingField, "verification.file_contains.path", "name the file to check, relative to the workspace", "no path")
+		if err := checkedPath(ws, "verification.file_contains.path", v.FileContains.Path); err != nil {
+			return err
 		}
 		if v.FileContains.Needle == "" {
 			return FieldError(CodeMissingField, "verification.file_contains.needle", "an empty needle is in every file; give the text that must appear", "no needle")
 		}
+	case v.FileEquals != nil:
+		if err := checkedPath(ws, "verification.file_equals.path", v.FileEquals.Path); err != nil {
+			return err
+		}
+		if strings.ContainsRune(v.FileEquals.Content, 0) {
+			return FieldError(CodeInvalidField, "verification.file_equals.content", "check text files only; remove the NUL byte", "the expected content contains a NUL byte")
+		}
 	case v.DocumentContains != nil:
 		return FieldError(CodeUnsupported, "verification.document_contains", `use "file_contains" or "command"`, "document extraction is not in this build")
+	}
+	return nil
+}
+
+// checkedPath checks the path a file verification reads. In a single-file
+// contract it may be left out, and if given it must name the file (by its
+// name in its directory, or as workspace.file spells it): the agent sees
+// nothing else there.
+func checkedPath(ws Workspace, field, p string) error {
+	if ws.File != "" {
+		if p == "" || p == ws.FileName() || p == ws.File {
+			return nil
+		}
+		return FieldError(CodeInvalidField, field, fmt.Sprintf("leave the path out, or write %q: a single-file contract checks its file", ws.FileName()),
+			"the check reads %q, but the workspace is the one file %s", clipField(p), ws.File)
+	}
+	if p == "" {
+		return FieldError(CodeMissingField, field, "name the file to check, relative to the workspace", "no path")
+	}
+	if strings.ContainsRune(p, 0) {
+		return FieldError(CodeInvalidField, field, "remove the NUL byte", "the path contains a NUL byte")
+	}
+	return nil
+}
+
+// validateSkills checks the skills directory: a clean path relative to
+// the workspace root that stays inside it, in a workspace that has a
+// directory to hold it.
+func (c *Contract) validateSkills() error {
+	sk := c.Skills
+	if sk == nil {
+		return nil
+	}
+	const field = "skills.dir"
+	d := sk.Dir
+	switch {
+	case strings.TrimSpace(d) == "":
+		return FieldError(CodeMissingField, field, `name the directory of skills, relative to the workspace root, such as "skills"`, "no skills directory")
+	case strings.ContainsAny(d, "\x00\n\r"):
+		return FieldError(CodeInvalidField, field, "remove the NUL, newline or carriage-return byte", "the skills directory %q holds a control byte", clipField(d))
+	case strings.HasPrefix(d, "/"):
+		return FieldError(CodeInvalidField, field, `write it relative to the workspace root, such as "skills"`, "the skills directory %q is absolute", clipField(d))
+	case path.Clean(d) != d:
+		return FieldError(CodeInvalidField, field, fmt.Sprintf("write it as %q", path.Clean(d)), "the skills directory %q is not a clean path", clipField(d))
+	case d == ".." || strings.HasPrefix(d, "../"):
+		return FieldError(CodeInvalidField, field, "name a directory inside the workspace", "the skills directory %q climbs out of the workspace", clipField(d))
+	case c.Workspace.File != "":
+		return FieldError(CodeInvalidField, field, "leave skills out of a single-file contract, or give the agent the directory (workspace.root)",
+			"a single-file contract sees only its file, so it can read no skills")
 	}
 	return nil
 }
@@ -508,6 +609,16 @@ func (c *Contract) fillDefaults() {
 	c.Sandbox.Limits = c.Sandbox.Limits.WithDefaults()
 	if c.Stall == nil {
 		c.Stall = &StallSpec{Window: DefaultStallWindow, MaxReplans: DefaultStallMaxReplans}
+	}
+	if c.Workspace.File != "" {
+		// A single-file contract's check reads its file, by its name in
+		// the directory that is the run's workspace.
+		if f := c.Verification.FileContains; f != nil {
+			f.Path = c.Workspace.FileName()
+		}
+		if f := c.Verification.FileEquals; f != nil {
+			f.Path = c.Workspace.FileName()
+		}
 	}
 }
 

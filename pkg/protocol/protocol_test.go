@@ -73,6 +73,60 @@ func TestDecodeContractErrors(t *testing.T) {
 	}
 }
 
+// TestSingleFileAndSkills checks the verifications of a single-file
+// contract (the path may be left out, and is then its file; another path
+// is refused), file_equals on a directory workspace, and the skills
+// directory's validation.
+func TestSingleFileAndSkills(t *testing.T) {
+	const file = `{"schema":"harness.contract/v1","task":"t","workspace":{"file":"/w/notes.txt"},"verification":V}`
+	const root = `{"schema":"harness.contract/v1","task":"t","workspace":{"root":"/w"},"verification":{"none":{}},"skills":S}`
+	tests := []struct {
+		name, in string
+		want     *Error // nil: valid
+		field    string
+		path     string // the checked path after decoding
+	}{
+		{"equals without a path", strings.Replace(file, "V", `{"file_equals":{"content":"x"}}`, 1), nil, "", "notes.txt"},
+		{"equals naming the file", strings.Replace(file, "V", `{"file_equals":{"path":"notes.txt","content":"x"}}`, 1), nil, "", "notes.txt"},
+		{"equals naming it whole", strings.Replace(file, "V", `{"file_equals":{"path":"/w/notes.txt","content":""}}`, 1), nil, "", "notes.txt"},
+		{"contains without a path", strings.Replace(file, "V", `{"file_contains":{"needle":"x"}}`, 1), nil, "", "notes.txt"},
+		{"equals naming a sibling", strings.Replace(file, "V", `{"file_equals":{"path":"other.txt","content":"x"}}`, 1), ErrInvalidField, "verification.file_equals.path", ""},
+		{"contains naming a sibling", strings.Replace(file, "V", `{"file_contains":{"path":"../etc/passwd","needle":"x"}}`, 1), ErrInvalidField, "verification.file_contains.path", ""},
+		{"equals with an unknown field", strings.Replace(file, "V", `{"file_equals":{"text":"x"}}`, 1), ErrUnknownField, "verification.file_equals.text", ""},
+		{"equals beside contains", strings.Replace(file, "V", `{"file_equals":{"content":"x"},"file_contains":{"needle":"x"}}`, 1), ErrInvalidField, "verification", ""},
+		{"equals with a NUL", strings.Replace(file, "V", `{"file_equals":{"content":"a\u0000"}}`, 1), ErrInvalidField, "verification.file_equals.content", ""},
+		{"equals on a root needs a path", strings.Replace(strings.Replace(root, `,"skills":S`, "", 1), `{"none":{}}`, `{"file_equals":{"content":"x"}}`, 1), ErrMissingField, "verification.file_equals.path", ""},
+		{"skills", strings.Replace(root, "S", `{"dir":"docs/skills"}`, 1), nil, "", ""},
+		{"skills at the root", strings.Replace(root, "S", `{"dir":"."}`, 1), nil, "", ""},
+		{"skills without a dir", strings.Replace(root, "S", `{}`, 1), ErrMissingField, "skills.dir", ""},
+		{"skills absolute", strings.Replace(root, "S", `{"dir":"/etc"}`, 1), ErrInvalidField, "skills.dir", ""},
+		{"skills climbing out", strings.Replace(root, "S", `{"dir":"../other"}`, 1), ErrInvalidField, "skills.dir", ""},
+		{"skills unclean", strings.Replace(root, "S", `{"dir":"docs//skills/"}`, 1), ErrInvalidField, "skills.dir", ""},
+		{"skills unknown field", strings.Replace(root, "S", `{"dir":"s","snapshot":"x"}`, 1), ErrUnknownField, "skills.snapshot", ""},
+		{"skills of a single file", strings.Replace(strings.Replace(file, "V", `{"none":{}}`, 1), `"task"`, `"skills":{"dir":"s"},"task"`, 1), ErrInvalidField, "skills.dir", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := DecodeContract([]byte(tt.in))
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("DecodeContract(%s) = %v, want it accepted", tt.in, err)
+				}
+				if got := c.Verification.CheckedFile(); got != tt.path {
+					t.Errorf("checked path = %q, want %q", got, tt.path)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("DecodeContract(%s) = %v, want code %v", tt.in, err, tt.want.Code)
+			}
+			if pe := AsError(err); pe.Field != tt.field {
+				t.Errorf("field = %q, want %q (%v)", pe.Field, tt.field, err)
+			}
+		})
+	}
+}
+
 // TestDecodeContractDuplicateKeys checks that a key given twice in one
 // object is refused wherever it is, by name, and that the same key in
 // different objects, or keys differing in case, are not duplicates.

@@ -40,6 +40,10 @@ type SandboxOp struct {
 	// changes: the open makes a workspace that is not a repository into
 	// one whose first commit is the snapshot, the collect commits the run.
 	Commit *CommitSpec `json:"commit,omitempty"`
+	// Skills, on an open, names the run's skills directory: the sandboxer
+	// reads their catalogue and answers it in SandboxReply.Skills, or
+	// refuses the open, naming the file, when one is malformed.
+	Skills *SkillsSpec `json:"skills,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
@@ -55,6 +59,9 @@ type SandboxReply struct {
 	// Toolchain answers an open: what the workspace's root looks like,
 	// when a marker file says.
 	Toolchain *Toolchain `json:"toolchain,omitempty"`
+	// Skills answers an open that named a skills directory: the
+	// catalogue of its skills, by name.
+	Skills []Skill `json:"skills,omitempty"`
 	// Patch answers a collect.
 	Patch *Patch `json:"patch,omitempty"`
 	// Holder answers the open of a snapshot workspace that another
@@ -172,4 +179,14 @@ type CheckResult struct {
 	Detail string      `json:"detail"`
 	Output string      `json:"output,omitempty"`
 	Exec   *ExecReport `json:"exec,omitempty"`
+}
+
+// Skill is one entry of a run's skills catalogue: its name (what
+// read_skill takes), the description its front matter gives, and the
+// path of its file relative to the workspace root, which a read_skill call
+// reads as read_file would, under the run's policy.
+type Skill struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Path        string `json:"path"`
 }

@@ -83,6 +83,10 @@ type Record struct {
 	// Toolchain is what the sandboxer recognised of the workspace when it
 	// was first opened, told to the model from this step on.
 	Toolchain *Toolchain `json:"toolchain,omitempty"`
+	// Skills is the catalogue of the run's skills, as the sandboxer read
+	// it when the workspace was first opened: in the system prompt from
+	// this step on, and what read_skill reads.
+	Skills []Skill `json:"skills,omitempty"`
 
 	// started: the workspace's memory when the run was admitted, oldest
 	// first, which its requests carry before everything else.

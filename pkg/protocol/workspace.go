@@ -1,10 +1,15 @@
 package protocol
 
-import "strings"
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
 
 // Workspace names the directory the agent works in: one that lives on a
-// sandboxer (Root), or one the contract carries as a snapshot in the
-// object store (Snapshot). Exactly one is set.
+// sandboxer (Root), one the contract carries as a snapshot in the object
+// store (Snapshot), or the one file the agent may see (File). Exactly one
+// is set.
 type Workspace struct {
 	// Root is the workspace directory as the sandboxer sees it. A relative
 	// root is resolved by the sandboxer against its base directory.
@@ -17,6 +22,32 @@ type Workspace struct {
 	// Commit asks for the run's changes to be committed with git in the
 	// materialised workspace when the run ends. Snapshot workspaces only.
 	Commit *CommitSpec `json:"commit,omitempty"`
+	// File is the one file the agent works on, as io-harness's
+	// TaskContract::new has it: a path as the sandboxer sees it (a
+	// relative one resolved against its base directory, as a root is).
+	// The run's workspace is the file's directory, and its policy lets
+	// the agent read and write that file alone: everything else there is
+	// refused, and invisible to grep and find.
+	File string `json:"file,omitempty"`
+}
+
+// Dir is the directory the run works in as the sandboxer sees it: Root,
+// or the directory of File; "" for a snapshot.
+func (w Workspace) Dir() string {
+	if w.File != "" {
+		return filepath.Dir(w.File)
+	}
+	return w.Root
+}
+
+// FileName is the name of a single-file workspace's file in its
+// directory, the path the agent and the policy know it by; "" when the
+// workspace is not one file.
+func (w Workspace) FileName() string {
+	if w.File == "" {
+		return ""
+	}
+	return filepath.Base(w.File)
 }
 
 // CommitSpec asks for a git commit of the run's changes.
@@ -43,11 +74,15 @@ func ValidSnapshotRef(ref string) bool {
 }
 
 func (w Workspace) validate() error {
-	root, snap := strings.TrimSpace(w.Root) != "", w.Snapshot != ""
+	root, snap, file := strings.TrimSpace(w.Root) != "", w.Snapshot != "", w.File != ""
 	switch {
-	case !root && !snap:
-		return FieldError(CodeMissingField, "workspace.root", `name the directory the agent works in ("root"), or carry one ("snapshot", made by harness submit --workspace DIR)`,
+	case !root && !snap && !file:
+		return FieldError(CodeMissingField, "workspace.root", `name the directory the agent works in ("root"), carry one ("snapshot", made by harness submit --workspace DIR), or name the one file it works on ("file")`,
 			"the contract has no workspace")
+	case file && (root || snap):
+		return FieldError(CodeInvalidField, "workspace", `set "file" alone: its directory is the workspace`, "the workspace is both one file and a directory")
+	case file:
+		return w.validateFile()
 	case root && snap:
 		return FieldError(CodeInvalidField, "workspace", `set "root" or "snapshot", not both`, "the workspace is both a directory on a sandboxer and a snapshot")
 	case strings.ContainsRune(w.Root, 0):
@@ -60,6 +95,32 @@ func (w Workspace) validate() error {
 			"commit is set on a root workspace")
 	case w.Commit != nil && strings.ContainsRune(w.Commit.Message, 0):
 		return FieldError(CodeInvalidField, "workspace.commit.message", "remove the NUL byte", "the commit message contains a NUL byte")
+	}
+	return nil
+}
+
+// validateFile checks a single-file workspace's path: a clean path to a
+// file (not a directory), whose name the policy can name exactly. Policy
+// patterns are globs without escapes, so a name holding '*' or '?' would
+// also name other files.
+func (w Workspace) validateFile() error {
+	const field = "workspace.file"
+	f := w.File
+	name := filepath.Base(f)
+	switch {
+	case w.Commit != nil:
+		return FieldError(CodeInvalidField, "workspace.commit", "commit applies to a snapshot workspace", "commit is set on a single-file workspace")
+	case strings.TrimSpace(f) == "":
+		return FieldError(CodeMissingField, field, `name the file the agent works on, such as "/srv/notes/todo.md"`, "the file is blank")
+	case strings.ContainsAny(f, "\x00\n\r"):
+		return FieldError(CodeInvalidField, field, "remove the NUL, newline or carriage-return byte", "the file %q holds a control byte", clipField(f))
+	case strings.HasSuffix(f, "/") || name == "." || name == ".." || name == "/":
+		return FieldError(CodeInvalidField, field, `name a file, not a directory; for a directory use "root"`, "%q names a directory", clipField(f))
+	case filepath.Clean(f) != f:
+		return FieldError(CodeInvalidField, field, fmt.Sprintf("write it as %q", filepath.Clean(f)), "the file %q is not a clean path", clipField(f))
+	case strings.ContainsAny(name, "*?"):
+		return FieldError(CodeInvalidField, field, "rename the file without '*' or '?', which policy patterns read as wildcards",
+			"the file name %q holds a glob wildcard, so no rule could name it alone", name)
 	}
 	return nil
 }

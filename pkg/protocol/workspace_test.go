@@ -37,6 +37,19 @@ func TestWorkspaceValidation(t *testing.T) {
 		{"unknown commit field", `{"snapshot":"` + testRef + `","commit":{"author":"x"}}`, ErrUnknownField, "workspace.commit.author"},
 		{"unknown workspace field", `{"snapshot":"` + testRef + `","patch":true}`, ErrUnknownField, "workspace.patch"},
 		{"nul in message", `{"snapshot":"` + testRef + `","commit":{"message":"a\u0000b"}}`, ErrInvalidField, "workspace.commit.message"},
+		{"file", `{"file":"/srv/notes/todo.md"}`, nil, ""},
+		{"relative file", `{"file":"todo.md"}`, nil, ""},
+		{"file and root", `{"file":"/w/a.txt","root":"/w"}`, ErrInvalidField, "workspace"},
+		{"file and snapshot", `{"file":"/w/a.txt","snapshot":"` + testRef + `"}`, ErrInvalidField, "workspace"},
+		{"file with commit", `{"file":"/w/a.txt","commit":{}}`, ErrInvalidField, "workspace.commit"},
+		{"blank file", `{"file":" "}`, ErrMissingField, "workspace.file"},
+		{"file is a directory", `{"file":"/w/"}`, ErrInvalidField, "workspace.file"},
+		{"file is the root", `{"file":"/"}`, ErrInvalidField, "workspace.file"},
+		{"file is dot-dot", `{"file":"/w/.."}`, ErrInvalidField, "workspace.file"},
+		{"unclean file", `{"file":"/w/x/../a.txt"}`, ErrInvalidField, "workspace.file"},
+		{"wildcard in the file's name", `{"file":"/w/*.txt"}`, ErrInvalidField, "workspace.file"},
+		{"newline in the file", `{"file":"/w/a\nb"}`, ErrInvalidField, "workspace.file"},
+		{"file is not a string", `{"file":["/w/a.txt"]}`, ErrInvalidField, "workspace.file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,8 +83,22 @@ func TestWorkspaceGolden(t *testing.T) {
 		Commit: "3b18e512dba79e4c8300dd08aeb37f8e728b8dad",
 		Files: []FileChange{{Path: "hello.txt", Change: ChangeModified, Kind: FileText}, {Path: "logo.png", Change: ChangeAdded, Kind: FileBinary},
 			{Path: "run.sh", Change: ChangeMode, Kind: FileText}}}
+	file, err := DecodeContract(mustRead(t, "testdata/contract_file.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	skills, err := DecodeContract(mustRead(t, "testdata/contract_skills.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	values := map[string]any{
-		"contract_snapshot": contract,
+		"contract_snapshot":   contract,
+		"contract_file":       file,
+		"contract_skills":     skills,
+		"sandbox_open_skills": &SandboxOp{OpID: "r1.open", Run: "r1", Kind: OpOpen, Workspace: "/srv/work/app", Skills: skills.Skills},
+		"open_reply_skills": &SandboxReply{OpID: "r1.open", Node: "sb-1", Tools: []ToolSpec{{Name: "read_file", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object"}`)}},
+			Skills: []Skill{{Name: "release-notes", Description: "How to write the release notes of a version.", Path: "docs/skills/release-notes.md"},
+				{Name: "changelog", Description: "Where the changelog lives and its format.", Path: "docs/skills/changelog/SKILL.md"}}},
 		"sandbox_open_snapshot": &SandboxOp{OpID: "r1.open", Run: "r1", Kind: OpOpen, Snapshot: testRef,
 			Sandbox: &SandboxSpec{Backend: "auto", Limits: Limits{}.WithDefaults()}},
 		"sandbox_collect": &SandboxOp{OpID: "r1.collect", Run: "r1", Kind: OpCollect, Snapshot: testRef, Commit: &CommitSpec{Message: "friendlier greeting"}},

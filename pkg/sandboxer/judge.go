@@ -41,7 +41,8 @@ func toolJudge(op *protocol.SandboxOp, refused *policy.Verdict) func(act, rel st
 	}
 }
 
-// verifyJudge is the hook a verification's file_contains reads through:
+// verifyJudge is the hook a verification's file_contains or file_equals
+// reads through:
 // every path of the resolution must be explicitly allowed to be read
 // (gate.Reads), since nobody can be asked during a check.
 func verifyJudge(pol *policy.Policy) func(act, rel string) error {

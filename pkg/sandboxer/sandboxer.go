@@ -178,6 +178,9 @@ func (c *Config) setDefaults() error {
 	c.Roots = roots
 	reserved := make([]string, 0, len(c.Reserved))
 	for _, r := range c.Reserved {
+		if r == "" {
+			continue // not a directory: made absolute it would be the working directory
+		}
 		abs, err := filepath.Abs(r)
 		if err != nil {
 			return fmt.Errorf("sandboxer reserved directory %q: %w", r, err)
@@ -521,8 +524,16 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 		if op.Snapshot != "" {
 			return s.openSnapshot(ctx, op, reply)
 		}
-		if _, err := s.workspace(op.Run, op.Workspace); err != nil {
+		w, err := s.workspace(op.Run, op.Workspace)
+		if err != nil {
 			reply.Error = protocol.AsError(err)
+			return reply
+		}
+		if reply.Skills, err = s.skills(w, op.Skills); err != nil {
+			// The run ends before its first step: it holds nothing here.
+			s.closeWorkspace(op.Run)
+			reply.Error = protocol.AsError(err)
+			log.Info("workspace refused: its skills are malformed", "dir", op.Workspace, "err", err)
 			return reply
 		}
 		reply.Tools = s.cfg.Tools.Specs()

@@ -95,7 +95,9 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		reply.Error = protocol.Errorf(protocol.CodeNotFound, "the workspace of run %s is gone from sandboxer %s (%s); its changes are lost", op.Run, s.cfg.ID, dir)
 		return reply
 	}
+	made := false // materialised by this open: nothing ran in it yet
 	if !exists(filepath.Join(dir, snapReady)) {
+		made = true
 		info, err := s.materialise(ctx, op, dir)
 		s.m.Snapshot(err != nil)
 		if err != nil {
@@ -111,7 +113,22 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		log.Info("snapshot materialised", "dir", dir, "files", info.Files, "bytes", info.Bytes)
 	}
 	work := filepath.Join(dir, snapWork)
-	if _, err := s.workspace(op.Run, work); err != nil {
+	w, err := s.workspace(op.Run, work)
+	if err != nil {
+		reply.Error = protocol.AsError(err)
+		return reply
+	}
+	if reply.Skills, err = s.skills(w, op.Skills); err != nil {
+		// The run ends before its first step. A workspace this open made
+		// holds nothing of the run's: it goes, claim included.
+		s.closeWorkspace(op.Run)
+		if made {
+			_ = os.RemoveAll(dir)
+			if s.cfg.Ops != nil {
+				_ = s.cfg.Ops.Delete(ctx, claimKey(op.Run))
+			}
+		}
+		log.Info("snapshot workspace refused: its skills are malformed", "err", err)
 		reply.Error = protocol.AsError(err)
 		return reply
 	}

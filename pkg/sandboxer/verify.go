@@ -52,8 +52,8 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 		default:
 			res.Detail = fmt.Sprintf("%s exited %d (expected %d).", cmd, rep.ExitCode, v.Command.ExpectExit)
 		}
-	case v.FileContains != nil:
-		path := v.FileContains.Path
+	case v.FileContains != nil, v.FileEquals != nil:
+		path := v.CheckedFile()
 		pol, err := policy.FromProtocol(orEmpty(op.Policy))
 		if op.Policy == nil || err != nil {
 			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
@@ -71,11 +71,16 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 			res.Detail = fmt.Sprintf("%s does not exist yet.", path)
 		case err != nil:
 			res.Detail = fmt.Sprintf("%s cannot be checked: %s", path, protocol.AsError(err).Message)
-		case strings.Contains(string(data), v.FileContains.Needle):
+		case v.FileContains != nil && strings.Contains(string(data), v.FileContains.Needle):
 			res.Passed = true
 			res.Detail = fmt.Sprintf("%s contains the expected text.", path)
-		default:
+		case v.FileContains != nil:
 			res.Detail = fmt.Sprintf("%s does not contain the expected text.", path)
+		case string(data) == v.FileEquals.Content:
+			res.Passed = true
+			res.Detail = fmt.Sprintf("%s holds exactly the expected text.", path)
+		default:
+			res.Detail = fmt.Sprintf("%s does not hold exactly the expected text (%d bytes, expected %d).", path, len(data), len(v.FileEquals.Content))
 		}
 	default:
 		res.Detail = "this sandboxer cannot run a " + v.Kind() + " verification"
