@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ioharness/harness/internal/fault"
-	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -102,7 +101,7 @@ func (d *driver) pendingOf(id string) (*protocol.Pending, error) {
 	}
 	if m := d.s.lastTurn(); m != nil && call < len(m.ToolCalls) {
 		c := m.ToolCalls[call]
-		v, _ := gate.Verdict(d.pol, &c)
+		v, _ := d.verdict(&c)
 		return d.pending(step, call, &c, v), nil
 	}
 	return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: no call for approval %s", d.s.run, id)
@@ -198,7 +197,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 		if dec.Rewrite != nil {
 			call.Arguments = dec.Rewrite
 		}
-		v, bad := gate.Verdict(d.pol, call)
+		v, bad := d.verdict(call)
 		switch {
 		case bad != "":
 			rec.Note = "[approved, but the rewritten call cannot run] " + bad

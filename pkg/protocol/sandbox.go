@@ -40,6 +40,10 @@ type SandboxOp struct {
 	// changes: the open makes a workspace that is not a repository into
 	// one whose first commit is the snapshot, the collect commits the run.
 	Commit *CommitSpec `json:"commit,omitempty"`
+	// Tools, on an open, names the tools beyond the built-ins the run
+	// needs (its contract's tools): a sandboxer that lacks one does not
+	// take the run.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
