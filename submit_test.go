@@ -64,6 +64,10 @@ func TestBadContractsOnSubmit(t *testing.T) {
 		{"sub-agent with a ceiling", strings.Replace(good, `"task"`, `"parent":"r1","budget":{"tree":{"max_steps":99}},"task"`, 1), protocol.ErrInvalidField, "budget.tree"},
 		{"parent not a run id", strings.Replace(good, `"task"`, `"parent":"a.b","task"`, 1), protocol.ErrInvalidField, "parent"},
 		{"unknown parent", strings.Replace(good, `"task"`, `"parent":"nobody","task"`, 1), protocol.ErrUnknownRun, "parent"},
+		{"a tool named twice", strings.Replace(good, `"task"`, `"tools":["word_count","word_count"],"task"`, 1), protocol.ErrInvalidField, "tools[1]"},
+		{"a tool name with a space", strings.Replace(good, `"task"`, `"tools":["word count"],"task"`, 1), protocol.ErrInvalidField, "tools[0]"},
+		{"an MCP tool named", strings.Replace(good, `"task"`, `"tools":["mcp__gh__x"],"task"`, 1), protocol.ErrInvalidField, "tools[0]"},
+		{"the harness's own tool named", strings.Replace(good, `"task"`, `"tools":["spawn_agent"],"task"`, 1), protocol.ErrInvalidField, "tools[0]"},
 		{"oversize", strings.Replace(good, "say done", strings.Repeat("x", protocol.MaxContractBytes), 1), protocol.ErrTooLarge, ""},
 		// The stream drops this one unseen; the coordinators, hearing it
 		// published, refuse it.

@@ -14,6 +14,8 @@ package gate
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"path"
 	"strings"
 
@@ -42,9 +44,25 @@ var toolActs = map[string]struct {
 // observation saying so (nothing is dispatched either way unless the
 // verdict allows).
 func Verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string) {
+	return VerdictOf(p, call, nil)
+}
+
+// VerdictOf is Verdict for a tool that may declare what its calls act on
+// (g, from its ToolSpec's Gate; nil for none): a declared act is judged on
+// the target its argument names, as a built-in's is. A built-in is judged
+// as always, whatever g says, and a tool that declares nothing as an exec
+// of its name.
+func VerdictOf(p *policy.Policy, call *protocol.ToolCall, g *protocol.ToolGate) (policy.Verdict, string) {
 	ta, builtin := toolActs[call.Name]
 	if !builtin {
-		return p.Check(policy.Exec, call.Name), ""
+		if g == nil {
+			return p.Check(policy.Exec, call.Name), ""
+		}
+		act, err := policy.ParseAct(g.Act)
+		if err != nil || g.Arg == "" {
+			return policy.Verdict{}, fmt.Sprintf("[%s failed] the tool declares an act the policy cannot judge (%q on %q); its sandboxer must be fixed", call.Name, g.Act, g.Arg)
+		}
+		ta.act, ta.arg = act, g.Arg
 	}
 	if ta.arg == "" {
 		return policy.Verdict{Effect: policy.Allow, Act: ta.act, Target: call.Name}, ""
@@ -64,19 +82,53 @@ func Verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string)
 		}
 		return p.CheckExec(argv), ""
 	}
-	var path string
-	if err := json.Unmarshal(raw, &path); err != nil {
+	var target string
+	if err := json.Unmarshal(raw, &target); err != nil {
 		return policy.Verdict{}, fmt.Sprintf("[%s failed] %q must be a string", call.Name, ta.arg)
 	}
-	return p.CheckPath(ta.act, path), ""
+	if ta.act == policy.Net {
+		host, port := hostPort(target)
+		if host == "" {
+			return policy.Verdict{}, fmt.Sprintf("[%s failed] %q must name a host, such as \"api.example.com\" or \"https://api.example.com/x\"", call.Name, ta.arg)
+		}
+		return p.CheckNet(host, port), ""
+	}
+	return p.CheckPath(ta.act, target), ""
+}
+
+// hostPort is the host and port a net target names: a URL or a host with
+// an optional port.
+func hostPort(target string) (string, string) {
+	if u, err := url.Parse(target); err == nil && u.Host != "" {
+		return u.Hostname(), u.Port()
+	}
+	if h, p, err := net.SplitHostPort(target); err == nil {
+		return h, p
+	}
+	if strings.ContainsAny(target, "/ ") {
+		return "", ""
+	}
+	return target, ""
 }
 
 // Named returns the workspace path a built-in file tool's call names, the
 // one Verdict judged (and a person was asked about, for an ask), or "" for
 // a call that names none (grep, find, exec, a tool of an embedder's) or
 // whose arguments do not say.
-func Named(call *protocol.ToolCall) string {
+func Named(call *protocol.ToolCall) string { return NamedOf(call, nil) }
+
+// NamedOf is Named for a tool that may declare what its calls act on (g):
+// a declared read or write names the path its argument holds.
+func NamedOf(call *protocol.ToolCall, g *protocol.ToolGate) string {
 	ta, ok := toolActs[call.Name]
+	if !ok && g != nil {
+		if act, err := policy.ParseAct(g.Act); err == nil {
+			ta, ok = struct {
+				act policy.Act
+				arg string
+			}{act, g.Arg}, true
+		}
+	}
 	if !ok || ta.arg == "" || (ta.act != policy.Read && ta.act != policy.Write) {
 		return ""
 	}

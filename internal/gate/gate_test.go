@@ -108,3 +108,47 @@ func TestPathOfALinkTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestDeclaredVerdicts: a tool of an embedder's that declares what its
+// calls act on is judged on the target its argument names, as a built-in
+// is; one that declares nothing, as an exec of its name; and a built-in is
+// judged as always, whatever a declaration says.
+func TestDeclaredVerdicts(t *testing.T) {
+	pol, err := policy.FromProtocol(&protocol.Policy{Layers: []protocol.Layer{{Name: "l", Rules: []protocol.Rule{
+		{Act: "read", Effect: "deny", Pattern: "secret/*"},
+		{Act: "exec", Effect: "allow", Pattern: "page_rank"},
+		{Act: "net", Effect: "allow", Pattern: "api.example.com"},
+	}}}, Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := &protocol.ToolGate{Act: "read", Arg: "path"}
+	tests := []struct {
+		tool, args string
+		g          *protocol.ToolGate
+		want       policy.Effect
+		bad        bool
+	}{
+		{"word_count", `{"path":"notes.txt"}`, read, policy.Allow, false},
+		{"word_count", `{"path":"secret/key"}`, read, policy.Deny, false},
+		{"word_count", `{"path":"notes.txt"}`, nil, policy.Deny, false}, // undeclared: exec word_count
+		{"page_rank", `{}`, nil, policy.Allow, false},
+		{"save", `{"to":"out.txt"}`, &protocol.ToolGate{Act: "write", Arg: "to"}, policy.Deny, false},
+		{"run", `{"cmd":["page_rank"]}`, &protocol.ToolGate{Act: "exec", Arg: "cmd"}, policy.Allow, false},
+		{"fetch", `{"url":"https://api.example.com/v1"}`, &protocol.ToolGate{Act: "net", Arg: "url"}, policy.Allow, false},
+		{"fetch", `{"url":"https://evil.example.net/"}`, &protocol.ToolGate{Act: "net", Arg: "url"}, policy.Deny, false},
+		{"word_count", `{}`, read, 0, true},
+		{"word_count", `{"path":3}`, read, 0, true},
+		{"odd", `{"x":"y"}`, &protocol.ToolGate{Act: "delete", Arg: "x"}, 0, true},
+		{"read_file", `{"path":"secret/key"}`, &protocol.ToolGate{Act: "exec", Arg: "path"}, policy.Deny, false},
+	}
+	for _, tt := range tests {
+		v, bad := VerdictOf(pol, &protocol.ToolCall{Name: tt.tool, Arguments: json.RawMessage(tt.args)}, tt.g)
+		if (bad != "") != tt.bad || (!tt.bad && v.Effect != tt.want) {
+			t.Errorf("VerdictOf(%s %s, %+v) = %v %q, want %v (bad %v)", tt.tool, tt.args, tt.g, v.Effect, bad, tt.want, tt.bad)
+		}
+	}
+	if got := NamedOf(&protocol.ToolCall{Name: "word_count", Arguments: json.RawMessage(`{"path":"notes.txt"}`)}, read); got != "notes.txt" {
+		t.Errorf("NamedOf = %q, want notes.txt", got)
+	}
+}

@@ -37,7 +37,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		o.Tool = name
 		return o
 	}
-	v, bad := gate.Verdict(d.pol, call)
+	v, bad := d.verdict(call)
 	if bad != "" {
 		obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, bad
 		return obs, nil
@@ -67,7 +67,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		}
 		if dec.Rewrite != nil {
 			call = &protocol.ToolCall{ID: call.ID, Name: call.Name, Arguments: dec.Rewrite}
-			if v, bad = gate.Verdict(d.pol, call); bad != "" {
+			if v, bad = d.verdict(call); bad != "" {
 				obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, bad
 				return obs, nil
 			}
@@ -101,6 +101,17 @@ func (d *driver) offers(name string) bool {
 		}
 	}
 	return false
+}
+
+// verdict decides a call under the run's policy, by what its tool
+// declares it acts on (its spec's Gate) when it is not a built-in.
+func (d *driver) verdict(call *protocol.ToolCall) (policy.Verdict, string) {
+	for i := range d.tools {
+		if d.tools[i].Name == call.Name {
+			return gate.VerdictOf(d.pol, call, d.tools[i].Gate)
+		}
+	}
+	return gate.Verdict(d.pol, call)
 }
 
 func (d *driver) toolNames() string {

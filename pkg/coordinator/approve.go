@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ioharness/harness/internal/fault"
-	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -105,7 +104,7 @@ func (d *driver) pendingOf(id string) (*protocol.Pending, error) {
 		if failed != nil {
 			return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: the call of approval %s names no skill", d.s.run, id)
 		}
-		v, _ := gate.Verdict(d.pol, c)
+		v, _ := d.verdict(c)
 		return d.pending(step, call, c, v), nil
 	}
 	return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace of run %s: no call for approval %s", d.s.run, id)
@@ -201,7 +200,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 		if dec.Rewrite != nil {
 			call.Arguments = dec.Rewrite
 		}
-		v, bad := gate.Verdict(d.pol, call)
+		v, bad := d.verdict(call)
 		switch {
 		case bad != "":
 			rec.Note = "[approved, but the rewritten call cannot run] " + bad

@@ -72,6 +72,9 @@ type driver struct {
 	settled bool
 	// asm is the step in hand's request, as assembled.
 	asm *assembled
+	// toolNode is a sandboxer found holding the tools the contract names,
+	// which the open of a snapshot workspace goes to.
+	toolNode string
 	// toolchain is what the sandboxer recognised of the workspace when
 	// the driver opened it.
 	toolchain *protocol.Toolchain

@@ -35,6 +35,16 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 			d.finish(ctx, o, why)
 			return false
 		}
+		if len(s.contract.Tools) > 0 {
+			// Before any workspace is taken: a run no sandboxer can serve
+			// is refused, saying which tool is missing.
+			node, err := d.toolsHeld(ctx)
+			if err != nil {
+				d.finish(ctx, protocol.OutcomeRefused, err.Error())
+				return false
+			}
+			d.toolNode = node
+		}
 		if err := d.open(ctx); err != nil {
 			d.finish(ctx, protocol.OutcomeFailed, err.Error())
 			return false

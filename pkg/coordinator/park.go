@@ -128,6 +128,13 @@ func (c *Coordinator) work(d *driver, sl *slot) {
 			d.dropKids()
 			_ = d.sub.Unsubscribe()
 			c.ended(d.ctx, run, d.ls, settled)
+			if mark := cancelOf(dctx); mark != nil && settled && d.s.finished == nil {
+				// Cancelled as it paused: the cancel came too late for
+				// this driver, and it is ended as a paused run is.
+				if err := c.endIdle(d.ctx, run, mark); err != nil {
+					c.log.Warn("end a cancelled run", "run", run, "err", err)
+				}
+			}
 			sl.release()
 			return
 		}

@@ -77,16 +77,19 @@ func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	// will not run the contract (a blanket allow, a verification command
 	// with nowhere safe to run) says so before the first step.
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
-		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification}
+		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification, Tools: c.Tools}
 	if d.s.skills == nil {
 		// The skills are read when the workspace first opens; a run that
 		// recorded them keeps what its model was told.
 		op.Skills = c.Skills
 	}
 	if c.Workspace.Snapshot == "" {
-		return op, wire.SandboxOpenSubject
+		return op, wire.SandboxOpenSubject // a sandboxer without the tools does not answer
 	}
 	op.Snapshot, op.Commit = c.Workspace.Snapshot, d.commitSpec()
+	if d.toolNode != "" {
+		return op, wire.SandboxOps(d.toolNode) // one that has the tools, not any of the queue group
+	}
 	return op, wire.SandboxSnapshotSubject
 }
 

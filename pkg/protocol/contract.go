@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,46 @@ type Contract struct {
 	// and descriptions go into the system prompt, and the read_skill tool
 	// reads one's body. See docs/contract.md.
 	Skills *SkillsSpec `json:"skills,omitempty"`
+	// Tools names the tools the run needs beyond the built-ins: tools a
+	// sandboxer built with them advertises (its micro service metadata,
+	// "tools"). The run goes to a sandboxer that has every one, and is
+	// refused before its first step when none does.
+	Tools []string `json:"tools,omitempty"`
+}
+
+// MaxContractTools is how many tools a contract may name.
+const MaxContractTools = 64
+
+// validTool is what providers accept as a function name.
+var validTool = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidToolName reports whether name is one providers accept as a
+// function's: 1 to 64 letters, digits, '_' or '-'.
+func ValidToolName(name string) bool { return validTool.MatchString(name) }
+
+// validateTools checks the tools a contract names: valid names, none twice,
+// and none of those a sandboxer cannot advertise (the coordinator's own,
+// an MCP server's, which the contract's servers bring).
+func (c *Contract) validateTools() error {
+	if len(c.Tools) > MaxContractTools {
+		return FieldError(CodeInvalidField, "tools", fmt.Sprintf("name at most %d tools", MaxContractTools), "%d tools named", len(c.Tools))
+	}
+	seen := map[string]bool{}
+	for i, name := range c.Tools {
+		field := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case !ValidToolName(name):
+			return FieldError(CodeInvalidField, field, "name a tool as its sandboxer advertises it: 1 to 64 letters, digits, '_' or '-'", "%q is not a tool name", name)
+		case seen[name]:
+			return FieldError(CodeInvalidField, field, "name each tool once", "%q is named twice", name)
+		case strings.HasPrefix(name, "mcp__"):
+			return FieldError(CodeInvalidField, field, "an MCP server's tools come with the server: leave them out of tools", "%q is an MCP tool's name", name)
+		case name == "spawn_agent" || name == "remember" || name == "read_skill":
+			return FieldError(CodeInvalidField, field, "leave it out: the harness offers it itself where the contract allows", "%q is the harness's own tool", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 // SkillsSpec names where a run's skills are: Dir, a directory relative to
@@ -388,6 +429,9 @@ func (c *Contract) Validate() error {
 		return FieldError(CodeInvalidField, "budget.max_tokens", "use a positive number, or leave it out for no cap", "max_tokens is negative")
 	}
 	if err := c.validateBudget(); err != nil {
+		return err
+	}
+	if err := c.validateTools(); err != nil {
 		return err
 	}
 	if p := c.Provider.Pool; p != "" && !ValidToken(p) {

@@ -44,6 +44,10 @@ type SandboxOp struct {
 	// reads their catalogue and answers it in SandboxReply.Skills, or
 	// refuses the open, naming the file, when one is malformed.
 	Skills *SkillsSpec `json:"skills,omitempty"`
+	// Tools, on an open, names the tools beyond the built-ins the run
+	// needs (its contract's tools): a sandboxer that lacks one does not
+	// take the run.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could

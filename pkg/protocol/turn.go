@@ -77,6 +77,19 @@ type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Gate says what a call of a tool that is not a built-in does, for the
+	// policy and a person asked to approve it: which act, on the target
+	// which argument names. Nil: the call is judged as an exec of the
+	// tool's name.
+	Gate *ToolGate `json:"gate,omitempty"`
+}
+
+// ToolGate is what a tool's call acts on. Act is "read" or "write" (Arg
+// names a workspace path), "exec" (Arg names an argv, an array of
+// strings) or "net" (Arg names a host or URL).
+type ToolGate struct {
+	Act string `json:"act"`
+	Arg string `json:"arg"`
 }
 
 // CompletionRequest is one provider call: the whole transcript so far.

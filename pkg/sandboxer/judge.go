@@ -14,8 +14,9 @@ import (
 // the path the coordinator asked a person about, the one the call names,
 // and never a different path a link leads to (gate.Path). A policy that is
 // missing or does not compile refuses everything. The verdict of the last
-// refusal is left in *refused, for the observation's record.
-func toolJudge(op *protocol.SandboxOp, refused *policy.Verdict) func(act, rel string) error {
+// refusal is left in *refused, for the observation's record. g is what
+// the call's tool declares it acts on, for a tool that is not a built-in.
+func toolJudge(op *protocol.SandboxOp, g *protocol.ToolGate, refused *policy.Verdict) func(act, rel string) error {
 	pol, err := policy.FromProtocol(orEmpty(op.Policy))
 	if op.Policy == nil || err != nil {
 		return func(act, rel string) error {
@@ -24,7 +25,7 @@ func toolJudge(op *protocol.SandboxOp, refused *policy.Verdict) func(act, rel st
 	}
 	named := ""
 	if op.Call != nil {
-		named = gate.Named(op.Call)
+		named = gate.NamedOf(op.Call, g)
 	}
 	approved := op.Approval != ""
 	return func(act, rel string) error {

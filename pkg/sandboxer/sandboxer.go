@@ -310,7 +310,8 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		Name:        "harness-sandboxer",
 		Version:     version.Semver(),
 		Description: "workspaces, tools and sandboxed commands for harness runs",
-		Metadata:    map[string]string{"id": s.cfg.ID, "backends": strings.Join(s.backendNames(), ","), "roots": strings.Join(s.cfg.Roots, ":")},
+		Metadata: map[string]string{"id": s.cfg.ID, "backends": strings.Join(s.backendNames(), ","), "roots": strings.Join(s.cfg.Roots, ":"),
+			"tools": strings.Join(s.cfg.Tools.Names(), ",")},
 		StatsHandler: func(*micro.Endpoint) any {
 			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames(), "draining": s.draining.Load()}
 		},
@@ -444,6 +445,14 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 		op.Workspace = dir
 	}
 	if op.Kind == protocol.OpOpen {
+		if missing := s.cfg.Tools.Missing(op.Tools); len(missing) > 0 {
+			if open {
+				return nil, false // another sandboxer may have them
+			}
+			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.FieldError(protocol.CodeUnsupported, "tools",
+				"start a sandboxer built with them, or leave them out of the contract's tools", "the sandboxer %s offers no tool %s", s.cfg.ID, strings.Join(missing, ", "))})
+			return nil, false
+		}
 		if err := s.admit(&op); err != nil {
 			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.AsError(err)})
 			return nil, false
@@ -536,7 +545,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			log.Info("workspace refused: its skills are malformed", "dir", op.Workspace, "err", err)
 			return reply
 		}
-		reply.Tools = s.cfg.Tools.Specs()
+		reply.Tools = s.cfg.Tools.Offered(op.Tools)
 		reply.Toolchain = s.toolchain(op.Workspace)
 		log.Info("workspace opened", "dir", op.Workspace)
 	case protocol.OpClose:

@@ -132,7 +132,7 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		reply.Error = protocol.AsError(err)
 		return reply
 	}
-	reply.Tools = s.cfg.Tools.Specs()
+	reply.Tools = s.cfg.Tools.Offered(op.Tools)
 	reply.Toolchain = s.toolchain(work)
 	return reply
 }

@@ -38,7 +38,7 @@ func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
 	// touch, link targets included; grep and find omit what it refuses.
 	// A policy that is missing or does not compile allows nothing. (tool
 	// puts in a judge of its own, the same but keeping the verdict.)
-	env.Judge = toolJudge(op, new(policy.Verdict))
+	env.Judge = toolJudge(op, s.gateOf(op), new(policy.Verdict))
 	return env
 }
 
@@ -67,7 +67,7 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 	// targets of the links on its path, which only this node can see; a
 	// refusal is recorded with the rule that made it.
 	var refused policy.Verdict
-	env.Judge = toolJudge(op, &refused)
+	env.Judge = toolJudge(op, s.gateOf(op), &refused)
 	out, err := t.Invoke(sandbox.WithRun(ctx, op.Run, op.OpID), env, call.Arguments)
 	fault.Hit(fault.AfterToolEffect)
 	if errors.Is(err, protocol.ErrRefused) {
@@ -105,7 +105,7 @@ func (s *Sandboxer) covered(op *protocol.SandboxOp) string {
 	if err != nil {
 		return "[refused by the sandboxer] the run's policy does not compile: " + err.Error()
 	}
-	v, bad := gate.Verdict(pol, op.Call)
+	v, bad := gate.VerdictOf(pol, op.Call, s.gateOf(op))
 	switch {
 	case bad != "":
 		return bad
@@ -113,6 +113,15 @@ func (s *Sandboxer) covered(op *protocol.SandboxOp) string {
 		return v.Refusal()
 	}
 	return ""
+}
+
+// gateOf is what the op's call's tool declares it acts on, if it is a
+// tool of this node's that says.
+func (s *Sandboxer) gateOf(op *protocol.SandboxOp) *protocol.ToolGate {
+	if op.Call == nil {
+		return nil
+	}
+	return s.cfg.Tools.GateOf(op.Call.Name)
 }
 
 // refusing is the backend of an op whose contract asks for one this node

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
@@ -107,10 +110,23 @@ type ReadOnly interface {
 	ReadOnly()
 }
 
-// Set is a toolbox: tools by name, in the order they were added.
+// Gated is implemented by a tool of an embedder's that says what its
+// calls act on (Gate: an act and the argument naming its target), so the
+// policy and a person asked to approve a call see a path, a command or a
+// host rather than the tool's name. A tool that does not is judged as an
+// exec of its name.
+type Gated interface {
+	Tool
+	Gate() protocol.ToolGate
+}
+
+// Set is a toolbox: tools by name, in the order they were added. Tools
+// added with Extend are extras, offered only to the runs whose contracts
+// name them (Offered).
 type Set struct {
 	tools map[string]Tool
 	order []string
+	extra map[string]bool
 }
 
 // validName is what providers accept as a function name.
@@ -158,13 +174,117 @@ func BuiltinsWithImages() *Set {
 	return s
 }
 
-// Specs returns the tools' specs in the order the tools were added.
+// Specs returns the tools' specs in the order the tools were added, each
+// with its Gate when it declares one.
 func (s *Set) Specs() []protocol.ToolSpec {
 	specs := make([]protocol.ToolSpec, 0, len(s.order))
 	for _, n := range s.order {
-		specs = append(specs, s.tools[n].Spec())
+		specs = append(specs, s.spec(n))
 	}
 	return specs
+}
+
+func (s *Set) spec(name string) protocol.ToolSpec {
+	t := s.tools[name]
+	spec := t.Spec()
+	if g, ok := t.(Gated); ok {
+		gt := g.Gate()
+		spec.Gate = &gt
+	}
+	return spec
+}
+
+// Offered returns the specs of the tools a run whose contract names want
+// is offered: every tool but the extras, and the extras it names, in the
+// order the tools were added.
+func (s *Set) Offered(want []string) []protocol.ToolSpec {
+	var specs []protocol.ToolSpec
+	for _, n := range s.order {
+		if !s.extra[n] || slices.Contains(want, n) {
+			specs = append(specs, s.spec(n))
+		}
+	}
+	return specs
+}
+
+// Missing returns those of names the set does not hold.
+func (s *Set) Missing(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := s.tools[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// GateOf returns what a call of the tool called name acts on, as it
+// declares it, or nil.
+func (s *Set) GateOf(name string) *protocol.ToolGate {
+	if g, ok := s.tools[name].(Gated); ok {
+		gt := g.Gate()
+		return &gt
+	}
+	return nil
+}
+
+// Extend returns base with extra added after its tools, as extras: an
+// embedder's tools, offered only to the runs whose contracts name them.
+// It refuses a name base holds or that is reserved (Reserved), two extras
+// of one name, and a Gate that does not say an act and its argument.
+func Extend(base *Set, extra ...Tool) (*Set, error) {
+	s := &Set{tools: maps.Clone(base.tools), order: slices.Clone(base.order), extra: maps.Clone(base.extra)}
+	if s.extra == nil {
+		s.extra = map[string]bool{}
+	}
+	for i, t := range extra {
+		if t == nil {
+			return nil, fmt.Errorf("extra tool %d is nil", i)
+		}
+		name := t.Spec().Name
+		switch {
+		case !validName.MatchString(name):
+			return nil, fmt.Errorf("extra tool %d: name %q is not 1 to 64 letters, digits, '_' or '-'", i, name)
+		case Reserved(name):
+			return nil, fmt.Errorf("extra tool %d: %q is a name the harness keeps for its own tools (the built-ins, spawn_agent, remember, read_skill, git_*, mcp__*)", i, name)
+		case s.tools[name] != nil:
+			return nil, fmt.Errorf("extra tool %d: duplicate tool name %q", i, name)
+		}
+		if g, ok := t.(Gated); ok {
+			if err := checkGate(g.Gate()); err != nil {
+				return nil, fmt.Errorf("extra tool %q: %w", name, err)
+			}
+		}
+		s.tools[name] = t
+		s.order = append(s.order, name)
+		s.extra[name] = true
+	}
+	return s, nil
+}
+
+// checkGate refuses a declaration the gate could not apply.
+func checkGate(g protocol.ToolGate) error {
+	switch g.Act {
+	case "read", "write", "exec", "net":
+	default:
+		return fmt.Errorf("gate act %q is not read, write, exec or net", g.Act)
+	}
+	if g.Arg == "" {
+		return fmt.Errorf("gate of act %s names no argument", g.Act)
+	}
+	return nil
+}
+
+// Reserved reports whether name is kept for the harness's own tools: the
+// built-ins (view_image among them), the coordinator's (spawn_agent,
+// remember, read_skill), the git tools (git_*) and MCP servers' tools
+// (mcp__*).
+func Reserved(name string) bool {
+	switch name {
+	case "grep", "find", "read_file", "write_file", "edit_file", "exec", "view_image", "spawn_agent", "remember", "read_skill":
+		return true
+	}
+	return strings.HasPrefix(name, "git_") || strings.HasPrefix(name, "mcp__")
 }
 
 // Get returns the tool called name, and whether there is one.
