@@ -83,6 +83,12 @@ type leases struct {
 	owned map[ownerEpoch]map[string]struct{} // runs by the heartbeat they live with
 	ended map[string]struct{}                // runs whose lease has an Expires of its own
 	ready bool                               // the watch has delivered the whole bucket
+	// due holds a timer for each deadline the view shows (another
+	// coordinator's heartbeat, a lease handed over), which nudges the
+	// look for runs to take over the moment the deadline passes, rather
+	// than at the next tick after it.
+	due   map[string]*time.Timer
+	nudge chan struct{}
 }
 
 type ownerEpoch struct {
@@ -315,11 +321,17 @@ func (l *leases) see(e jetstream.KeyValueEntry) {
 		var hb heartbeatValue
 		if gone || json.Unmarshal(e.Value(), &hb) != nil {
 			delete(l.beats, owner)
+			l.disarm(key)
+			l.poke() // its leases are dead now
 			return
 		}
 		l.beats[owner] = hb
+		if owner != l.owner {
+			l.at(key, hb.Expires)
+		}
 		return
 	}
+	l.disarm(key)
 	if old, ok := l.runs[key]; ok {
 		oe := ownerEpoch{old.Owner, old.Epoch}
 		delete(l.owned[oe], key)
@@ -339,6 +351,7 @@ func (l *leases) see(e jetstream.KeyValueEntry) {
 	l.runs[key] = v
 	if !v.Expires.IsZero() || v.Epoch == 0 {
 		l.ended[key] = struct{}{}
+		l.at(key, v.Expires)
 		return
 	}
 	oe := ownerEpoch{v.Owner, v.Epoch}
@@ -346,6 +359,43 @@ func (l *leases) see(e jetstream.KeyValueEntry) {
 		l.owned[oe] = map[string]struct{}{}
 	}
 	l.owned[oe][key] = struct{}{}
+}
+
+// at arms key's timer to nudge when t passes (at once if it has). The
+// caller holds l.mu.
+func (l *leases) at(key string, t time.Time) {
+	l.nudges()
+	d := t.Sub(l.now()) + time.Millisecond // just past it: the look finds it dead
+	if tm, ok := l.due[key]; ok {
+		tm.Reset(d)
+		return
+	}
+	l.due[key] = time.AfterFunc(d, l.poke)
+}
+
+// disarm stops key's timer, if it has one. The caller holds l.mu.
+func (l *leases) disarm(key string) {
+	if tm, ok := l.due[key]; ok {
+		tm.Stop()
+		delete(l.due, key)
+	}
+}
+
+// poke nudges the look for runs to take over, unless a nudge is waiting.
+func (l *leases) poke() {
+	select {
+	case l.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// nudges returns the channel the deadlines' timers nudge. The caller
+// holds l.mu, or is the only user of l yet.
+func (l *leases) nudges() <-chan struct{} {
+	if l.nudge == nil {
+		l.nudge, l.due = make(chan struct{}, 1), map[string]*time.Timer{}
+	}
+	return l.nudge
 }
 
 // expired lists the runs whose lease is dead: their coordinator died,

@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"hash/fnv"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/ioharness/harness/pkg/policy"
@@ -19,26 +22,63 @@ func (c *Coordinator) driving(run string) bool {
 }
 
 // takeOver drives the runs whose lease ran out: their coordinator died or
-// stopped without finishing them. It checks every TakeoverInterval.
+// stopped without finishing them. It looks the moment a deadline in the
+// leases' view passes (a heartbeat not renewed, a lease handed over), and
+// every TakeoverInterval besides.
 func (c *Coordinator) takeOver(ctx context.Context) {
-	every(ctx, c.cfg.TakeoverInterval, func() {
-		runs, err := c.leases.expired(ctx)
-		if err != nil {
-			c.log.Debug("list leases", "err", err)
+	c.leases.mu.Lock()
+	nudge := c.leases.nudges()
+	c.leases.mu.Unlock()
+	t := time.NewTicker(c.cfg.TakeoverInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-t.C:
+		case <-nudge:
 		}
-		for _, run := range runs {
-			if c.driving(run) {
-				continue
-			}
+		c.takeExpired(ctx)
+	}
+}
+
+// takeOverAtOnce is how many runs one look resumes side by side.
+const takeOverAtOnce = 16
+
+// takeExpired resumes the runs whose lease is dead, side by side, each
+// survivor starting at a place of its own in their order, so that the
+// coordinators left share a dead one's runs rather than all racing for
+// the same one first, and the last is taken about as soon as the first.
+func (c *Coordinator) takeExpired(ctx context.Context) {
+	runs, err := c.leases.expired(ctx)
+	if err != nil {
+		c.log.Debug("list leases", "err", err)
+		return
+	}
+	runs = slices.DeleteFunc(runs, c.driving)
+	if len(runs) == 0 {
+		return
+	}
+	slices.Sort(runs)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(c.cfg.ID))
+	k := int(h.Sum32() % uint32(len(runs)))
+	runs = append(runs[k:], runs[:k]...)
+	var wg sync.WaitGroup
+	gate := make(chan struct{}, takeOverAtOnce)
+	for _, run := range runs {
+		gate <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-gate }()
 			switch err := c.Resume(ctx, run); {
 			case err == nil:
 				c.metrics.TakenOver()
 			case !errors.Is(err, protocol.ErrFenced) && !errors.Is(err, errNoRoom):
 				c.log.Warn("take over run", "run", run, "err", err)
 			}
-		}
-	})
+		})
+	}
+	wg.Wait()
 }
 
 // every calls f every interval until ctx ends.
