@@ -47,6 +47,9 @@ type Contract struct {
 	// Parent names the run this one is a sub-agent of: it joins the
 	// parent's agent tree and draws from the tree's ceiling.
 	Parent string `json:"parent,omitempty"`
+	// Git is who the run's commits are by (git_commit, workspace.commit);
+	// absent, git_commit is refused.
+	Git *GitSpec `json:"git,omitempty"`
 }
 
 // ContextSpec bounds the requests of a run. MaxTokens is the most one
@@ -323,6 +326,9 @@ func (c *Contract) Validate() error {
 		return err
 	}
 	if err := c.Verification.validate(); err != nil {
+		return err
+	}
+	if err := c.Git.validate(); err != nil {
 		return err
 	}
 	if c.Policy != nil {

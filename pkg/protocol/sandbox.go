@@ -40,6 +40,9 @@ type SandboxOp struct {
 	// changes: the open makes a workspace that is not a repository into
 	// one whose first commit is the snapshot, the collect commits the run.
 	Commit *CommitSpec `json:"commit,omitempty"`
+	// Git, on a tool call and a collect, is the contract's git: the
+	// identity git_commit and the end-of-run commit sign with.
+	Git *GitSpec `json:"git,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
