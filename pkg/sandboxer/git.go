@@ -261,3 +261,36 @@ func (g *gitRepo) gitRun(ctx context.Context, env []string, args ...string) (*sa
 	// beside it. Nothing of the run's network either.
 	return g.s.metered(b).Run(sandbox.WithRun(rctx, g.op.Run, g.op.OpID+".git"), sandbox.Spec{Argv: argv, Dir: g.run, Env: env, Limits: lim})
 }
+
+// series returns the commits on the HEAD of the run's snapshot workspace
+// made after base, oldest first, and them as a patch series (see
+// git.Repo.Series), at most protocol.MaxPatchCommits of them and the
+// snapshot limit's archive size of series. git runs as for a tool call:
+// through a git directory of the harness's own, in the run's sandbox.
+func (s *Sandboxer) series(ctx context.Context, op *protocol.SandboxOp, work, base string) ([]protocol.CommitInfo, []byte, error) {
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return nil, nil, protocol.Errorf(protocol.CodeInternal, "open the workspace: %s", err.Error())
+	}
+	defer root.Close()
+	var spec protocol.SandboxSpec
+	if op.Sandbox != nil {
+		spec = *op.Sandbox
+	}
+	lim := spec.Limits.WithDefaults()
+	run := func(ctx context.Context, argv, env []string) (*sandbox.Result, error) {
+		b, err := s.backend(spec.Backend)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(lim.WallSecs)*time.Second+5*time.Second)
+		defer cancel()
+		return s.metered(b).Run(sandbox.WithRun(rctx, op.Run, op.OpID+".series"), sandbox.Spec{Argv: argv, Dir: work, Env: env, Limits: lim})
+	}
+	repo, err := git.Open(ctx, root, work, run, git.Options{CmdEnv: s.cfg.CmdEnv, ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer repo.Close()
+	return repo.Series(ctx, base, protocol.MaxPatchCommits, s.cfg.SnapshotLimits.WithDefaults().MaxArchiveBytes)
+}

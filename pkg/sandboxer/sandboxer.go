@@ -112,6 +112,12 @@ type Config struct {
 	Missing map[string]string
 	// Tools are the tools offered; default tools.Builtins().
 	Tools *tools.Set
+	// GitTools are offered beside Tools for a workspace that is a git
+	// repository of its own: a root workspace with a .git directory at its
+	// root, or a snapshot that carried one (not one the harness made for
+	// workspace.commit). A name Tools has already is not offered twice.
+	// Default tools.Git(); an empty set (tools.NewSet()) offers none.
+	GitTools *tools.Set
 	// CmdEnv is the whole environment commands see; default
 	// sandbox.MinimalEnv(). The sandboxer's own environment never leaks.
 	CmdEnv []string
@@ -206,6 +212,9 @@ func (c *Config) setDefaults() error {
 	c.Missing = maps.Clone(c.Missing)
 	if c.Tools == nil {
 		c.Tools = tools.Builtins()
+	}
+	if c.GitTools == nil {
+		c.GitTools = tools.Git()
 	}
 	c.CmdEnv = slices.Clone(c.CmdEnv)
 	if c.CmdEnv == nil {
@@ -525,7 +534,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			reply.Error = protocol.AsError(err)
 			return reply
 		}
-		reply.Tools = s.cfg.Tools.Specs()
+		reply.Tools = s.offered(isRepo(op.Workspace))
 		reply.Toolchain = s.toolchain(op.Workspace)
 		log.Info("workspace opened", "dir", op.Workspace)
 	case protocol.OpClose:
