@@ -93,7 +93,7 @@ func TestContractGit(t *testing.T) {
 func TestGitGolden(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	patch := &Patch{Ref: "sha256-60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752", Size: 412, Node: "sb-1",
-		Files: []FileChange{{Path: "notes.md", Change: ChangeAdded, Kind: FileText}},
+		Files:   []FileChange{{Path: "notes.md", Change: ChangeAdded, Kind: FileText}},
 		Commits: []CommitInfo{{ID: "3b18e512dba79e4c8300dd08aeb37f8e728b8dad", Author: "Review Bot <bot@example.com>", Subject: "Add notes"}},
 		Series:  "sha256-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}
 	values := map[string]any{
