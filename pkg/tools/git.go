@@ -104,12 +104,12 @@ func (GitStatus) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Ou
 		return nil, err
 	}
 	defer repo.Close()
-	out, err := env.gitOutput(ctx, tool, repo, append([]string{"status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--no-renames", "--"}, paths...)...)
+	entries, err := env.gitList(ctx, tool, repo, append([]string{"status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--no-renames", "--"}, paths...)...)
 	if err != nil {
 		return nil, err
 	}
 	var staged, unstaged, untracked []string
-	for _, e := range strings.Split(out, "\x00") {
+	for _, e := range entries {
 		if len(e) < 4 || e[2] != ' ' {
 			continue
 		}
@@ -236,13 +236,13 @@ func (GitDiff) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Outp
 		// agent may read, named one by one, so a hidden file's lines never
 		// come out of git.
 		base := append([]string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--ignore-submodules=all"}, s.flags...)
-		names, err := env.gitOutput(ctx, tool, repo, append(append(slices.Clone(base), "--name-only", "-z", "--"), paths...)...)
+		names, err := env.gitList(ctx, tool, repo, append(append(slices.Clone(base), "--name-only", "-z", "--"), paths...)...)
 		if err != nil {
 			return nil, err
 		}
 		var shown []string
 		more := 0
-		for _, n := range strings.Split(names, "\x00") {
+		for _, n := range names {
 			if n == "" || env.gitHidden(w, n) {
 				continue
 			}
@@ -356,12 +356,12 @@ func (GitAdd) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Outpu
 		return nil, err
 	}
 	defer repo.Close()
-	out, err := env.gitOutput(ctx, tool, repo, append([]string{"ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard", "--"}, paths...)...)
+	changed, err := env.gitList(ctx, tool, repo, append([]string{"ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard", "--"}, paths...)...)
 	if err != nil {
 		return nil, err
 	}
 	var stage, left []string
-	for _, f := range strings.Split(out, "\x00") {
+	for _, f := range changed {
 		if f == "" || slices.Contains(stage, f) {
 			continue
 		}
@@ -480,12 +480,12 @@ func (GitCommit) Invoke(ctx context.Context, env *Env, raw json.RawMessage) (*Ou
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
-	files, err := env.gitOutput(ctx, tool, repo, "diff-tree", "--no-commit-id", "--name-only", "-z", "-r", "--root", "--no-renames", id)
+	files, err := env.gitList(ctx, tool, repo, "diff-tree", "--no-commit-id", "--name-only", "-z", "-r", "--root", "--no-renames", id)
 	if err != nil {
-		files = "" // the commit stands; its file list is only shown
+		files = nil // the commit stands; its file list is only shown
 	}
 	var shown []string
-	for _, f := range strings.Split(files, "\x00") {
+	for _, f := range files {
 		if f != "" && !env.gitHidden(w, f) {
 			shown = append(shown, f)
 		}
@@ -617,6 +617,28 @@ func (e *Env) gitRun(ctx context.Context, tool string, repo *git.Repo, args ...s
 		}
 	}
 	return res, err
+}
+
+// gitList runs git through repo for a list of names, NUL-terminated
+// (-z), and returns them. A list the sandbox cut in the middle (over the
+// output cap) is refused whole rather than parsed, since the entry cut
+// would run two names together and be judged as neither. Errors: those
+// of gitOutput; CodeTooLarge for a cut list.
+func (e *Env) gitList(ctx context.Context, tool string, repo *git.Repo, args ...string) ([]string, error) {
+	out, err := e.gitOutput(ctx, tool, repo, args...)
+	if err != nil {
+		return nil, err
+	}
+	if sandbox.ElidedBytes(out) > 0 {
+		return nil, protocol.Errorf(protocol.CodeTooLarge, "%s: git's list of files is over the output cap of %d bytes; name narrower paths", tool, e.Limits.WithDefaults().OutputBytes)
+	}
+	var names []string
+	for _, n := range strings.Split(out, "\x00") {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	return names, nil
 }
 
 // gitOutput runs git through repo and returns its standard output; a git

@@ -166,6 +166,9 @@ func TestGitCommitFirstAndDetached(t *testing.T) {
 	}
 	writeFiles(t, dir, map[string]string{"a.txt": "a\n"})
 	mustGit(t, env, "git_add", `{"paths":["."]}`)
+	if diff := mustGit(t, env, "git_diff", `{}`); !strings.Contains(diff, "[staged") || !strings.Contains(diff, "+a") {
+		t.Errorf("git_diff before the first commit = %q", diff)
+	}
 	mustGit(t, env, "git_commit", `{"message":"root"}`)
 	if got := testGit(t, dir, "log", "--format=%s %an", "trunk"); got != "root Ada Lovelace" {
 		t.Errorf("trunk = %q", got)
@@ -421,6 +424,20 @@ func TestGitToolsRefuse(t *testing.T) {
 	noGit.Sandbox = nil
 	if _, err := gitCall(t, noGit, "git_status", `{}`); codeOf(err) != protocol.CodeUnsupported {
 		t.Errorf("git_status without a sandbox = %v, want unsupported", err)
+	}
+	// A list of files cut by the output cap is refused, not parsed.
+	many := newRepoEnv(t)
+	many.Limits.OutputBytes = 4096
+	files := map[string]string{}
+	for i := range 400 {
+		files[fmt.Sprintf("f%03d-with-a-longish-name.txt", i)] = "x\n"
+	}
+	writeFiles(t, many.Workspace.Dir(), files)
+	if _, err := gitCall(t, many, "git_status", `{}`); codeOf(err) != protocol.CodeTooLarge || !strings.Contains(err.Error(), "narrower paths") {
+		t.Errorf("git_status of a list over the cap = %v, want too large", err)
+	}
+	if out := mustGit(t, many, "git_status", `{"paths":["f001-with-a-longish-name.txt"]}`); !strings.Contains(out, "f001") {
+		t.Errorf("git_status of one path = %q", out)
 	}
 	// A repository borrowing objects from elsewhere is not used.
 	alt := newRepoEnv(t)
