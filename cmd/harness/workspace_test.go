@@ -22,6 +22,9 @@ func TestRunWithWorkspaceAndFetch(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("run --workspace: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
+	if _, err := exec.LookPath("git"); err == nil && !strings.Contains(out, "commits: 1 made in the run") {
+		t.Errorf("run --workspace --commit does not say it brought a commit back:\n%s", out)
+	}
 	if !strings.Contains(errOut, "snapshot of "+ws) || !strings.Contains(out, "changes: 1 file(s)") {
 		t.Errorf("run --workspace does not say what it carried and brought back:\nstdout: %s\nstderr: %s", out, errOut)
 	}
