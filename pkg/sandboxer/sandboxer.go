@@ -147,8 +147,10 @@ type Config struct {
 	// are collected, for inspection; by default the close that follows
 	// removes it.
 	KeepSnapshots bool
-	// CommitAuthor and CommitEmail sign the commits a contract asks for;
-	// default "harness" and "harness@localhost".
+	// CommitAuthor and CommitEmail sign the commits a contract asks for
+	// (workspace.commit, and a snapshot's first commit) when it names no
+	// git.author; default "harness" and "harness@localhost". git_commit
+	// signs with git.author alone.
 	CommitAuthor, CommitEmail string
 	// Metrics is the registry the sandboxer's Prometheus metrics are
 	// registered on (operations, commands and their caps, snapshots; see
