@@ -1,6 +1,7 @@
 package sandboxer_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestGitToolsOnTheSandboxer: the git tools are offered for a workspace
@@ -102,5 +104,70 @@ func TestGitToolsOnTheSandboxer(t *testing.T) {
 	}
 	if o := tool("git_status", `{}`, "", nil); !strings.Contains(o.Content, "secret/k.txt") || strings.Contains(o.Content, "ok.txt") {
 		t.Errorf("git_status after the commit = %q", o.Content)
+	}
+}
+
+// TestCollectedCommitsAreTheContracts: in a snapshot the run's repository
+// came with, the agent's git_commit and the end-of-run commit are both by
+// the contract's git.author, and both come back as the patch's commits,
+// with a series holding them.
+func TestCollectedCommitsAreTheContracts(t *testing.T) {
+	cfgs := gitBackends(t)
+	c := startJS(t)
+	snapDir := t.TempDir()
+	cfg := cfgs["floor"]
+	cfg.SnapshotDir = snapDir
+	c.sandboxer("sb1", cfg)
+	src := t.TempDir()
+	cmd := exec.Command("sh", "-c", "git init -q -b main && echo one > a.txt && git add a.txt && git commit -q -m start")
+	cmd.Dir = src
+	cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=" + os.Getenv("PATH"),
+		"GIT_AUTHOR_NAME=me", "GIT_AUTHOR_EMAIL=me@example.com", "GIT_COMMITTER_NAME=me", "GIT_COMMITTER_EMAIL=me@example.com"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	ref := c.put(src)
+	id := &protocol.GitSpec{Author: "Review Bot <bot@example.com>"}
+	commit := &protocol.CommitSpec{Message: "the rest of the run"}
+	pol := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}}
+	r, err := do(t, c.nc, wire.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r1.open", Run: "r1", Kind: protocol.OpOpen, Snapshot: ref, Commit: commit, Policy: pol}, 30*time.Second)
+	if err != nil || r.Error != nil || !slices.ContainsFunc(r.Tools, func(s protocol.ToolSpec) bool { return s.Name == "git_add" }) {
+		t.Fatalf("open = %+v, %v; want the git tools offered for the snapshot's repository", r, err)
+	}
+	for i, tc := range []struct{ name, args string }{
+		{"write_file", `{"path":"b.txt","content":"two\n"}`},
+		{"git_add", `{"paths":["b.txt"]}`},
+		{"git_commit", `{"message":"Add b"}`},
+		{"write_file", `{"path":"c.txt","content":"three\n"}`},
+	} {
+		r, err := do(t, c.nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: fmt.Sprintf("r1.%d.0.1", i), Run: "r1", Kind: protocol.OpTool,
+			Call: call(tc.name, tc.args), Policy: pol, Git: id}, 20*time.Second)
+		if err != nil || r.Observation == nil || r.Observation.IsError {
+			t.Fatalf("%s = %+v, %v", tc.name, r, err)
+		}
+	}
+	r, err = do(t, c.nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: "r1.collect", Run: "r1", Kind: protocol.OpCollect, Snapshot: ref, Commit: commit, Git: id}, 60*time.Second)
+	if err != nil || r.Error != nil || r.Patch == nil {
+		t.Fatalf("collect = %+v, %v", r, err)
+	}
+	p := r.Patch
+	if p.Error != nil || p.Commit == "" || len(p.Commits) != 2 || p.Series == "" {
+		t.Fatalf("patch = %+v, want two commits and a series", p)
+	}
+	for i, want := range []string{"Add b", "the rest of the run"} {
+		if got := p.Commits[i]; got.Subject != want || got.Author != id.Author {
+			t.Errorf("commit %d = %+v, want %q by %s", i, got, want, id.Author)
+		}
+	}
+	if p.Commits[1].ID != p.Commit {
+		t.Errorf("the last commit is %s, want the end-of-run commit %s", p.Commits[1].ID, p.Commit)
+	}
+	series, err := c.assets.Workspaces.GetBytes(t.Context(), p.Series)
+	if err != nil || strings.Count(string(series), "\nSubject: [PATCH ") != 2 || !strings.Contains(string(series), "From: Review Bot <bot@example.com>") {
+		t.Errorf("series = %q, %v", series, err)
+	}
+	repo := filepath.Join(snapDir, "r1", "work", ".git")
+	if got := gitOut(t, repo, "log", "-1", "--format=%cn <%ce>", p.Commit); got != id.Author {
+		t.Errorf("the end-of-run commit's committer = %q, want %s", got, id.Author)
 	}
 }
