@@ -62,7 +62,9 @@ type Config struct {
 	// not among Backends, for the refusals that name what is missing.
 	MissingBackends map[string]string
 	// Tools are what the sandboxer offers the model; default
-	// tools.Builtins() (tools.BuiltinsWithImages() adds view_image).
+	// tools.Builtins() (tools.BuiltinsWithImages() adds view_image). The
+	// git tools (tools.Git()) are offered beside them for a workspace that
+	// is a git repository.
 	Tools *tools.Set
 	// Prices prices each provider call in the trace; default none.
 	Prices ledger.Prices

@@ -179,6 +179,18 @@ func (h *RunHandle) Patch(ctx context.Context) (*protocol.Patch, []byte, error) 
 	return h.c.patch(ctx, h.id)
 }
 
+// Series returns the commits the finished run made in its snapshot
+// workspace (the agent's git_commit calls and the commit
+// workspace.commit asks for), oldest first, and them as a patch series:
+// git format-patch's mails in one mbox, which git am applies to the
+// directory the snapshot was made of. No commits is nil, nil.
+//
+// Errors: those of Patch, and a *protocol.Error with
+// CodeInvalidField when the stored series is not what its ref names.
+func (h *RunHandle) Series(ctx context.Context) ([]protocol.CommitInfo, []byte, error) {
+	return h.c.series(ctx, h.id)
+}
+
 // Decide records a person's decision on an action of this run (approval
 // is the id the paused run printed, RUN.STEP.CALL); see Client.Decide.
 // The cluster's coordinators carry the run on from there. Errors: as

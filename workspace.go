@@ -94,22 +94,33 @@ func (c *Client) UploadWorkspace(ctx context.Context, dir string, opts snapshot.
 	return s.Ref, nil
 }
 
-// patch is RunHandle.Patch of run.
-func (c *Client) patch(ctx context.Context, run string) (*protocol.Patch, []byte, error) {
+// patchRecord returns the patch a finished run's record holds. Errors:
+// protocol.ErrUnknownRun; protocol.ErrNotFound while the run has not
+// finished, or when its workspace was not a snapshot.
+func (c *Client) patchRecord(ctx context.Context, run string) (*protocol.Patch, error) {
 	if !protocol.ValidToken(run) {
-		return nil, nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run)
+		return nil, protocol.Errorf(protocol.CodeUnknownRun, "%q is not a run id", run)
 	}
 	rec, err := c.lastRecord(ctx, run)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if rec.Kind != protocol.RecordFinished {
-		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "run %s has not finished; its changes come back when it does", run)
+		return nil, protocol.Errorf(protocol.CodeNotFound, "run %s has not finished; its changes come back when it does", run)
 	}
-	p := rec.Patch
+	if rec.Patch == nil {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "run %s worked in a directory on its sandboxer, not a snapshot: its changes are there", run)
+	}
+	return rec.Patch, nil
+}
+
+// patch is RunHandle.Patch of run.
+func (c *Client) patch(ctx context.Context, run string) (*protocol.Patch, []byte, error) {
+	p, err := c.patchRecord(ctx, run)
+	if err != nil {
+		return nil, nil, err
+	}
 	switch {
-	case p == nil:
-		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "run %s worked in a directory on its sandboxer, not a snapshot: its changes are there", run)
 	case p.Error != nil && p.Ref == "":
 		return p, nil, p.Error
 	case p.Ref == "":
@@ -124,6 +135,25 @@ func (c *Client) patch(ctx context.Context, run string) (*protocol.Patch, []byte
 		return p, nil, protocol.Errorf(protocol.CodeInvalidField, "the patch stored as %s has other content (%s): it was replaced after the run; do not apply it", p.Ref, got)
 	}
 	return p, data, nil
+}
+
+// series is RunHandle.Series of run.
+func (c *Client) series(ctx context.Context, run string) ([]protocol.CommitInfo, []byte, error) {
+	p, err := c.patchRecord(ctx, run)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.Series == "" {
+		return nil, nil, nil
+	}
+	data, err := c.assets.Workspaces.GetBytes(ctx, p.Series)
+	if err != nil {
+		return p.Commits, nil, fmt.Errorf("fetch patch series %s: %w", p.Series, err)
+	}
+	if got := snapshot.Ref(data); got != p.Series {
+		return p.Commits, nil, protocol.Errorf(protocol.CodeInvalidField, "the patch series stored as %s has other content (%s): it was replaced after the run; do not apply it", p.Series, got)
+	}
+	return p.Commits, data, nil
 }
 
 // lastRecord returns a run's last trace record. Errors:

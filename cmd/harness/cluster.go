@@ -439,6 +439,9 @@ func writeRecord(w interface{ Write([]byte) (int, error) }, r *protocol.Record) 
 		fmt.Fprintf(w, "%s finished: %s after %d step(s), %d tokens: %s\n", t, r.Outcome, r.Step, r.Tokens, r.Reason)
 		if p := r.Patch; p != nil {
 			fmt.Fprintf(w, "    changes: %d file(s), a %d-byte patch (harness fetch %s)\n", len(p.Files)+p.FilesOmitted, p.Size, r.Run)
+			if len(p.Commits) > 0 {
+				fmt.Fprintf(w, "    commits: %d, a patch series (harness fetch --series FILE %s)\n", len(p.Commits), r.Run)
+			}
 			if p.Error != nil {
 				fmt.Fprintf(w, "    changes: %s\n", p.Error.Message)
 			}

@@ -373,6 +373,9 @@ func printResult(env *environ, res *protocol.Result, asJSON bool) int {
 		fmt.Fprintf(env.stdout, "trace: harness trace %s\n", res.Run)
 		if p := res.Patch; p != nil {
 			fmt.Fprintf(env.stdout, "changes: %d file(s) in a %d-byte patch; harness fetch %s [--out DIR]\n", len(p.Files)+p.FilesOmitted, p.Size, res.Run)
+			if len(p.Commits) > 0 {
+				fmt.Fprintf(env.stdout, "commits: %d made in the run; harness fetch %s --series FILE, for git am\n", len(p.Commits), res.Run)
+			}
 			if p.Error != nil {
 				fmt.Fprintf(env.stdout, "changes: %s\n", p.Error.Message)
 			}

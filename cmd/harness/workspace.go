@@ -110,12 +110,17 @@ func cmdFetch(ctx context.Context, env *environ, args []string) int {
 binary files, symbolic links and special files listed but not carried. The
 diff goes to stdout, or to --patch FILE; --out DIR applies it to DIR (the
 directory that was uploaded, or a copy of it), all or nothing: a change that
-does not apply leaves DIR as it was. A summary goes to stderr.`)
+does not apply leaves DIR as it was. The commits the run made in the
+workspace's repository (the agent's git_commit, and --commit's) come back
+beside the diff as a patch series: --series FILE writes it ("-": stdout,
+instead of the diff), for git am in the repository the snapshot was made
+of. A summary, commits included, goes to stderr.`)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
 	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory")
 	out := fs.String("out", "", "apply the changes to this directory")
 	patchFile := fs.String("patch", "", "write the diff to this file")
+	seriesFile := fs.String("series", "", `write the run's commits as a patch series (git format-patch mails, for git am) to this file; "-" for stdout, instead of the diff`)
 	asJSON := fs.Bool("json", false, "print the patch record as JSON on stdout instead of the diff")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -152,6 +157,12 @@ does not apply leaves DIR as it was. A summary goes to stderr.`)
 		}
 		fmt.Fprintf(env.stderr, "patch written to %s\n", *patchFile)
 	}
+	if *seriesFile != "" {
+		if err := writeSeries(ctx, env, c.Run(pos[0]), *seriesFile); err != nil {
+			fail(env.stderr, "%v", err)
+			return exitError
+		}
+	}
 	if *out != "" {
 		changed, err := snapshot.Apply(diff, *out)
 		if err != nil {
@@ -165,10 +176,32 @@ does not apply leaves DIR as it was. A summary goes to stderr.`)
 		}
 		fmt.Fprintf(env.stderr, "applied to %s: %d file(s) changed\n", *out, len(changed))
 	}
-	if *out == "" && *patchFile == "" && !*asJSON {
+	if *out == "" && *patchFile == "" && !*asJSON && *seriesFile != "-" {
 		_, _ = env.stdout.Write(diff)
 	}
 	return exitOK
+}
+
+// writeSeries writes the run's commits as a patch series to file, or
+// stdout for "-". A run that made no commit writes nothing, and says so.
+func writeSeries(ctx context.Context, env *environ, run *harness.RunHandle, file string) error {
+	commits, series, err := run.Series(ctx)
+	if err != nil {
+		return err
+	}
+	if len(commits) == 0 {
+		fmt.Fprintln(env.stderr, "no commits: the run made none, so there is no series")
+		return nil
+	}
+	if file == "-" {
+		_, err := env.stdout.Write(series)
+		return err
+	}
+	if err := os.WriteFile(file, series, 0o644); err != nil {
+		return fmt.Errorf("write the patch series: %w", err)
+	}
+	fmt.Fprintf(env.stderr, "%d commit(s) written to %s as a patch series (apply with: git am %s)\n", len(commits), file, file)
+	return nil
 }
 
 // summarise lists a patch's files for a person.
@@ -191,6 +224,12 @@ func summarise(w io.Writer, p *protocol.Patch) {
 	}
 	if p.Commit != "" {
 		fmt.Fprintf(w, "committed as %s in the workspace on sandboxer %s\n", p.Commit, p.Node)
+	}
+	if len(p.Commits) > 0 {
+		fmt.Fprintf(w, "%d commit(s) made in the run, a patch series beside the diff (harness fetch --series FILE):\n", len(p.Commits))
+		for _, c := range p.Commits {
+			fmt.Fprintf(w, "  %s %s (%s)\n", c.ID[:min(12, len(c.ID))], c.Subject, c.Author)
+		}
 	}
 }
 

@@ -22,6 +22,9 @@ func TestRunWithWorkspaceAndFetch(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("run --workspace: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
+	if _, err := exec.LookPath("git"); err == nil && !strings.Contains(out, "commits: 1 made in the run") {
+		t.Errorf("run --workspace --commit does not say it brought a commit back:\n%s", out)
+	}
 	if !strings.Contains(errOut, "snapshot of "+ws) || !strings.Contains(out, "changes: 1 file(s)") {
 		t.Errorf("run --workspace does not say what it carried and brought back:\nstdout: %s\nstderr: %s", out, errOut)
 	}
@@ -37,8 +40,22 @@ func TestRunWithWorkspaceAndFetch(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "+\treturn a + b") || !strings.Contains(errOut, "modified calc.go") {
 		t.Errorf("fetch = %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	if _, err := exec.LookPath("git"); err == nil && !strings.Contains(errOut, "committed as ") {
-		t.Errorf("fetch does not name the commit:\n%s", errOut)
+	if _, err := exec.LookPath("git"); err == nil {
+		if !strings.Contains(errOut, "committed as ") || !strings.Contains(errOut, "1 commit(s) made in the run") || !strings.Contains(errOut, "fix Add (harness <harness@localhost>)") {
+			t.Errorf("fetch does not name the commit:\n%s", errOut)
+		}
+		// The commit comes back beside the diff, as a series git am takes.
+		series := filepath.Join(t.TempDir(), "run.mbox")
+		code, out, errOut = cli(t, t.Context(), nil, "fetch", "--data", data, "--series", series, run)
+		if code != exitOK || !strings.Contains(out, "+\treturn a + b") || !strings.Contains(errOut, "1 commit(s) written to "+series) {
+			t.Errorf("fetch --series = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+		if b, err := os.ReadFile(series); err != nil || !strings.Contains(string(b), "Subject: [PATCH] fix Add") || !strings.Contains(string(b), "+\treturn a + b") {
+			t.Errorf("--series wrote %q, %v", b, err)
+		}
+		if code, out, _ := cli(t, t.Context(), nil, "fetch", "--data", data, "--series", "-", run); code != exitOK || !strings.HasPrefix(out, "From ") || !strings.Contains(out, "Subject: [PATCH] fix Add") {
+			t.Errorf("fetch --series - = %d %q, want the series on stdout", code, out)
+		}
 	}
 	dst := filepath.Join(t.TempDir(), "ws")
 	if err := os.CopyFS(dst, os.DirFS(ws)); err != nil {

@@ -26,23 +26,45 @@ import (
 // The acts the built-in tools perform, and the argument that names what
 // they act on. A tool not listed here (an embedder's own) is checked as an
 // exec of its name, as io-harness does.
+//
+// The git tools act on paths too, not on git: a call of theirs can only
+// run the fixed command the tool builds, so it is judged by the files it
+// reads or writes, never as an exec. git_status, git_diff and git_log read
+// each path of their "paths" (the whole workspace, ".", when none is
+// given); git_add writes each path it stages, since what it stages is what
+// the next commit records; git_commit writes the workspace ".": a commit
+// records every path staged, each of which was judged when git_add staged
+// it, and the repository's own files it changes (.git, which the
+// builtin-git layer denies every tool to write) are never named.
 var toolActs = map[string]struct {
 	act policy.Act
 	arg string
+	// list says arg is a list of paths, each judged, the strictest verdict
+	// winning; an empty or absent list is the workspace "." unless the
+	// list is required.
+	list, required bool
+	// at is the target of a tool that names none in its arguments.
+	at string
 }{
-	"read_file":  {policy.Read, "path"},
-	"view_image": {policy.Read, "path"},
-	"write_file": {policy.Write, "path"},
-	"edit_file":  {policy.Write, "path"},
-	"exec":       {policy.Exec, "argv"},
-	"grep":       {policy.Read, ""}, // filtered per file on the sandboxer
-	"find":       {policy.Read, ""},
+	"read_file":  {act: policy.Read, arg: "path"},
+	"view_image": {act: policy.Read, arg: "path"},
+	"write_file": {act: policy.Write, arg: "path"},
+	"edit_file":  {act: policy.Write, arg: "path"},
+	"exec":       {act: policy.Exec, arg: "argv"},
+	"grep":       {act: policy.Read}, // filtered per file on the sandboxer
+	"find":       {act: policy.Read},
+	"git_status": {act: policy.Read, arg: "paths", list: true}, // and filtered per file on the sandboxer
+	"git_diff":   {act: policy.Read, arg: "paths", list: true},
+	"git_log":    {act: policy.Read, arg: "paths", list: true},
+	"git_add":    {act: policy.Write, arg: "paths", list: true, required: true},
+	"git_commit": {act: policy.Write, at: "."},
 }
 
 // Verdict decides one tool call under the run's policy. It returns the
 // verdict and, when the call's arguments do not name what it acts on, an
 // observation saying so (nothing is dispatched either way unless the
-// verdict allows).
+// verdict allows). A call naming several paths gets the strictest of
+// their verdicts, the first of them on a tie.
 func Verdict(p *policy.Policy, call *protocol.ToolCall) (policy.Verdict, string) {
 	return VerdictOf(p, call, nil)
 }
@@ -64,12 +86,28 @@ func VerdictOf(p *policy.Policy, call *protocol.ToolCall, g *protocol.ToolGate) 
 		}
 		ta.act, ta.arg = act, g.Arg
 	}
+	if ta.at != "" {
+		return p.CheckPath(ta.act, ta.at), ""
+	}
 	if ta.arg == "" {
 		return policy.Verdict{Effect: policy.Allow, Act: ta.act, Target: call.Name}, ""
 	}
 	var args map[string]json.RawMessage
 	if err := json.Unmarshal(call.Arguments, &args); err != nil {
 		return policy.Verdict{}, fmt.Sprintf("[%s failed] the arguments are not a JSON object: %s", call.Name, err.Error())
+	}
+	if ta.list {
+		paths, bad := pathList(call.Name, args[ta.arg], ta.required)
+		if bad != "" {
+			return policy.Verdict{}, bad
+		}
+		var v policy.Verdict
+		for _, path := range paths {
+			if pv := p.CheckPath(ta.act, path); pv.Effect > v.Effect {
+				v = pv
+			}
+		}
+		return v, ""
 	}
 	raw, ok := args[ta.arg]
 	if !ok {
@@ -111,47 +149,100 @@ func hostPort(target string) (string, string) {
 	return target, ""
 }
 
-// Named returns the workspace path a built-in file tool's call names, the
-// one Verdict judged (and a person was asked about, for an ask), or "" for
-// a call that names none (grep, find, exec, a tool of an embedder's) or
-// whose arguments do not say.
-func Named(call *protocol.ToolCall) string { return NamedOf(call, nil) }
+// pathList reads a "paths" argument: the paths it lists, or the workspace
+// "." when it is absent, null or empty and not required. It returns the
+// observation for arguments that are not a list of strings, or a required
+// list that is empty.
+func pathList(tool string, raw json.RawMessage, required bool) ([]string, string) {
+	var paths []string
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &paths); err != nil {
+			return nil, fmt.Sprintf(`[%s failed] "paths" must be an array of strings, workspace paths such as ["src/main.go", "docs"]`, tool)
+		}
+	}
+	if len(paths) == 0 {
+		if required {
+			return nil, fmt.Sprintf(`[%s failed] "paths" is missing or empty: name the files or directories to stage, such as ["src/main.go"] (["."] for the whole workspace)`, tool)
+		}
+		return []string{"."}, ""
+	}
+	return paths, ""
+}
+
+// Named returns the workspace paths a built-in file or git tool's call
+// names, the ones Verdict judged (and a person was asked about, for an
+// ask): the path of a file tool, the paths of a git tool ("." for none,
+// and for git_commit), or nil for a call that names none (grep, find,
+// exec, a tool of an embedder's) or whose arguments do not say.
+func Named(call *protocol.ToolCall) []string { return NamedOf(call, nil) }
 
 // NamedOf is Named for a tool that may declare what its calls act on (g):
 // a declared read or write names the path its argument holds.
-func NamedOf(call *protocol.ToolCall, g *protocol.ToolGate) string {
+func NamedOf(call *protocol.ToolCall, g *protocol.ToolGate) []string {
 	ta, ok := toolActs[call.Name]
 	if !ok && g != nil {
 		if act, err := policy.ParseAct(g.Act); err == nil {
-			ta, ok = struct {
-				act policy.Act
-				arg string
-			}{act, g.Arg}, true
+			ta.act, ta.arg, ok = act, g.Arg, true
 		}
 	}
-	if !ok || ta.arg == "" || (ta.act != policy.Read && ta.act != policy.Write) {
-		return ""
+	switch {
+	case !ok || ta.act != policy.Read && ta.act != policy.Write:
+		return nil
+	case ta.at != "":
+		return []string{ta.at}
+	case ta.arg == "":
+		return nil
 	}
 	var args map[string]json.RawMessage
 	if json.Unmarshal(call.Arguments, &args) != nil {
-		return ""
+		return nil
+	}
+	if ta.list {
+		paths, bad := pathList(call.Name, args[ta.arg], ta.required)
+		if bad != "" {
+			return nil
+		}
+		return paths
 	}
 	var p string
 	if json.Unmarshal(args[ta.arg], &p) != nil {
+		return nil
+	}
+	return []string{p}
+}
+
+// Covering returns the path of named (Named of the call to tool) that an
+// approval of the call covers rel by: rel itself, named as it is; for a
+// git tool, also a named directory rel lies beneath, since git never
+// follows a symbolic link (it stages the link itself), so what lies
+// beneath a directory the person saw named is what the call really
+// touches. It returns "" when no named path covers rel.
+func Covering(tool string, named []string, rel string) string {
+	for _, n := range named {
+		if path.Clean(n) == rel {
+			return n
+		}
+	}
+	if ta, ok := toolActs[tool]; !ok || !ta.list && ta.at == "" {
 		return ""
 	}
-	return p
+	for _, n := range named {
+		if c := path.Clean(n); c == "." || strings.HasPrefix(rel, c+"/") {
+			return rel
+		}
+	}
+	return ""
 }
 
 // Allowed checks that the verification may run: a command only under an
-// explicit allow to exec it, a file_contains or file_equals check only
-// under an explicit allow to read its file, since a gate cannot stop to
-// ask anyone. It returns the reason when it may not.
+// explicit allow to exec it, a file_contains check only under an explicit
+// allow to read its file, since a gate cannot stop to ask anyone. It
+// returns the reason when it may not.
 func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
-	if v.FileContains != nil || v.FileEquals != nil {
+	if c := v.FileContains; c != nil {
 		// The check reads the file: a file the agent may not read must not
 		// answer questions about its content either.
-		if why := Reads(p, v.CheckedFile()); why != "" {
+		if why := Reads(p, c.Path); why != "" {
 			return false, why
 		}
 		return true, ""
@@ -169,7 +260,7 @@ func Allowed(p *policy.Policy, v protocol.Verification) (bool, string) {
 }
 
 // Reads decides whether a verification may read rel: the path its
-// file_contains or file_equals names, or one that path leads to through a symbolic link.
+// file_contains names, or one that path leads to through a symbolic link.
 // Only an explicit allow lets it, as in Allowed. It returns "" when it
 // may, else the reason.
 func Reads(p *policy.Policy, rel string) string {

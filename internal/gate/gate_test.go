@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,14 +97,18 @@ func TestPathOfALinkTarget(t *testing.T) {
 	if why := Reads(askRead, "a.txt"); why == "" {
 		t.Error("Reads under an ask default = allowed, want refused: a verification cannot ask")
 	}
-	for call, want := range map[*protocol.ToolCall]string{
-		{Name: "write_file", Arguments: json.RawMessage(`{"path":"a/b.go","content":""}`)}: "a/b.go",
-		{Name: "view_image", Arguments: json.RawMessage(`{"path":"p.png"}`)}:               "p.png",
-		{Name: "grep", Arguments: json.RawMessage(`{"pattern":"x"}`)}:                      "",
-		{Name: "exec", Arguments: json.RawMessage(`{"argv":["ls"]}`)}:                      "",
-		{Name: "read_file", Arguments: json.RawMessage(`{"path":7}`)}:                      "",
+	for call, want := range map[*protocol.ToolCall][]string{
+		{Name: "write_file", Arguments: json.RawMessage(`{"path":"a/b.go","content":""}`)}: {"a/b.go"},
+		{Name: "view_image", Arguments: json.RawMessage(`{"path":"p.png"}`)}:               {"p.png"},
+		{Name: "grep", Arguments: json.RawMessage(`{"pattern":"x"}`)}:                      nil,
+		{Name: "exec", Arguments: json.RawMessage(`{"argv":["ls"]}`)}:                      nil,
+		{Name: "read_file", Arguments: json.RawMessage(`{"path":7}`)}:                      nil,
+		{Name: "git_add", Arguments: json.RawMessage(`{"paths":["a.go","docs"]}`)}:         {"a.go", "docs"},
+		{Name: "git_add", Arguments: json.RawMessage(`{"paths":[]}`)}:                      nil,
+		{Name: "git_status", Arguments: json.RawMessage(`{}`)}:                             {"."},
+		{Name: "git_commit", Arguments: json.RawMessage(`{"message":"m"}`)}:                {"."},
 	} {
-		if got := Named(call); got != want {
+		if got := Named(call); !slices.Equal(got, want) {
 			t.Errorf("Named(%s %s) = %q, want %q", call.Name, call.Arguments, got, want)
 		}
 	}
@@ -148,7 +153,85 @@ func TestDeclaredVerdicts(t *testing.T) {
 			t.Errorf("VerdictOf(%s %s, %+v) = %v %q, want %v (bad %v)", tt.tool, tt.args, tt.g, v.Effect, bad, tt.want, tt.bad)
 		}
 	}
-	if got := NamedOf(&protocol.ToolCall{Name: "word_count", Arguments: json.RawMessage(`{"path":"notes.txt"}`)}, read); got != "notes.txt" {
+	if got := NamedOf(&protocol.ToolCall{Name: "word_count", Arguments: json.RawMessage(`{"path":"notes.txt"}`)}, read); len(got) != 1 || got[0] != "notes.txt" {
 		t.Errorf("NamedOf = %q, want notes.txt", got)
+	}
+}
+
+// TestGitTools checks the acts the git tools are judged as: reads of each
+// path they name (the workspace when none), a write of each path git_add
+// stages, a write of the workspace for git_commit, the strictest verdict
+// of a list winning; and never an exec, whatever the arguments hold.
+func TestGitTools(t *testing.T) {
+	pol, err := policy.FromProtocol(&protocol.Policy{Layers: []protocol.Layer{{Name: "app", Rules: []protocol.Rule{
+		{Act: "write", Effect: "allow", Pattern: "src/*"},
+		{Act: "write", Effect: "ask", Pattern: "docs/*"},
+		{Act: "write", Effect: "deny", Pattern: "secret/*"},
+		{Act: "read", Effect: "deny", Pattern: "private/*"},
+		{Act: "exec", Effect: "deny", Pattern: "git*"},
+	}}}, Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		tool, args string
+		act        policy.Act
+		want       policy.Effect
+		target     string
+		bad        string
+	}{
+		{"git_status", `{}`, policy.Read, policy.Allow, ".", ""},
+		{"git_status", `{"paths":[]}`, policy.Read, policy.Allow, ".", ""},
+		{"git_diff", `{"paths":["src/a.go","private/k"]}`, policy.Read, policy.Deny, "private/k", ""},
+		{"git_log", `{"paths":["src"]}`, policy.Read, policy.Allow, "src", ""},
+		{"git_add", `{"paths":["src/a.go"]}`, policy.Write, policy.Allow, "src/a.go", ""},
+		{"git_add", `{"paths":["src/a.go","docs/x.md"]}`, policy.Write, policy.Ask, "docs/x.md", ""},
+		{"git_add", `{"paths":["docs/x.md","secret/k","src/a.go"]}`, policy.Write, policy.Deny, "secret/k", ""},
+		{"git_add", `{"paths":[".git/hooks/pre-commit"]}`, policy.Write, policy.Deny, ".git/hooks/pre-commit", ""},
+		// A flag is a path like any other here: judged as a file name.
+		{"git_add", `{"paths":["--upload-pack=x"]}`, policy.Write, policy.Deny, "--upload-pack=x", ""},
+		{"git_commit", `{"message":"--amend"}`, policy.Write, policy.Deny, ".", ""},
+		{"git_add", `{}`, 0, 0, "", `"paths" is missing or empty`},
+		{"git_add", `{"paths":[]}`, 0, 0, "", `"paths" is missing or empty`},
+		{"git_add", `{"paths":"src/a.go"}`, 0, 0, "", "must be an array of strings"},
+		{"git_diff", `{"paths":[1]}`, 0, 0, "", "must be an array of strings"},
+	}
+	for _, tt := range tests {
+		v, bad := Verdict(pol, &protocol.ToolCall{Name: tt.tool, Arguments: json.RawMessage(tt.args)})
+		if tt.bad != "" {
+			if !strings.Contains(bad, tt.bad) {
+				t.Errorf("Verdict(%s %s) = %v %q, want bad arguments saying %q", tt.tool, tt.args, v, bad, tt.bad)
+			}
+			continue
+		}
+		if bad != "" || v.Act != tt.act || v.Effect != tt.want || v.Target != tt.target {
+			t.Errorf("Verdict(%s %s) = %s %s %q (%q), want %s %s %q", tt.tool, tt.args, v.Act, v.Effect, v.Target, bad, tt.act, tt.want, tt.target)
+		}
+	}
+	allowAll, err := policy.FromProtocol(&protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := Verdict(allowAll, &protocol.ToolCall{Name: "git_commit", Arguments: json.RawMessage(`{"message":"m"}`)}); v.Effect != policy.Allow {
+		t.Errorf("git_commit under write allow = %v, want allow", v)
+	}
+	// An approval of a git call covers what lies beneath a directory it
+	// names; a file tool's covers its one path.
+	for _, tt := range []struct {
+		tool  string
+		named []string
+		rel   string
+		want  string
+	}{
+		{"git_add", []string{"docs"}, "docs/x.md", "docs/x.md"},
+		{"git_add", []string{"."}, "docs/x.md", "docs/x.md"},
+		{"git_add", []string{"docs"}, "docsx/y.md", ""},
+		{"git_add", []string{"./docs/x.md"}, "docs/x.md", "./docs/x.md"},
+		{"write_file", []string{"docs"}, "docs/x.md", ""},
+		{"write_file", []string{"docs/x.md"}, "docs/x.md", "docs/x.md"},
+	} {
+		if got := Covering(tt.tool, tt.named, tt.rel); got != tt.want {
+			t.Errorf("Covering(%s, %q, %q) = %q, want %q", tt.tool, tt.named, tt.rel, got, tt.want)
+		}
 	}
 }

@@ -118,7 +118,7 @@ func (d *driver) pending(step, i int, call *protocol.ToolCall, v policy.Verdict)
 }
 
 // shown is what a person deciding a call sees: the content a write would
-// produce, the edit, the command.
+// produce, the edit, the command, the paths staged, the commit message.
 func shown(call *protocol.ToolCall) string {
 	var a struct {
 		Path    string   `json:"path"`
@@ -126,9 +126,15 @@ func shown(call *protocol.ToolCall) string {
 		Search  string   `json:"search"`
 		Replace string   `json:"replace"`
 		Argv    []string `json:"argv"`
+		Paths   []string `json:"paths"`
+		Message string   `json:"message"`
 	}
 	_ = json.Unmarshal(call.Arguments, &a)
 	switch call.Name {
+	case "git_add":
+		return "stage for the next commit: " + strings.Join(a.Paths, ", ")
+	case "git_commit":
+		return "commit what is staged, with the message:\n" + a.Message
 	case "write_file":
 		return fmt.Sprintf("write %s (%d bytes):\n%s", a.Path, len(a.Content), a.Content)
 	case "edit_file":

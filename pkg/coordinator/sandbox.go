@@ -79,7 +79,8 @@ func (d *driver) opTimeout() time.Duration {
 func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolCall, approval string) *protocol.Observation {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
-		Workspace: d.s.contract.Workspace.Dir(), Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval}
+		Workspace: d.s.contract.Workspace.Dir(), Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval,
+		Git: d.s.contract.Git}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:

@@ -134,7 +134,7 @@ func (d *driver) collect(ctx context.Context) *protocol.Patch {
 		return nil
 	}
 	op := &protocol.SandboxOp{OpID: d.s.run + ".collect", Run: d.s.run, Kind: protocol.OpCollect,
-		Snapshot: c.Workspace.Snapshot, Commit: d.commitSpec(), Sandbox: &c.Sandbox}
+		Snapshot: c.Workspace.Snapshot, Commit: d.commitSpec(), Sandbox: &c.Sandbox, Git: c.Git}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, 2*d.opTimeout())
 	switch {
 	case err != nil:

@@ -58,6 +58,9 @@ type Contract struct {
 	// "tools"). The run goes to a sandboxer that has every one, and is
 	// refused before its first step when none does.
 	Tools []string `json:"tools,omitempty"`
+	// Git is who the run's commits are by (git_commit, workspace.commit);
+	// absent, git_commit is refused.
+	Git *GitSpec `json:"git,omitempty"`
 }
 
 // MaxContractTools is how many tools a contract may name.
@@ -409,6 +412,9 @@ func (c *Contract) Validate() error {
 		return err
 	}
 	if err := c.validateSkills(); err != nil {
+		return err
+	}
+	if err := c.Git.validate(); err != nil {
 		return err
 	}
 	if c.Policy != nil {

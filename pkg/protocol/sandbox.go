@@ -48,6 +48,9 @@ type SandboxOp struct {
 	// needs (its contract's tools): a sandboxer that lacks one does not
 	// take the run.
 	Tools []string `json:"tools,omitempty"`
+	// Git, on a tool call and a collect, is the contract's git: the
+	// identity git_commit and the end-of-run commit sign with.
+	Git *GitSpec `json:"git,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could

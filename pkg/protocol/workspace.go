@@ -153,6 +153,16 @@ type Patch struct {
 	// Commit is the id of the git commit made in the materialised workspace,
 	// when the contract asked for one and there was something to commit.
 	Commit string `json:"commit,omitempty"`
+	// Commits are the commits made in the workspace during the run, oldest
+	// first: the agent's own (git_commit) and the one workspace.commit
+	// asks for, each on top of the commit the snapshot's repository was at
+	// when the run began.
+	Commits []CommitInfo `json:"commits,omitempty"`
+	// Series names, in the harness-workspaces object store, the Commits as
+	// a patch series (git format-patch, binary changes included, one mail
+	// per commit in an mbox) that git am applies to the directory the
+	// snapshot was made of; empty when the run made no commit.
+	Series string `json:"series,omitempty"`
 	// Node is the sandboxer that held the workspace.
 	Node string `json:"node,omitempty"`
 	// Error says why the changes, or their commit, could not be collected.

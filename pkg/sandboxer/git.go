@@ -1,128 +1,51 @@
 package sandboxer
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/ioharness/harness/internal/git"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 )
 
 // The harness's own git: the commits a contract asks for (workspace.commit).
 //
-// The workspace's repository is untrusted: it came with the snapshot (the
-// contract's), and the run's commands may have written it. Its
-// configuration can name a command for git to run in a dozen ways: hooks
-// and core.hooksPath, filter.<driver>.clean, .smudge and .process (named
-// by a .gitattributes in the worktree), core.fsmonitor, core.pager,
-// core.editor, core.sshCommand, diff.external, credential.helper,
-// gpg.program, include.path and includeIf pulling any of these from
-// another file, and more in every new version of git. Overriding them one
-// by one with -c cannot be complete: filter.*.clean is a wildcard, and
-// every key we do not know of stays live.
+// The workspace's repository is untrusted, and git never reads its
+// configuration, hooks or attribute drivers: see internal/git, whose
+// overrides and environment every git here runs with. The commit is made
+// through a git directory of the harness's own, <run>/git, beside the
+// workspace and never inside it, made afresh for each commit;
+// GIT_WORK_TREE is the workspace, GIT_OBJECT_DIRECTORY the workspace
+// repository's objects, GIT_INDEX_FILE an index in our directory. There is
+// no git commit: read-tree, add, write-tree, rev-parse, mktree and
+// commit-tree, none of which starts an editor or a pager; the one hook
+// among them (add's post-index-change) is off with the rest, and
+// commit-tree signs only under commit.gpgSign, which is false. The last
+// step, moving the workspace repository's branch to the new commit and
+// refreshing its index, is done by the sandboxer itself (git.WriteFile).
 //
-// So the harness never lets git read the workspace's repository
-// configuration at all. Every git it runs has:
-//
-//   - GIT_DIR pointed at a git directory of its own, <run>/git, beside the
-//     workspace and never inside it, made afresh for each commit with a
-//     config the harness wrote (no filters, no hooks, no includes).
-//     GIT_WORK_TREE is the workspace; GIT_OBJECT_DIRECTORY the workspace
-//     repository's objects, so the commit is stored where the person
-//     looks for it; GIT_INDEX_FILE an index in our directory. The files of
-//     work/.git that git would read as configuration (config and its
-//     includes, hooks/, info/attributes) are never read as such: only
-//     info/exclude, a list of patterns, is passed as core.excludesFile, and
-//     the one value the commit needs from work/.git/config, its object
-//     format, is read as data (git config --file, which follows no
-//     include).
-//   - no system or global configuration or attributes
-//     (GIT_CONFIG_NOSYSTEM, GIT_CONFIG_GLOBAL=/dev/null, GIT_ATTR_NOSYSTEM,
-//     HOME and XDG_CONFIG_HOME pointing at nothing), no GIT_* variable of
-//     the sandboxer's command environment, and -c overrides of every
-//     command-valued key we know of: a second wall, should git ever read a
-//     configuration we did not write.
-//   - no git commit: read-tree, add, write-tree, rev-parse, mktree and
-//     commit-tree, none of which starts an editor or a pager; the one hook
-//     among them (add's post-index-change) is off with the rest, and
-//     commit-tree signs only under commit.gpgSign, which is false.
-//
-// A worktree .gitattributes may still name a filter driver; with no
-// filter.<driver> in the only configuration git reads, the attribute is
-// inert, as for a driver that is not installed.
-//
-// The last step, moving the workspace repository's branch to the new commit
-// and refreshing its index, is done by the sandboxer itself, through an
-// os.Root on the workspace (so no link leads it out), because git
-// update-ref would read work/.git/config again. No reflog entry is
-// written.
-//
-// git still runs inside the run's sandbox, as before: it parses objects and
-// an index the run may have crafted. Its working directory is the run's
+// git runs inside the run's sandbox. Its working directory is the run's
 // directory (<run>), so it can write our git directory and the workspace;
 // the run's own commands see the workspace alone (on native and docker), so
 // they cannot reach <run>/git. On the floor nothing is out of a command's
 // reach, which is why the floor is the operator's to allow.
 const snapGit = "git"
 
-// gitOverrides are the -c arguments of every git the harness runs; see
-// above. Values that name a program name one that does nothing (false,
-// cat); an empty credential.helper clears the list of helpers.
-func gitOverrides() []string {
-	kv := []string{
-		"core.hooksPath=/dev/null",
-		"core.fsmonitor=false",
-		"core.untrackedCache=false",
-		"core.sshCommand=false",
-		"core.askPass=false",
-		"core.pager=cat",
-		"core.editor=false",
-		"sequence.editor=false",
-		"core.attributesFile=/dev/null",
-		"diff.external=",
-		"credential.helper=",
-		"gpg.program=false",
-		"commit.gpgSign=false",
-		"protocol.allow=never",
-		"gc.auto=0",
-		"maintenance.auto=false",
-		// The run's directory is owned by the sandboxer's uid, which a user
-		// namespace may map to another; ownership says nothing here.
-		"safe.directory=*",
+// gitEnv returns the environment of the harness's git (git.Env), signed
+// by the contract's git.author when the op carries one, else by the
+// sandboxer's CommitAuthor and CommitEmail.
+func (s *Sandboxer) gitEnv(op *protocol.SandboxOp, extra ...string) []string {
+	id := git.Identity{Name: s.cfg.CommitAuthor, Email: s.cfg.CommitEmail}
+	if c, err := git.IdentityOf(op.Git); err == nil && c != (git.Identity{}) {
+		id = c
 	}
-	args := make([]string, 0, 2*len(kv))
-	for _, s := range kv {
-		args = append(args, "-c", s)
-	}
-	return args
-}
-
-// gitEnv returns the environment of the harness's git: the command
-// environment without any GIT_* variable or HOME, then ours.
-func (s *Sandboxer) gitEnv(extra ...string) []string {
-	env := make([]string, 0, len(s.cfg.CmdEnv)+16)
-	for _, kv := range s.cfg.CmdEnv {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "GIT_") || k == "HOME" || k == "XDG_CONFIG_HOME" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env,
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
-		"HOME=/nonexistent", "XDG_CONFIG_HOME=/nonexistent",
-		"GIT_TERMINAL_PROMPT=0", "GIT_NO_REPLACE_OBJECTS=1", "GIT_PROTOCOL_FROM_USER=0",
-		"GIT_AUTHOR_NAME="+s.cfg.CommitAuthor, "GIT_AUTHOR_EMAIL="+s.cfg.CommitEmail,
-		"GIT_COMMITTER_NAME="+s.cfg.CommitAuthor, "GIT_COMMITTER_EMAIL="+s.cfg.CommitEmail)
-	return append(env, extra...)
+	return git.Env(s.cfg.CmdEnv, id, extra...)
 }
 
 // gitRepo is one commit in progress: the run's directory (git's working
@@ -143,7 +66,7 @@ func (s *Sandboxer) gitRepo(op *protocol.SandboxOp) *gitRepo {
 // the run has happened yet, but the repository is made as every later git
 // runs: no template (so no sample hooks), no configuration but ours.
 func (g *gitRepo) initWork(ctx context.Context) error {
-	_, err := g.git(ctx, g.s.gitEnv(), "init", "-q", "--template=", g.work)
+	_, err := g.gitOut(ctx, g.s.gitEnv(g.op), "init", "-q", "--template=", g.work)
 	return err
 }
 
@@ -160,7 +83,7 @@ func (g *gitRepo) commit(ctx context.Context, msg string, empty bool) (string, e
 		return "", protocol.Errorf(protocol.CodeSandbox, "open the workspace: %s", err.Error())
 	}
 	defer root.Close()
-	head, err := readHead(root)
+	head, err := git.ReadHead(root)
 	if err != nil {
 		return "", err
 	}
@@ -177,17 +100,17 @@ func (g *gitRepo) commit(ctx context.Context, msg string, empty bool) (string, e
 		// excluded locally out of the commit, as their own git would.
 		exclude = filepath.Join(g.work, ".git", "info", "exclude")
 	}
-	env := g.s.gitEnv("GIT_DIR="+g.own, "GIT_WORK_TREE="+g.work,
+	env := g.s.gitEnv(g.op, "GIT_DIR="+g.own, "GIT_WORK_TREE="+g.work,
 		"GIT_OBJECT_DIRECTORY="+filepath.Join(g.work, ".git", "objects"),
 		"GIT_INDEX_FILE="+filepath.Join(g.own, "index"))
 	run := func(args ...string) (string, error) {
-		out, err := g.git(ctx, env, append([]string{"-c", "core.excludesFile=" + exclude}, args...)...)
+		out, err := g.gitOut(ctx, env, append([]string{"-c", "core.excludesFile=" + exclude}, args...)...)
 		return strings.TrimSpace(out), err
 	}
-	if head.parent != "" {
+	if head.Parent != "" {
 		// Start from the parent's tree, so that what it tracks and a
 		// .gitignore now covers stays tracked, as in the person's own index.
-		if _, err := run("read-tree", head.parent); err != nil {
+		if _, err := run("read-tree", head.Parent); err != nil {
 			return "", err
 		}
 	}
@@ -202,8 +125,8 @@ func (g *gitRepo) commit(ctx context.Context, msg string, empty bool) (string, e
 		// The tree before: the parent's, or on a branch with no commit yet
 		// the empty tree (mktree of nothing; commands get a null stdin).
 		var was string
-		if head.parent != "" {
-			was, err = run("rev-parse", "--verify", "-q", head.parent+"^{tree}")
+		if head.Parent != "" {
+			was, err = run("rev-parse", "--verify", "-q", head.Parent+"^{tree}")
 		} else {
 			was, err = run("mktree")
 		}
@@ -215,25 +138,25 @@ func (g *gitRepo) commit(ctx context.Context, msg string, empty bool) (string, e
 		}
 	}
 	args := []string{"commit-tree", tree, "-m", msg}
-	if head.parent != "" {
-		args = append(args, "-p", head.parent)
+	if head.Parent != "" {
+		args = append(args, "-p", head.Parent)
 	}
 	id, err := run(args...)
 	if err != nil {
 		return "", err
 	}
-	if !validObjectID(id) {
+	if !git.ValidObjectID(id) {
 		return "", protocol.Errorf(protocol.CodeSandbox, "git commit-tree answered %q, not a commit id", boundBoth(id, 100))
 	}
-	if err := writeGitFile(root, ".git/"+head.ref, []byte(id+"\n")); err != nil {
-		return "", protocol.Errorf(protocol.CodeSandbox, "move %s to the commit %s: %s", head.ref, id, err.Error())
+	if err := git.WriteFile(root, ".git/"+head.Ref, []byte(id+"\n")); err != nil {
+		return "", protocol.Errorf(protocol.CodeSandbox, "move %s to the commit %s: %s", head.Ref, id, err.Error())
 	}
 	// The commit stands once its branch has moved; an index left behind
 	// only makes the person's git status show the run's changes as staged
 	// against the old commit, so a failure here is logged, not returned.
 	if idx, err := os.ReadFile(filepath.Join(g.own, "index")); err != nil {
 		g.s.log.Warn("read the commit's index", "run", g.op.Run, "err", err)
-	} else if err := writeGitFile(root, ".git/index", idx); err != nil {
+	} else if err := git.WriteFile(root, ".git/index", idx); err != nil {
 		g.s.log.Warn("update the workspace repository's index", "run", g.op.Run, "err", err)
 	}
 	return id, nil
@@ -279,7 +202,7 @@ func (g *gitRepo) objectFormat(ctx context.Context, root *os.Root) (string, erro
 	case !fi.Mode().IsRegular():
 		return "", protocol.Errorf(protocol.CodeUnsupported, "the workspace's .git/config is not a plain file; the harness commits only into a repository whose files are its own")
 	}
-	r, err := g.gitRun(ctx, g.s.gitEnv(), "config", "--file", filepath.Join(g.work, ".git", "config"), "--get", "extensions.objectformat")
+	r, err := g.gitRun(ctx, g.s.gitEnv(g.op), "config", "--file", filepath.Join(g.work, ".git", "config"), "--get", "extensions.objectformat")
 	if err != nil {
 		return "", protocol.Errorf(protocol.CodeSandbox, "git config could not run: %s", protocol.AsError(err).Message)
 	}
@@ -295,169 +218,10 @@ func (g *gitRepo) objectFormat(ctx context.Context, root *os.Root) (string, erro
 	}
 }
 
-// head is what the workspace repository's HEAD says: the ref a commit
-// moves ("refs/heads/main", or "HEAD" when detached) and the commit it
-// points at now ("" on a branch with no commits yet).
-type head struct {
-	ref, parent string
-}
-
-// readHead reads .git/HEAD and the ref it names, loose or packed, through
-// root. Only what git's files backend writes is followed: a symbolic ref
-// to a branch, or a detached commit id. Errors: CodeUnsupported, saying
-// what the harness found.
-func readHead(root *os.Root) (head, error) {
-	fi, err := root.Lstat(".git")
-	if err != nil || !fi.IsDir() {
-		return head{}, protocol.Errorf(protocol.CodeUnsupported,
-			"the workspace's .git is not a directory (a gitdir file or a link, or missing); the harness commits only into a repository kept inside the workspace")
-	}
-	for _, d := range []string{".git/objects", ".git/refs"} {
-		if fi, err := root.Lstat(d); err != nil || !fi.IsDir() {
-			return head{}, protocol.Errorf(protocol.CodeUnsupported, "the workspace's %s is not a directory; the harness commits only into a repository whose files are its own", d)
-		}
-	}
-	b, err := readSmall(root, ".git/HEAD")
-	if err != nil {
-		return head{}, protocol.Errorf(protocol.CodeUnsupported, "read the workspace's .git/HEAD: %s", err.Error())
-	}
-	s := strings.TrimSpace(string(b))
-	if validObjectID(s) {
-		return head{ref: "HEAD", parent: s}, nil
-	}
-	ref, ok := strings.CutPrefix(s, "ref: ")
-	if !ok || !validBranch(ref) {
-		return head{}, protocol.Errorf(protocol.CodeUnsupported, "the workspace's .git/HEAD names %q, not a branch the harness can move", boundBoth(s, 100))
-	}
-	id, err := resolveRef(root, ref)
-	if err != nil {
-		return head{}, err
-	}
-	return head{ref: ref, parent: id}, nil
-}
-
-// resolveRef returns the commit a branch points at: its loose file, or its
-// line in packed-refs, or "" for a branch with no commit yet.
-func resolveRef(root *os.Root, ref string) (string, error) {
-	name := ".git/" + ref
-	switch fi, err := root.Lstat(name); {
-	case err == nil && fi.Mode().IsRegular():
-		b, err := readSmall(root, name)
-		if err != nil {
-			return "", protocol.Errorf(protocol.CodeUnsupported, "read %s: %s", ref, err.Error())
-		}
-		if id := strings.TrimSpace(string(b)); validObjectID(id) {
-			return id, nil
-		}
-		return "", protocol.Errorf(protocol.CodeUnsupported, "%s of the workspace's repository holds no commit id", ref)
-	case err == nil:
-		return "", protocol.Errorf(protocol.CodeUnsupported, "%s of the workspace's repository is not a plain file", ref)
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", protocol.Errorf(protocol.CodeUnsupported, "read %s: %s", ref, err.Error())
-	}
-	f, err := root.Open(".git/packed-refs")
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", protocol.Errorf(protocol.CodeUnsupported, "read packed-refs: %s", err.Error())
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		id, name, ok := strings.Cut(sc.Text(), " ")
-		if ok && name == ref && validObjectID(id) {
-			return id, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", protocol.Errorf(protocol.CodeUnsupported, "read packed-refs: %s", err.Error())
-	}
-	return "", nil
-}
-
-// readSmall reads a file of at most 4 KiB through root, as HEAD and a loose
-// ref are; a longer one is an error rather than a large read.
-func readSmall(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4097))
-	if err == nil && len(b) > 4096 {
-		err = fmt.Errorf("%s is over 4 KiB", name)
-	}
-	return b, err
-}
-
-// writeGitFile replaces name under root as git does: written in full to
-// name.lock, created exclusively (so a git running at the same time makes
-// one of the two fail rather than both write), then renamed into place.
-func writeGitFile(root *os.Root, name string, data []byte) error {
-	if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		return err
-	}
-	lock := name + ".lock"
-	f, err := root.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(lock, name)
-	}
-	if err != nil {
-		_ = root.Remove(lock)
-	}
-	return err
-}
-
-// validObjectID reports whether s is a full object id: 40 (SHA-1) or 64
-// (SHA-256) lower-case hex digits.
-func validObjectID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// validBranch reports whether ref is a branch name git's files backend
-// could have written, conservatively (git check-ref-format allows more):
-// refs/heads/ and components that are not empty, do not start with '.' or
-// end with ".lock", of printable ASCII without space and ~^:?*[\, and no
-// ".." or "@{". The name becomes a path under .git, so this also keeps it
-// there.
-func validBranch(ref string) bool {
-	name, ok := strings.CutPrefix(ref, "refs/heads/")
-	if !ok || name == "" || strings.Contains(name, "..") || strings.Contains(name, "@{") || strings.HasSuffix(name, ".") {
-		return false
-	}
-	for _, c := range strings.Split(name, "/") {
-		if c == "" || c[0] == '.' || strings.HasSuffix(c, ".lock") {
-			return false
-		}
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("~^:?*[\\", c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // git runs git with env and the overrides in the run's directory, inside
 // the run's sandbox, and returns its standard output. Errors: CodeSandbox
 // when git could not run or failed.
-func (g *gitRepo) git(ctx context.Context, env []string, args ...string) (string, error) {
+func (g *gitRepo) gitOut(ctx context.Context, env []string, args ...string) (string, error) {
 	r, err := g.gitRun(ctx, env, args...)
 	if err != nil {
 		return "", protocol.Errorf(protocol.CodeSandbox, "git %s could not run: %s", args[0], protocol.AsError(err).Message)
@@ -489,11 +253,44 @@ func (g *gitRepo) gitRun(ctx context.Context, env []string, args ...string) (*sa
 	if err != nil {
 		return nil, err
 	}
-	argv := append(append([]string{"git"}, gitOverrides()...), args...)
+	argv := append(append([]string{"git"}, git.Overrides()...), args...)
 	lim := spec.Limits.WithDefaults()
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(lim.WallSecs)*time.Second+5*time.Second)
 	defer cancel()
 	// The run's directory, not the workspace: git writes our git directory
 	// beside it. Nothing of the run's network either.
 	return g.s.metered(b).Run(sandbox.WithRun(rctx, g.op.Run, g.op.OpID+".git"), sandbox.Spec{Argv: argv, Dir: g.run, Env: env, Limits: lim})
+}
+
+// series returns the commits on the HEAD of the run's snapshot workspace
+// made after base, oldest first, and them as a patch series (see
+// git.Repo.Series), at most protocol.MaxPatchCommits of them and the
+// snapshot limit's archive size of series. git runs as for a tool call:
+// through a git directory of the harness's own, in the run's sandbox.
+func (s *Sandboxer) series(ctx context.Context, op *protocol.SandboxOp, work, base string) ([]protocol.CommitInfo, []byte, error) {
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return nil, nil, protocol.Errorf(protocol.CodeInternal, "open the workspace: %s", err.Error())
+	}
+	defer root.Close()
+	var spec protocol.SandboxSpec
+	if op.Sandbox != nil {
+		spec = *op.Sandbox
+	}
+	lim := spec.Limits.WithDefaults()
+	run := func(ctx context.Context, argv, env []string) (*sandbox.Result, error) {
+		b, err := s.backend(spec.Backend)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(lim.WallSecs)*time.Second+5*time.Second)
+		defer cancel()
+		return s.metered(b).Run(sandbox.WithRun(rctx, op.Run, op.OpID+".series"), sandbox.Spec{Argv: argv, Dir: work, Env: env, Limits: lim})
+	}
+	repo, err := git.Open(ctx, root, work, run, git.Options{CmdEnv: s.cfg.CmdEnv, ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer repo.Close()
+	return repo.Series(ctx, base, protocol.MaxPatchCommits, s.cfg.SnapshotLimits.WithDefaults().MaxArchiveBytes)
 }

@@ -132,7 +132,7 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 		return s.do(ctx, op)
 	}
 	key := opKey(op.OpID)
-	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.cfg.Tools.ReadOnly(op.Call.Name))
+	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.readOnly(op.Call.Name))
 	e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
 	switch {
 	case err == nil:

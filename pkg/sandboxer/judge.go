@@ -11,8 +11,10 @@ import (
 // resolution passes through (tools.Env.Judge): the path as named and each
 // symbolic link's target inside the workspace, each under the op's
 // policy, the strictest verdict winning. An approval the op carries covers
-// the path the coordinator asked a person about, the one the call names,
-// and never a different path a link leads to (gate.Path). A policy that is
+// the paths the coordinator asked a person about, the ones the call names
+// (and, for a git tool, what lies beneath a directory it names: see
+// gate.Covering), and never a different path a link leads to (gate.Path).
+// A policy that is
 // missing or does not compile refuses everything. The verdict of the last
 // refusal is left in *refused, for the observation's record. g is what
 // the call's tool declares it acts on, for a tool that is not a built-in.
@@ -23,9 +25,10 @@ func toolJudge(op *protocol.SandboxOp, g *protocol.ToolGate, refused *policy.Ver
 			return protocol.Errorf(protocol.CodeRefused, "[%s refused] %q: no policy verdict covers this operation", act, rel)
 		}
 	}
-	named := ""
+	var named []string
+	tool := ""
 	if op.Call != nil {
-		named = gate.NamedOf(op.Call, g)
+		named, tool = gate.NamedOf(op.Call, g), op.Call.Name
 	}
 	approved := op.Approval != ""
 	return func(act, rel string) error {
@@ -33,7 +36,13 @@ func toolJudge(op *protocol.SandboxOp, g *protocol.ToolGate, refused *policy.Ver
 		if act == tools.ActWrite {
 			a = policy.Write
 		}
-		v, why := gate.Path(pol, a, rel, named, approved)
+		// The named path rel is judged as, if any covers it; else the
+		// first, so that an ask on a link's target says to name it.
+		n := gate.Covering(tool, named, rel)
+		if n == "" && len(named) > 0 {
+			n = named[0]
+		}
+		v, why := gate.Path(pol, a, rel, n, approved)
 		if why == "" {
 			return nil
 		}

@@ -112,6 +112,12 @@ type Config struct {
 	Missing map[string]string
 	// Tools are the tools offered; default tools.Builtins().
 	Tools *tools.Set
+	// GitTools are offered beside Tools for a workspace that is a git
+	// repository of its own: a root workspace with a .git directory at its
+	// root, or a snapshot that carried one (not one the harness made for
+	// workspace.commit). A name Tools has already is not offered twice.
+	// Default tools.Git(); an empty set (tools.NewSet()) offers none.
+	GitTools *tools.Set
 	// CmdEnv is the whole environment commands see; default
 	// sandbox.MinimalEnv(). The sandboxer's own environment never leaks.
 	CmdEnv []string
@@ -141,8 +147,10 @@ type Config struct {
 	// are collected, for inspection; by default the close that follows
 	// removes it.
 	KeepSnapshots bool
-	// CommitAuthor and CommitEmail sign the commits a contract asks for;
-	// default "harness" and "harness@localhost".
+	// CommitAuthor and CommitEmail sign the commits a contract asks for
+	// (workspace.commit, and a snapshot's first commit) when it names no
+	// git.author; default "harness" and "harness@localhost". git_commit
+	// signs with git.author alone.
 	CommitAuthor, CommitEmail string
 	// Metrics is the registry the sandboxer's Prometheus metrics are
 	// registered on (operations, commands and their caps, snapshots; see
@@ -209,6 +217,9 @@ func (c *Config) setDefaults() error {
 	c.Missing = maps.Clone(c.Missing)
 	if c.Tools == nil {
 		c.Tools = tools.Builtins()
+	}
+	if c.GitTools == nil {
+		c.GitTools = tools.Git()
 	}
 	c.CmdEnv = slices.Clone(c.CmdEnv)
 	if c.CmdEnv == nil {
@@ -545,7 +556,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			log.Info("workspace refused: its skills are malformed", "dir", op.Workspace, "err", err)
 			return reply
 		}
-		reply.Tools = s.cfg.Tools.Offered(op.Tools)
+		reply.Tools = s.offered(isRepo(op.Workspace), op.Tools)
 		reply.Toolchain = s.toolchain(op.Workspace)
 		log.Info("workspace opened", "dir", op.Workspace)
 	case protocol.OpClose:

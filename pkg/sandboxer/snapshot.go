@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/git"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/snapshot"
 	"github.com/ioharness/harness/pkg/wire"
@@ -29,6 +30,10 @@ const (
 	snapReady     = "ready"
 	snapCollected = "collected"
 	snapArchive   = "snapshot.tar.gz"
+	// snapHead holds the commit the workspace's repository was at when the
+	// run began ("" on a branch with no commit yet): the base of the
+	// commits the run makes. Absent when the workspace was no repository.
+	snapHead = "head"
 )
 
 // claim is what the ops bucket holds under claimKey(run): the node that
@@ -132,7 +137,9 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		reply.Error = protocol.AsError(err)
 		return reply
 	}
-	reply.Tools = s.cfg.Tools.Offered(op.Tools)
+	// The git tools come with a repository the snapshot carried (base/ is
+	// the snapshot as it came), not with one made for workspace.commit.
+	reply.Tools = s.offered(isRepo(filepath.Join(dir, snapBase)), op.Tools)
 	reply.Toolchain = s.toolchain(work)
 	return reply
 }
@@ -206,6 +213,9 @@ func (s *Sandboxer) materialise(ctx context.Context, op *protocol.SandboxOp, dir
 		if _, err := g.commit(ctx, "harness: snapshot "+op.Snapshot, true); err != nil {
 			return nil, err
 		}
+	}
+	if err := recordHead(dir); err != nil {
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, snapReady), []byte(op.Snapshot+"\n"), 0o600); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "mark snapshot ready: %s", err.Error())
@@ -296,11 +306,85 @@ func (s *Sandboxer) collect(ctx context.Context, op *protocol.SandboxOp) (*proto
 		}
 		p.Commit = id
 	}
+	// The commits of the run, the agent's and the one just made, as a
+	// patch series beside the diff.
+	if err := s.collectSeries(ctx, op, dir, p); err != nil && p.Error == nil {
+		p.Error = protocol.AsError(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, snapCollected), []byte(p.Ref+"\n"), 0o600); err != nil {
 		s.log.Warn("mark snapshot collected", "run", op.Run, "err", err)
 	}
 	s.log.Info("changes collected", "run", op.Run, "files", len(ch.Files), "bytes", p.Size, "commit", p.Commit)
 	return p, nil
+}
+
+// recordHead writes, for a workspace that is a repository, the commit its
+// HEAD is at before the run does anything (snapHead).
+func recordHead(dir string) error {
+	work := filepath.Join(dir, snapWork)
+	if !isRepo(work) {
+		return nil
+	}
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "open the workspace: %s", err.Error())
+	}
+	defer root.Close()
+	h, err := git.ReadHead(root)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, snapHead), []byte(h.Parent+"\n"), 0o600); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "record the workspace's HEAD: %s", err.Error())
+	}
+	return nil
+}
+
+// baseCommit returns the commit the run's commits are counted from, and
+// false when there is none to count from: the workspace was no
+// repository when the run began (the harness made none, and the run made
+// one with a command), or the node materialised it before it recorded
+// one (then the snapshot's own repository says, if it carried one).
+func (s *Sandboxer) baseCommit(dir string) (string, bool) {
+	if b, err := os.ReadFile(filepath.Join(dir, snapHead)); err == nil {
+		id := strings.TrimSpace(string(b))
+		return id, id == "" || git.ValidObjectID(id)
+	}
+	root, err := os.OpenRoot(filepath.Join(dir, snapBase))
+	if err != nil {
+		return "", false
+	}
+	defer root.Close()
+	h, err := git.ReadHead(root)
+	return h.Parent, err == nil
+}
+
+// collectSeries stores the commits the run made in its workspace as a
+// git format-patch series in the object store and records them in p.
+func (s *Sandboxer) collectSeries(ctx context.Context, op *protocol.SandboxOp, dir string, p *protocol.Patch) error {
+	work := filepath.Join(dir, snapWork)
+	if !isRepo(work) {
+		return nil
+	}
+	base, ok := s.baseCommit(dir)
+	if !ok {
+		return nil
+	}
+	commits, series, err := s.series(ctx, op, work, base)
+	if err != nil {
+		return err
+	}
+	if len(commits) == 0 {
+		return nil
+	}
+	ref := snapshot.Ref(series)
+	if _, err := s.cfg.Workspaces.GetInfo(ctx, ref); err != nil {
+		if _, err := s.cfg.Workspaces.PutBytes(ctx, ref, series); err != nil {
+			return protocol.Errorf(protocol.CodeUnavailable, "store the patch series: %s", err.Error())
+		}
+	}
+	p.Commits, p.Series = commits, ref
+	return nil
 }
 
 // commit commits everything in the workspace and returns the commit id,

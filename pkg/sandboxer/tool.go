@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ioharness/harness/internal/fault"
@@ -34,6 +36,9 @@ func (s *Sandboxer) env(op *protocol.SandboxOp, w *workspace) *tools.Env {
 		Network:   spec.Network,
 		CmdEnv:    s.cfg.CmdEnv,
 	}
+	if op.Git != nil {
+		env.GitAuthor = op.Git.Author // the contract's; the model's arguments never reach it
+	}
 	// Every file tool asks the run's policy about each path it would
 	// touch, link targets included; grep and find omit what it refuses.
 	// A policy that is missing or does not compile allows nothing. (tool
@@ -50,7 +55,7 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		return &protocol.Observation{IsError: true, Status: protocol.CallFailed, Content: "[tool failed] no tool call"}
 	}
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
-	t, ok := s.cfg.Tools.Get(call.Name)
+	t, ok := s.lookup(call.Name)
 	if !ok {
 		obs.Status, obs.IsError = protocol.CallFailed, true
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, strings.Join(s.cfg.Tools.Names(), ", "))
@@ -92,6 +97,46 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 	}
 	obs.Status, obs.Content, obs.Changed, obs.Exec, obs.Image = protocol.CallOK, out.Content, out.Changed, out.Exec, out.Image
 	return obs
+}
+
+// lookup returns the tool called name: one of Tools, else one of
+// GitTools.
+func (s *Sandboxer) lookup(name string) (tools.Tool, bool) {
+	if t, ok := s.cfg.Tools.Get(name); ok {
+		return t, true
+	}
+	return s.cfg.GitTools.Get(name)
+}
+
+// readOnly reports whether the tool called name changes nothing.
+func (s *Sandboxer) readOnly(name string) bool {
+	if _, ok := s.cfg.Tools.Get(name); ok {
+		return s.cfg.Tools.ReadOnly(name)
+	}
+	return s.cfg.GitTools.ReadOnly(name)
+}
+
+// offered are the specs of the tools a workspace is offered: Tools (their
+// extras only when the run's contract names them, want), and GitTools
+// when it is a git repository of its own (repo).
+func (s *Sandboxer) offered(repo bool, want []string) []protocol.ToolSpec {
+	specs := s.cfg.Tools.Offered(want)
+	if !repo {
+		return specs
+	}
+	for _, g := range s.cfg.GitTools.Specs() {
+		if _, dup := s.cfg.Tools.Get(g.Name); !dup {
+			specs = append(specs, g)
+		}
+	}
+	return specs
+}
+
+// isRepo reports whether dir holds a git repository of its own: a .git
+// directory (not a gitdir file or a link) at its root.
+func isRepo(dir string) bool {
+	fi, err := os.Lstat(filepath.Join(dir, ".git"))
+	return err == nil && fi.IsDir()
 }
 
 // covered takes the sandboxer's own verdict on a tool call and returns why

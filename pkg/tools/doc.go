@@ -1,6 +1,7 @@
 // Package tools holds the tools an agent uses on a sandboxer: grep, find,
-// read_file, write_file, edit_file and exec, and the workspace they are
-// confined to.
+// read_file, write_file, edit_file and exec ([Builtins]), view_image, the
+// git tools git_status, git_diff, git_log, git_add and git_commit ([Git]),
+// and the workspace they are confined to.
 //
 // A caller's steps:
 //
@@ -44,6 +45,14 @@
 // exec is not confined this way: its command runs with whatever the
 // sandbox backend allows, in the workspace directory. File rules do not
 // constrain commands.
+//
+// The git tools run one fixed git command each, through Env.Sandbox: the
+// model gives paths (checked by Resolve and judged as the file tools'
+// are, none in a .git directory, each a literal name after "--") and a
+// message (one argv element), never a subcommand or a flag, and git reads
+// no configuration of the repository's, so no hook or filter it names
+// runs. git_commit signs with Env.GitAuthor, which comes from the
+// contract, and is refused without it.
 //
 // # Errors
 //

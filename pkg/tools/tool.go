@@ -37,6 +37,10 @@ type Env struct {
 	// CmdEnv is the complete environment of exec's commands (see
 	// sandbox.MinimalEnv). Nil means an empty environment.
 	CmdEnv []string
+	// GitAuthor is who git_commit's commits are by, author and committer:
+	// the contract's git.author, "Name <email>". The model never sets it.
+	// Empty, git_commit is refused.
+	GitAuthor string
 	// EntryCap is the most characters (Unicode code points) one
 	// observation may hold; default DefaultEntryCap, at least 512.
 	EntryCap int
