@@ -37,6 +37,11 @@ var toolActs = map[string]struct {
 	"exec":       {policy.Exec, "argv"},
 	"grep":       {policy.Read, ""}, // filtered per file on the sandboxer
 	"find":       {policy.Read, ""},
+	// read_skill as the coordinator sends it for a skills snapshot: the
+	// read of "skills/" and the skill's path in the snapshot, which the
+	// sandboxer answers from its own copy (the model's read_skill names
+	// the skill, and the coordinator turns the name into this path).
+	"read_skill": {policy.Read, "path"},
 }
 
 // Verdict decides one tool call under the run's policy. It returns the
