@@ -571,3 +571,50 @@ func TestSkillsSnapshotApprovedLater(t *testing.T) {
 		t.Errorf("the approved read_skill did not read the skill: %+v", recs)
 	}
 }
+
+// TestSkillsSnapshotOfSnapshotWorkspace carries both the workspace and
+// the skills as snapshots: the skill is read, and the run's changes (its
+// patch) hold nothing of the skills, which were never in the workspace.
+func TestSkillsSnapshotOfSnapshotWorkspace(t *testing.T) {
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"main.go": "package main\n"})
+	sk := t.TempDir()
+	writeFiles(t, sk, map[string]string{"deploy.md": "---\nname: deploy\ndescription: Deploy it.\n---\nRun make deploy.\n"})
+	agent := provider.NewScripted(
+		&protocol.Turn{ToolCalls: []protocol.ToolCall{call("a", "read_skill", `{"name":"deploy"}`), call("w", "write_file", `{"path":"NOTES.md","content":"deployed\n"}`)}},
+		&protocol.Turn{Text: "done"})
+	cl := clustertest.Start(t, harness.Config{Provider: agent, NoTakeover: true})
+	wsRef, err := cl.UploadWorkspace(t.Context(), src, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skRef, err := cl.UploadWorkspace(t.Context(), sk, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := contract("")
+	c.Workspace = protocol.Workspace{Snapshot: wsRef}
+	c.Skills = &protocol.SkillsSpec{Snapshot: skRef}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("both-snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil || res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("Wait = %+v, %v; want finished", res, err)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Kind == protocol.RecordStep && r.Step == 1 {
+			if o := r.Observations[0]; o.State() != protocol.CallOK || !strings.Contains(o.Content, "Run make deploy.") {
+				t.Errorf("read_skill deploy = %+v, want its body", o)
+			}
+		}
+	}
+	if res.Patch == nil || len(res.Patch.Files) != 1 || res.Patch.Files[0].Path != "NOTES.md" {
+		t.Errorf("patch = %+v, want NOTES.md alone", res.Patch)
+	}
+}

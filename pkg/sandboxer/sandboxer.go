@@ -256,10 +256,13 @@ type Sandboxer struct {
 	stopMu    sync.Mutex // guards stopping and every wg.Add
 	stopping  bool
 
-	// snapMu serialises materialising and removing snapshot workspaces
-	// and skills snapshots. It is taken before mu, never while mu is held.
-	snapMu sync.Mutex
-	m      *metrics.Sandboxer
+	// snapMu serialises materialising and removing snapshot workspaces,
+	// skillsMu unpacking and removing skills snapshots (a snapshot
+	// workspace's open unpacks its run's skills holding snapMu). The order
+	// is snapMu, skillsMu, mu: neither is taken while a later one is held.
+	snapMu   sync.Mutex
+	skillsMu sync.Mutex
+	m        *metrics.Sandboxer
 
 	mu         sync.Mutex            // guards workspaces, byDir, skillSets, ops (and their entries' reply and waiters) and opOrder
 	workspaces map[string]*workspace // by run

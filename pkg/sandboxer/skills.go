@@ -110,8 +110,8 @@ func (s *Sandboxer) skillSet(ctx context.Context, run, ref string) (*skillSet, e
 	if k := held(); k != nil {
 		return k, nil
 	}
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
+	s.skillsMu.Lock()
+	defer s.skillsMu.Unlock()
 	if k := held(); k != nil {
 		return k, nil // unpacked meanwhile, by a call of the same run
 	}
@@ -135,7 +135,7 @@ func (s *Sandboxer) skillSet(ctx context.Context, run, ref string) (*skillSet, e
 // names, unpacks it with the limits and the checks of a workspace
 // snapshot into SnapshotDir/<run>.skills/skills, and reads its
 // catalogue. On an error the directory is removed. The caller holds
-// snapMu.
+// skillsMu.
 func (s *Sandboxer) unpackSkills(ctx context.Context, run, ref string) (*skillSet, error) {
 	const field = "skills.snapshot"
 	lim := s.cfg.SnapshotLimits.WithDefaults()
@@ -220,8 +220,8 @@ func (s *Sandboxer) closeSkills(run string) {
 	if s.cfg.SnapshotDir == "" {
 		return
 	}
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
+	s.skillsMu.Lock()
+	defer s.skillsMu.Unlock()
 	s.mu.Lock()
 	k := s.skillSets[run]
 	delete(s.skillSets, run)

@@ -156,6 +156,20 @@ func TestSkillsSnapshot(t *testing.T) {
 		t.Fatalf("the skills snapshot is left after the second close: %v", err)
 	}
 
+	// A snapshot workspace's skills come as a snapshot of their own too,
+	// unpacked beside it, not in it.
+	r, err = do(t, c.nc, wire.SandboxSnapshotSubject, &protocol.SandboxOp{OpID: "r5.open", Run: "r5", Kind: protocol.OpOpen, Snapshot: c.put(ws), Policy: read,
+		Skills: spec}, 20*time.Second)
+	if err != nil || r.Error != nil || fmt.Sprint(r.Skills) != fmt.Sprint(want) {
+		t.Fatalf("open a snapshot workspace with a skills snapshot = %+v, %v; want the catalogue %v", r, err, want)
+	}
+	if _, err := os.Stat(filepath.Join(snapDir, "r5.skills", "skills", "deploy.md")); err != nil {
+		t.Errorf("the skills snapshot of a snapshot workspace is not unpacked beside it: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(snapDir, "r5", "work", "skills")); !os.IsNotExist(err) {
+		t.Errorf("the skills snapshot is in the snapshot workspace: %v", err)
+	}
+
 	bad := t.TempDir()
 	writeFile(t, filepath.Join(bad, "deploy.md"), "---\nname: deploy\ndescription: How to deploy.\n---\n")
 	writeFile(t, filepath.Join(bad, "broken.md"), "# no front matter\n")
