@@ -117,7 +117,11 @@ serving the data directory) and prints the run id. With --wait it prints the
 run's progress and exits with its outcome's code. A relative workspace root
 is resolved by the sandboxer against its base directory. --workspace DIR
 uploads DIR as a snapshot instead, which any sandboxer materialises; the
-run's changes come back with harness fetch RUN.`)
+run's changes come back with harness fetch RUN. --skills DIR uploads a
+directory of skills as a snapshot of its own and makes it the contract's
+skills (skills.snapshot); the sandboxer keeps it apart from the workspace,
+and the policy judges a read of one as the read of skills/ and its path in
+DIR.`)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
 	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory to find a local cluster in")
@@ -126,6 +130,7 @@ run's changes come back with harness fetch RUN.`)
 	id := fs.String("id", "", "idempotency key; submitting again with it returns the same run")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for a coordinator to accept the contract")
 	ws := workspaceFlags(fs)
+	skillsDir := fs.String("skills", "", "carry this directory of skills (NAME.md, NAME/SKILL.md) as a snapshot of its own, as the contract's skills.snapshot")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitForParse(err)
@@ -138,6 +143,16 @@ run's changes come back with harness fetch RUN.`)
 	if err != nil {
 		return reportContractError(env, err)
 	}
+	if snap != nil {
+		defer snap.Remove()
+	}
+	skills, err := withSkills(contract, *skillsDir)
+	if err != nil {
+		return reportContractError(env, err)
+	}
+	if skills != nil {
+		defer skills.Remove()
+	}
 	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
 	if err != nil {
 		fail(env.stderr, "%v", err)
@@ -145,12 +160,18 @@ run's changes come back with harness fetch RUN.`)
 	}
 	defer closeFn()
 	if snap != nil {
-		defer snap.Remove()
 		if err := c.PutSnapshot(ctx, snap); err != nil {
 			fail(env.stderr, "%v", err)
 			return exitError
 		}
 		fmt.Fprintf(env.stderr, "workspace   %s\n", describeSnapshot(*ws.dir, snap))
+	}
+	if skills != nil {
+		if err := c.PutSnapshot(ctx, skills); err != nil {
+			fail(env.stderr, "%v", err)
+			return exitError
+		}
+		fmt.Fprintf(env.stderr, "skills      %s\n", describeSnapshot(*skillsDir, skills))
 	}
 	opts := []harness.SubmitOption{harness.WithRunID(cmp.Or(*id, harness.NewRunID()))}
 	if *wait {

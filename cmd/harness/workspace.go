@@ -94,6 +94,32 @@ func withSnapshot(raw []byte, ref, commit string) ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// withSkills packs the directory dir (--skills) and makes the contract's
+// skills that snapshot, replacing what the contract names, and checks
+// the contract again (a single-file contract takes no skills). It
+// returns nil, and leaves the contract as it is, for no dir. The caller
+// removes the snapshot once uploaded. Errors: an unreadable dir, those of
+// harness.PackSnapshot, the contract's refusal.
+func withSkills(c *protocol.Contract, dir string) (*harness.Snapshot, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: --skills names a directory of skills (NAME.md, NAME/SKILL.md); %s is none", errUsage, dir)
+	}
+	snap, err := harness.PackSnapshot(dir, snapshot.PackOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c.Skills = &protocol.SkillsSpec{Snapshot: snap.Ref}
+	if err := c.Validate(); err != nil {
+		_ = snap.Remove()
+		return nil, err
+	}
+	return snap, nil
+}
+
 // describeSnapshot says what was packed, and what was left out.
 func describeSnapshot(dir string, s *harness.Snapshot) string {
 	d := fmt.Sprintf("snapshot of %s (%d entries, %d bytes packed to %d)\n            %s", dir, s.Info.Files, s.Info.Bytes, s.Size, s.Ref)

@@ -58,6 +58,11 @@ var toolActs = map[string]struct {
 	"git_log":    {act: policy.Read, arg: "paths", list: true},
 	"git_add":    {act: policy.Write, arg: "paths", list: true, required: true},
 	"git_commit": {act: policy.Write, at: "."},
+	// read_skill as the coordinator sends it for a skills snapshot: the
+	// read of "skills/" and the skill's path in the snapshot, which the
+	// sandboxer answers from its own copy (the model's read_skill names
+	// the skill, and the coordinator turns the name into this path).
+	"read_skill": {act: policy.Read, arg: "path"},
 }
 
 // Verdict decides one tool call under the run's policy. It returns the

@@ -81,6 +81,11 @@ func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolC
 	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
 		Workspace: d.s.contract.Workspace.Dir(), Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval,
 		Git: d.s.contract.Git}
+	if call.Name == ReadSkillTool {
+		// The read of a skill of a skills snapshot: a sandboxer that no
+		// longer holds the run's copy (it restarted) unpacks it again.
+		op.Skills = d.s.contract.Skills
+	}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	switch {
 	case err != nil:

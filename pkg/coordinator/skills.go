@@ -11,15 +11,19 @@ import (
 
 // ReadSkillTool is the tool an agent reads one of its skills with, by
 // name. It is offered to a run whose contract names skills, unless its
-// sandboxer offers a tool of that name, and answered as the read_file of
-// the skill's file: judged by the run's policy on that path here, and
-// again, links included, by the sandboxer that reads it. The catalogue of
-// names and descriptions is in the system prompt.
+// sandboxer offers a tool of that name. A skill of a skills directory is
+// answered as the read_file of its file; one of a skills snapshot as a
+// read_skill call naming its path, "skills/" and the file's path in the
+// snapshot, which the sandboxer answers from its own copy of the
+// snapshot, outside the workspace. Either is judged by the run's policy
+// as the read of that path here, and again, links included, by the
+// sandboxer that reads it. The catalogue of names and descriptions is in
+// the system prompt.
 const ReadSkillTool = "read_skill"
 
 var readSkillSpec = protocol.ToolSpec{
 	Name: ReadSkillTool,
-	Description: "Read one of the skills listed in the system prompt: instructions for a kind of work, kept in the workspace. " +
+	Description: "Read one of the skills listed in the system prompt: instructions for a kind of work. " +
 		"Read a skill when the task calls for what its description says.",
 	Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["name"],` +
 		`"properties":{"name":{"type":"string","description":"the skill's name, as the catalogue gives it"}}}`),
@@ -50,11 +54,13 @@ func (d *driver) catalogue() []protocol.Skill {
 	return d.skills
 }
 
-// skillRead turns a read_skill call into the read_file of its skill's
-// file, under the call's id, which is what the policy judges and the
-// sandboxer carries out. It returns the failed call's observation
-// instead for arguments that are not {"name": NAME} and for a name the
-// catalogue does not hold (listing those it does).
+// skillRead turns a read_skill call into the read of its skill's file,
+// under the call's id, which is what the policy judges and the sandboxer
+// carries out: a read_file of the file in the workspace for a skills
+// directory, a read_skill of its path for a skills snapshot (the name
+// the model gave is not passed on). It returns the failed call's
+// observation instead for arguments that are not {"name": NAME} and for
+// a name the catalogue does not hold (listing those it does).
 func (d *driver) skillRead(call *protocol.ToolCall) (*protocol.ToolCall, *protocol.Observation) {
 	fail := func(msg string) (*protocol.ToolCall, *protocol.Observation) {
 		return nil, &protocol.Observation{CallID: call.ID, Tool: call.Name, Status: protocol.CallFailed, IsError: true, Content: msg}
@@ -75,7 +81,11 @@ func (d *driver) skillRead(call *protocol.ToolCall) (*protocol.ToolCall, *protoc
 	for _, sk := range cat {
 		if sk.Name == *a.Name {
 			args, _ := json.Marshal(map[string]string{"path": sk.Path})
-			return &protocol.ToolCall{ID: call.ID, Name: "read_file", Arguments: args}, nil
+			name := "read_file"
+			if d.s.contract.Skills.Snapshot != "" {
+				name = ReadSkillTool
+			}
+			return &protocol.ToolCall{ID: call.ID, Name: name, Arguments: args}, nil
 		}
 	}
 	names := make([]string, len(cat))
@@ -110,7 +120,7 @@ func skillsPrompt(cat []protocol.Skill) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("Skills: the workspace keeps instructions for particular kinds of work. When the task calls for one, read it with read_skill (its name) before you start that part; a skill is guidance for the task, not a task of its own.")
+	b.WriteString("Skills: this task comes with instructions for particular kinds of work. When the task calls for one, read it with read_skill (its name) before you start that part; a skill is guidance for the task, not a task of its own.")
 	for _, sk := range cat {
 		fmt.Fprintf(&b, "\n- %s: %s", sk.Name, sk.Description)
 	}

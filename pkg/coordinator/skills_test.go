@@ -4,17 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/snapshot"
 )
 
 // writeFiles writes files (path relative to dir: content) under dir.
@@ -334,5 +338,283 @@ func TestSkillAsked(t *testing.T) {
 				t.Errorf("the approved read_skill = %+v, want the skill's body", o)
 			}
 		}
+	}
+}
+
+// TestSkillsSnapshot runs a contract whose skills come as a snapshot of
+// their own, uploaded with the Go client, on the embedded default: the
+// catalogue reaches the system prompt; a skill is read, from the
+// sandboxer's copy (read_file of its path finds nothing in the
+// workspace); one whose path (skills/ and its path in the snapshot) the
+// policy denies is refused with the rule; one it asks about is put to
+// the approver as the read of that path, and read once approved; an
+// unknown name fails. The copy is gone once the run has ended.
+func TestSkillsSnapshot(t *testing.T) {
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"main.go": "package main\n"})
+	sk := t.TempDir()
+	writeFiles(t, sk, map[string]string{
+		"deploy.md":         "---\nname: deploy\ndescription: How to deploy the service to staging.\n---\nRun make deploy-staging, then check /healthz.\n",
+		"secret.md":         "---\nname: secret\ndescription: The on-call runbook.\n---\nThe pager password is hunter2.\n",
+		"careful/SKILL.md":  "---\nname: careful\ndescription: Read with a person's leave.\n---\nTake a backup first.\n",
+		"careful/notes.txt": "not a skill",
+	})
+	var mu sync.Mutex
+	var reqs []*protocol.CompletionRequest
+	var asked []*protocol.Pending
+	data := t.TempDir()
+	copyDir := filepath.Join(data, "snapshots", "skills-snap.skills")
+	var unpacked error // whether the sandboxer's copy was there for the first step
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, n int) (*protocol.Turn, error) {
+		mu.Lock()
+		reqs = append(reqs, req)
+		if n == 1 {
+			_, unpacked = os.Stat(filepath.Join(copyDir, "skills", "deploy.md"))
+		}
+		mu.Unlock()
+		switch n {
+		case 1:
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{call("a", "read_skill", `{"name":"deploy"}`), call("w", "read_file", `{"path":"skills/deploy.md"}`)}}, nil
+		case 2:
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{call("b", "read_skill", `{"name":"secret"}`), call("c", "read_skill", `{"name":"careful"}`),
+				call("d", "read_skill", `{"name":"nosuch"}`)}}, nil
+		}
+		return &protocol.Turn{Text: "done"}, nil
+	})
+	approver := coordinator.ApproverFunc(func(_ context.Context, p *protocol.Pending) (*protocol.Decision, error) {
+		mu.Lock()
+		asked = append(asked, p)
+		mu.Unlock()
+		return &protocol.Decision{Approve: true, By: "test"}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, DataDir: data, Provider: agent, NoTakeover: true, Approver: approver})
+	ref, err := cl.UploadWorkspace(t.Context(), sk, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := contract(ws)
+	c.Skills = &protocol.SkillsSpec{Snapshot: ref}
+	c.Policy.Layers = []protocol.Layer{{Name: "private", Rules: []protocol.Rule{
+		{Act: "read", Effect: "deny", Pattern: "skills/secret.md"}, {Act: "read", Effect: "ask", Pattern: "skills/careful/*"}}}}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("skills-snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished || res.Steps != 3 {
+		t.Fatalf("outcome = %s after %d steps (%s), want finished after 3", res.Outcome, res.Steps, res.Reason)
+	}
+	// The sandboxer's copy goes when the run's workspace closes.
+	mu.Lock()
+	if unpacked != nil {
+		t.Errorf("the sandboxer's copy of the skills was not in %s during the run: %v", copyDir, unpacked)
+	}
+	mu.Unlock()
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if _, err := os.Stat(copyDir); !os.IsNotExist(err) {
+			return fmt.Errorf("the skills snapshot is still at %s (%v)", copyDir, err)
+		}
+		return nil
+	})
+
+	mu.Lock()
+	defer mu.Unlock()
+	first := reqs[0]
+	for _, want := range []string{"- careful: Read with a person's leave.", "- deploy: How to deploy the service to staging.", "- secret: The on-call runbook.", "read_skill"} {
+		if !strings.Contains(first.System, want) {
+			t.Errorf("the system prompt lacks %q:\n%s", want, first.System)
+		}
+	}
+	for _, r := range reqs {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, "hunter2") {
+				t.Errorf("the denied skill's body reached the model: %q", m.Content)
+			}
+		}
+	}
+	if len(asked) != 1 || asked[0].Act != "read" || asked[0].Target != "skills/careful/SKILL.md" || asked[0].Rule != "skills/careful/*" || asked[0].Tool != "read_skill" {
+		t.Errorf("asked %+v, want one read_skill, the read of skills/careful/SKILL.md under the rule skills/careful/*", asked)
+	}
+
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []protocol.Record
+	for _, r := range recs {
+		if r.Kind == protocol.RecordStep {
+			steps = append(steps, r)
+		}
+	}
+	if len(steps[0].Skills) != 3 || steps[0].Skills[0].Path != "skills/careful/SKILL.md" || steps[0].Skills[1].Path != "skills/deploy.md" {
+		t.Errorf("step 1 recorded the catalogue %+v, want the three skills under skills/", steps[0].Skills)
+	}
+	if o := steps[0].Observations[0]; o.Tool != "read_skill" || o.State() != protocol.CallOK || !strings.Contains(o.Content, "make deploy-staging") {
+		t.Errorf("read_skill deploy = %+v, want its body", o)
+	}
+	if o := steps[0].Observations[1]; strings.Contains(o.Content, "make deploy-staging") || !strings.Contains(o.Content, "does not exist") {
+		t.Errorf("read_file skills/deploy.md = %+v, want nothing: the skills are not in the workspace", o)
+	}
+	denied := steps[1].Observations[0]
+	if denied.State() != protocol.CallRefused || denied.Refused == nil || denied.Refused.Rule != "skills/secret.md" ||
+		denied.Refused.Target != "skills/secret.md" || denied.Refused.Layer != "private" || strings.Contains(denied.Content, "hunter2") {
+		t.Errorf("read_skill secret = %+v, want refused by the rule skills/secret.md of layer private", denied)
+	}
+	if o := steps[1].Observations[1]; o.Tool != "read_skill" || o.State() != protocol.CallOK || !strings.Contains(o.Content, "Take a backup first.") {
+		t.Errorf("the approved read_skill careful = %+v, want its body", o)
+	}
+	if o := steps[1].Observations[2]; o.State() != protocol.CallFailed || !strings.Contains(o.Content, "careful, deploy, secret") {
+		t.Errorf("read_skill nosuch = %+v, want a failure listing the skills", o)
+	}
+}
+
+// TestSkillsSnapshotRefused checks that a skills snapshot whose front
+// matter is malformed refuses the run before its first step, naming the
+// file and the field skills.snapshot, and that a ref the object store
+// does not hold does too, with not_found; neither calls the provider nor
+// leaves the sandboxer's copy behind. A contract naming both a directory
+// and a snapshot is refused on submission.
+func TestSkillsSnapshotRefused(t *testing.T) {
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"main.go": "package main\n"})
+	bad := t.TempDir()
+	writeFiles(t, bad, map[string]string{"ok.md": "---\nname: ok\ndescription: Fine.\n---\n", "broken/SKILL.md": "---\nname: broken\n---\n"})
+	agent := provider.NewScripted(&protocol.Turn{Text: "done"})
+	data := t.TempDir()
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, DataDir: data, Provider: agent, NoTakeover: true})
+	ref, err := cl.UploadWorkspace(t.Context(), bad, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, ref, want string }{
+		{"malformed", ref, `invalid_field skills.snapshot: the skill skills/broken/SKILL.md: its front matter has no "description:" line`},
+		{"unknown", "sha256-" + strings.Repeat("0", 64), "not_found skills.snapshot: no snapshot sha256-" + strings.Repeat("0", 64)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := contract(ws)
+			c.Skills = &protocol.SkillsSpec{Snapshot: tt.ref}
+			h, err := cl.Submit(t.Context(), c, harness.WithRunID("bad-"+tt.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Wait(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != protocol.OutcomeFailed || res.Steps != 0 || !strings.Contains(res.Reason, tt.want) {
+				t.Errorf("outcome = %s after %d steps (%s), want failed before step 1 saying %q", res.Outcome, res.Steps, res.Reason, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(data, "snapshots", "bad-"+tt.name+".skills")); !os.IsNotExist(err) {
+				t.Errorf("the refused skills snapshot is left behind: %v", err)
+			}
+		})
+	}
+	if n := agent.Calls(); n != 0 {
+		t.Errorf("the provider was called %d times, want none", n)
+	}
+	c := contract(ws)
+	c.Skills = &protocol.SkillsSpec{Dir: "skills", Snapshot: ref}
+	if _, err := cl.Submit(t.Context(), c); !errors.Is(err, protocol.ErrInvalidField) || protocol.AsError(err).Field != "skills" {
+		t.Errorf("Submit(skills dir and snapshot) = %v, want invalid_field skills", err)
+	}
+}
+
+// TestSkillsSnapshotApprovedLater pauses a run at the read of a skill of
+// its skills snapshot that the policy asks about, and has a person
+// approve it: the pending action is read_skill of the skill's path, and
+// the read carried out on the decision gives the skill's body.
+func TestSkillsSnapshotApprovedLater(t *testing.T) {
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"main.go": "package main\n"})
+	sk := t.TempDir()
+	writeFiles(t, sk, map[string]string{"deploy.md": "---\nname: deploy\ndescription: Deploy it.\n---\nRun make deploy.\n"})
+	agent := provider.NewScripted(&protocol.Turn{ToolCalls: []protocol.ToolCall{call("a", "read_skill", `{"name":"deploy"}`)}}, &protocol.Turn{Text: "done"})
+	// Taking runs over: a decided run is taken up again by a coordinator.
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent})
+	ref, err := cl.UploadWorkspace(t.Context(), sk, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := contract(ws)
+	c.Skills = &protocol.SkillsSpec{Snapshot: ref}
+	c.Policy.Layers = []protocol.Layer{{Name: "careful", Rules: []protocol.Rule{{Act: "read", Effect: "ask", Pattern: "skills/*"}}}}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("skill-later"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.WaitPaused(t, cl.Client, "skill-later")
+	id := protocol.ApprovalID("skill-later", 1, 0)
+	ap, err := cl.Decide(t.Context(), id, &protocol.Decision{Approve: true, By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ap.Pending; p == nil || p.Tool != "read_skill" || p.Target != "skills/deploy.md" || p.Act != "read" {
+		t.Errorf("pending %+v, want read_skill, the read of skills/deploy.md", ap.Pending)
+	}
+	if st := clustertest.WaitSettled(t, cl.Client, "skill-later"); st.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("run = %s (%s), want finished", st.Outcome, st.Reason)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := false
+	for _, r := range recs {
+		if r.Kind == protocol.RecordDecision {
+			read = len(r.Observations) == 1 && r.Observations[0].State() == protocol.CallOK && strings.Contains(r.Observations[0].Content, "Run make deploy.")
+		}
+	}
+	if !read {
+		t.Errorf("the approved read_skill did not read the skill: %+v", recs)
+	}
+}
+
+// TestSkillsSnapshotOfSnapshotWorkspace carries both the workspace and
+// the skills as snapshots: the skill is read, and the run's changes (its
+// patch) hold nothing of the skills, which were never in the workspace.
+func TestSkillsSnapshotOfSnapshotWorkspace(t *testing.T) {
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"main.go": "package main\n"})
+	sk := t.TempDir()
+	writeFiles(t, sk, map[string]string{"deploy.md": "---\nname: deploy\ndescription: Deploy it.\n---\nRun make deploy.\n"})
+	agent := provider.NewScripted(
+		&protocol.Turn{ToolCalls: []protocol.ToolCall{call("a", "read_skill", `{"name":"deploy"}`), call("w", "write_file", `{"path":"NOTES.md","content":"deployed\n"}`)}},
+		&protocol.Turn{Text: "done"})
+	cl := clustertest.Start(t, harness.Config{Provider: agent, NoTakeover: true})
+	wsRef, err := cl.UploadWorkspace(t.Context(), src, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skRef, err := cl.UploadWorkspace(t.Context(), sk, snapshot.PackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := contract("")
+	c.Workspace = protocol.Workspace{Snapshot: wsRef}
+	c.Skills = &protocol.SkillsSpec{Snapshot: skRef}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("both-snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil || res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("Wait = %+v, %v; want finished", res, err)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Kind == protocol.RecordStep && r.Step == 1 {
+			if o := r.Observations[0]; o.State() != protocol.CallOK || !strings.Contains(o.Content, "Run make deploy.") {
+				t.Errorf("read_skill deploy = %+v, want its body", o)
+			}
+		}
+	}
+	if res.Patch == nil || len(res.Patch.Files) != 1 || res.Patch.Files[0].Path != "NOTES.md" {
+		t.Errorf("patch = %+v, want NOTES.md alone", res.Patch)
 	}
 }

@@ -49,9 +49,10 @@ type Contract struct {
 	// Parent names the run this one is a sub-agent of: it joins the
 	// parent's agent tree and draws from the tree's ceiling.
 	Parent string `json:"parent,omitempty"`
-	// Skills names a directory of skills in the workspace: their names
-	// and descriptions go into the system prompt, and the read_skill tool
-	// reads one's body. See docs/contract.md.
+	// Skills names the run's skills, a directory in the workspace or a
+	// snapshot of their own: their names and descriptions go into the
+	// system prompt, and the read_skill tool reads one's body. See
+	// docs/contract.md.
 	Skills *SkillsSpec `json:"skills,omitempty"`
 	// Tools names the tools the run needs beyond the built-ins: tools a
 	// sandboxer built with them advertises (its micro service metadata,
@@ -98,13 +99,26 @@ func (c *Contract) validateTools() error {
 	return nil
 }
 
-// SkillsSpec names where a run's skills are: Dir, a directory relative to
-// the workspace root, holding one markdown file per skill (NAME.md, or
-// NAME/SKILL.md) that opens with front matter giving its name and
-// description.
+// SkillsSpec names where a run's skills are: a directory holding one
+// markdown file per skill (NAME.md, or NAME/SKILL.md) that opens with
+// front matter giving its name and description. Exactly one field is set.
 type SkillsSpec struct {
-	Dir string `json:"dir"`
+	// Dir is the directory in the workspace, relative to its root.
+	Dir string `json:"dir,omitempty"`
+	// Snapshot is the ref ("sha256-" and 64 hex digits) of the directory
+	// packed as a snapshot in the harness-workspaces object store, as a
+	// workspace snapshot is (harness submit --skills DIR). The sandboxer
+	// unpacks it apart from the workspace, where no file tool reaches,
+	// and answers read_skill from there; the policy judges those reads
+	// as reads of SkillsSnapshotRoot/ and the skill's path in the snapshot.
+	Snapshot string `json:"snapshot,omitempty"`
 }
+
+// SkillsSnapshotRoot is the directory a skills snapshot is read as: the
+// skill NAME.md at the snapshot's top is the catalogue's
+// "skills/NAME.md", which is what a read of it is judged on, and what a
+// rule names to deny it.
+const SkillsSnapshotRoot = "skills"
 
 // MaxSkills bounds the skills one directory may hold.
 const MaxSkills = 64
@@ -538,9 +552,9 @@ func checkedPath(ws Workspace, field, p string) error {
 	return nil
 }
 
-// validateSkills checks the skills directory: a clean path relative to
-// the workspace root that stays inside it, in a workspace that has a
-// directory to hold it.
+// validateSkills checks the run's skills: exactly one of a directory
+// (a clean path relative to the workspace root that stays inside it) and
+// a snapshot ref, in a workspace that is more than one file.
 func (c *Contract) validateSkills() error {
 	sk := c.Skills
 	if sk == nil {
@@ -549,8 +563,23 @@ func (c *Contract) validateSkills() error {
 	const field = "skills.dir"
 	d := sk.Dir
 	switch {
-	case strings.TrimSpace(d) == "":
-		return FieldError(CodeMissingField, field, `name the directory of skills, relative to the workspace root, such as "skills"`, "no skills directory")
+	case strings.TrimSpace(d) == "" && sk.Snapshot == "":
+		return FieldError(CodeMissingField, field, `name the directory of skills, relative to the workspace root, such as {"dir": "skills"}, or carry them as a snapshot ({"snapshot": REF}, made by harness submit --skills DIR)`,
+			"no skills directory")
+	case d != "" && sk.Snapshot != "":
+		return FieldError(CodeInvalidField, "skills", `set "dir" or "snapshot", not both`, "the skills are both a directory of the workspace and a snapshot")
+	case c.Workspace.File != "":
+		f := field
+		if sk.Snapshot != "" {
+			f = "skills.snapshot"
+		}
+		return FieldError(CodeInvalidField, f, "leave skills out of a single-file contract, or give the agent the directory (workspace.root)",
+			"a single-file contract sees only its file, so it can read no skills")
+	case sk.Snapshot != "" && !ValidSnapshotRef(sk.Snapshot):
+		return FieldError(CodeInvalidField, "skills.snapshot", `use the ref harness submit --skills printed: "sha256-" and 64 hex digits`,
+			"%q is not a snapshot ref", clipField(sk.Snapshot))
+	case sk.Snapshot != "":
+		return nil
 	case strings.ContainsAny(d, "\x00\n\r"):
 		return FieldError(CodeInvalidField, field, "remove the NUL, newline or carriage-return byte", "the skills directory %q holds a control byte", clipField(d))
 	case strings.HasPrefix(d, "/"):
@@ -559,9 +588,6 @@ func (c *Contract) validateSkills() error {
 		return FieldError(CodeInvalidField, field, fmt.Sprintf("write it as %q", path.Clean(d)), "the skills directory %q is not a clean path", clipField(d))
 	case d == ".." || strings.HasPrefix(d, "../"):
 		return FieldError(CodeInvalidField, field, "name a directory inside the workspace", "the skills directory %q climbs out of the workspace", clipField(d))
-	case c.Workspace.File != "":
-		return FieldError(CodeInvalidField, field, "leave skills out of a single-file contract, or give the agent the directory (workspace.root)",
-			"a single-file contract sees only its file, so it can read no skills")
 	}
 	return nil
 }

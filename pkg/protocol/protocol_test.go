@@ -102,7 +102,12 @@ func TestSingleFileAndSkills(t *testing.T) {
 		{"skills absolute", strings.Replace(root, "S", `{"dir":"/etc"}`, 1), ErrInvalidField, "skills.dir", ""},
 		{"skills climbing out", strings.Replace(root, "S", `{"dir":"../other"}`, 1), ErrInvalidField, "skills.dir", ""},
 		{"skills unclean", strings.Replace(root, "S", `{"dir":"docs//skills/"}`, 1), ErrInvalidField, "skills.dir", ""},
-		{"skills unknown field", strings.Replace(root, "S", `{"dir":"s","snapshot":"x"}`, 1), ErrUnknownField, "skills.snapshot", ""},
+		{"skills unknown field", strings.Replace(root, "S", `{"dir":"s","path":"x"}`, 1), ErrUnknownField, "skills.path", ""},
+		{"skills as a snapshot", strings.Replace(root, "S", `{"snapshot":"sha256-abababababababababababababababababababababababababababababababab"}`, 1), nil, "", ""},
+		{"skills as a snapshot of a snapshot workspace", strings.Replace(strings.Replace(root, "S", `{"snapshot":"sha256-abababababababababababababababababababababababababababababababab"}`, 1), `{"root":"/w"}`, `{"snapshot":"sha256-abababababababababababababababababababababababababababababababab"}`, 1), nil, "", ""},
+		{"skills both a dir and a snapshot", strings.Replace(root, "S", `{"dir":"s","snapshot":"sha256-abababababababababababababababababababababababababababababababab"}`, 1), ErrInvalidField, "skills", ""},
+		{"skills snapshot not a ref", strings.Replace(root, "S", `{"snapshot":"sha256-xyz"}`, 1), ErrInvalidField, "skills.snapshot", ""},
+		{"skills snapshot of a single file", strings.Replace(strings.Replace(file, "V", `{"none":{}}`, 1), `"task"`, `"skills":{"snapshot":"sha256-abababababababababababababababababababababababababababababababab"},"task"`, 1), ErrInvalidField, "skills.snapshot", ""},
 		{"skills of a single file", strings.Replace(strings.Replace(file, "V", `{"none":{}}`, 1), `"task"`, `"skills":{"dir":"s"},"task"`, 1), ErrInvalidField, "skills.dir", ""},
 	}
 	for _, tt := range tests {

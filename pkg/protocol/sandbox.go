@@ -40,9 +40,13 @@ type SandboxOp struct {
 	// changes: the open makes a workspace that is not a repository into
 	// one whose first commit is the snapshot, the collect commits the run.
 	Commit *CommitSpec `json:"commit,omitempty"`
-	// Skills, on an open, names the run's skills directory: the sandboxer
-	// reads their catalogue and answers it in SandboxReply.Skills, or
-	// refuses the open, naming the file, when one is malformed.
+	// Skills, on an open, names the run's skills: the sandboxer reads
+	// their catalogue (a skills snapshot it first fetches and unpacks, apart
+	// from the workspace) and answers it in SandboxReply.Skills, or
+	// refuses the open, naming the file, when one is malformed. A
+	// read_skill tool call carries it too, so that a sandboxer that no
+	// longer holds the run's skills snapshot (it restarted) unpacks it
+	// again.
 	Skills *SkillsSpec `json:"skills,omitempty"`
 	// Tools, on an open, names the tools beyond the built-ins the run
 	// needs (its contract's tools): a sandboxer that lacks one does not
@@ -190,8 +194,11 @@ type CheckResult struct {
 
 // Skill is one entry of a run's skills catalogue: its name (what
 // read_skill takes), the description its front matter gives, and the
-// path of its file relative to the workspace root, which a read_skill call
-// reads as read_file would, under the run's policy.
+// path its read is judged on under the run's policy. For a skills
+// directory that is the file's path relative to the workspace root, read
+// as read_file would; for a skills snapshot it is SkillsSnapshotRoot and
+// the file's path in the snapshot ("skills/deploy.md"), read by the
+// sandboxer from its own copy of the snapshot, outside the workspace.
 type Skill struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`

@@ -91,7 +91,15 @@ func TestWorkspaceGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	skillsSnap, err := DecodeContract(mustRead(t, "testdata/contract_skills_snapshot.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	values := map[string]any{
+		"contract_skills_snapshot": skillsSnap,
+		// The read of a skill of a skills snapshot, as a coordinator sends it.
+		"sandbox_read_skill": &SandboxOp{OpID: "r1.2.0.1", Run: "r1", Kind: OpTool, Workspace: "/srv/work/app", Skills: skillsSnap.Skills,
+			Call: &ToolCall{ID: "call_1", Name: "read_skill", Arguments: json.RawMessage(`{"path":"skills/release-notes.md"}`)}, Policy: skillsSnap.Policy},
 		"contract_snapshot":   contract,
 		"contract_file":       file,
 		"contract_skills":     skills,

@@ -119,7 +119,7 @@ type opRecord struct {
 // configured: a completed op's reply is kept there and returned again; a
 // tool call that began but never ended (the node died under it) is
 // reported as indeterminate, never silently run again. A verification or a
-// read-only tool's call (read_file, grep, find, view_image) cut off that
+// read-only tool's call (read_file, grep, find, view_image, read_skill) cut off that
 // way is simply run again: it changes nothing.
 //
 // A call that may change the workspace runs only once its start is
@@ -132,7 +132,7 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 		return s.do(ctx, op)
 	}
 	key := opKey(op.OpID)
-	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.readOnly(op.Call.Name))
+	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.readOnly(op.Call.Name) && op.Call.Name != readSkillTool)
 	e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
 	switch {
 	case err == nil:

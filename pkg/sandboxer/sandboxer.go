@@ -267,14 +267,18 @@ type Sandboxer struct {
 	stopMu    sync.Mutex // guards stopping and every wg.Add
 	stopping  bool
 
-	// snapMu serialises materialising and removing snapshot workspaces.
-	// It is taken before mu, never while mu is held.
-	snapMu sync.Mutex
-	m      *metrics.Sandboxer
+	// snapMu serialises materialising and removing snapshot workspaces,
+	// skillsMu unpacking and removing skills snapshots (a snapshot
+	// workspace's open unpacks its run's skills holding snapMu). The order
+	// is snapMu, skillsMu, mu: neither is taken while a later one is held.
+	snapMu   sync.Mutex
+	skillsMu sync.Mutex
+	m        *metrics.Sandboxer
 
-	mu         sync.Mutex            // guards workspaces, byDir, ops (and their entries' reply and waiters) and opOrder
+	mu         sync.Mutex            // guards workspaces, byDir, skillSets, ops (and their entries' reply and waiters) and opOrder
 	workspaces map[string]*workspace // by run
 	byDir      map[string]*workspace // by directory: the one a new run on it joins
+	skillSets  map[string]*skillSet  // the runs' skills snapshots, by run
 	ops        map[string]*opEntry   // the op journal (journal.go)
 	opOrder    []string
 
@@ -300,6 +304,7 @@ func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
 		slots:      make(chan struct{}, cfg.MaxConcurrent),
 		workspaces: make(map[string]*workspace),
 		byDir:      make(map[string]*workspace),
+		skillSets:  make(map[string]*skillSet),
 		ops:        make(map[string]*opEntry),
 	}
 	s.m = metrics.NewSandboxer(cfg.Metrics, s.openWorkspaces)
@@ -348,8 +353,11 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 			return fmt.Errorf("register snapshot endpoint: %w", err)
 		}
 	}
-	// Containers a previous life of this node left behind go first.
+	// Containers a previous life of this node left behind go first, and
+	// skills snapshots it unpacked (a run reading a skill unpacks its own
+	// again).
 	s.reconcile(ctx)
+	s.closeAllSkills()
 
 	s.log.Info("sandboxer started", "roots", s.cfg.Roots, "backends", s.backendNames())
 	s.readyOnce.Do(func() { close(s.ready) })
@@ -380,6 +388,7 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 	}
 	s.closeBackends()
 	s.closeWorkspaces()
+	s.closeAllSkills()
 	return nil
 }
 
@@ -549,7 +558,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			reply.Error = protocol.AsError(err)
 			return reply
 		}
-		if reply.Skills, err = s.skills(w, op.Skills); err != nil {
+		if reply.Skills, err = s.skills(ctx, op.Run, w, op.Skills); err != nil {
 			// The run ends before its first step: it holds nothing here.
 			s.closeWorkspace(op.Run)
 			reply.Error = protocol.AsError(err)
@@ -561,6 +570,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 		log.Info("workspace opened", "dir", op.Workspace)
 	case protocol.OpClose:
 		s.closeWorkspace(op.Run)
+		s.closeSkills(op.Run)
 		s.closeSnapshot(ctx, op.Run)
 	case protocol.OpCollect:
 		p, err := s.collect(ctx, op)

@@ -123,7 +123,7 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		reply.Error = protocol.AsError(err)
 		return reply
 	}
-	if reply.Skills, err = s.skills(w, op.Skills); err != nil {
+	if reply.Skills, err = s.skills(ctx, op.Run, w, op.Skills); err != nil {
 		// The run ends before its first step. A workspace this open made
 		// holds nothing of the run's: it goes, claim included.
 		s.closeWorkspace(op.Run)
@@ -185,7 +185,7 @@ func (s *Sandboxer) materialise(ctx context.Context, op *protocol.SandboxOp, dir
 		}
 	}
 	archive := filepath.Join(dir, snapArchive)
-	if err := s.fetch(ctx, op.Snapshot, archive, lim.MaxArchiveBytes); err != nil {
+	if err := s.fetch(ctx, op.Snapshot, archive, lim.MaxArchiveBytes, "workspace.snapshot", "upload the workspace with harness submit --workspace DIR, or Client.PutSnapshot"); err != nil {
 		return nil, err
 	}
 	defer os.Remove(archive)
@@ -224,18 +224,19 @@ func (s *Sandboxer) materialise(ctx context.Context, op *protocol.SandboxOp, dir
 }
 
 // fetch copies the snapshot ref from the object store to path, refusing
-// one over max bytes or whose content is not what its ref names.
-func (s *Sandboxer) fetch(ctx context.Context, ref, path string, max int64) error {
+// one over max bytes or whose content is not what its ref names. Its
+// refusals name field, the contract's field that gave the ref, and a
+// missing ref's says upload, how to store it.
+func (s *Sandboxer) fetch(ctx context.Context, ref, path string, max int64, field, upload string) error {
 	info, err := s.cfg.Workspaces.GetInfo(ctx, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return protocol.FieldError(protocol.CodeNotFound, "workspace.snapshot", "upload the workspace with harness submit --workspace DIR, or Client.PutSnapshot",
-			"no snapshot %s in %s", ref, wire.BucketWorkspaces)
+		return protocol.FieldError(protocol.CodeNotFound, field, upload, "no snapshot %s in %s", ref, wire.BucketWorkspaces)
 	}
 	if err != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "look up snapshot %s: %s", ref, err.Error())
 	}
 	if int64(info.Size) > max {
-		return protocol.FieldError(protocol.CodeTooLarge, "workspace.snapshot", "make a smaller snapshot, or raise the sandboxer's snapshot limit",
+		return protocol.FieldError(protocol.CodeTooLarge, field, "make a smaller snapshot, or raise the sandboxer's snapshot limit",
 			"snapshot %s is %d bytes, over this sandboxer's limit of %d", ref, info.Size, max)
 	}
 	obj, err := s.cfg.Workspaces.Get(ctx, ref)
@@ -256,9 +257,9 @@ func (s *Sandboxer) fetch(ctx context.Context, ref, path string, max int64) erro
 	case err != nil:
 		return protocol.Errorf(protocol.CodeUnavailable, "fetch snapshot %s: %s", ref, err.Error())
 	case n > max:
-		return protocol.FieldError(protocol.CodeTooLarge, "workspace.snapshot", "make a smaller snapshot", "snapshot %s is over %d bytes", ref, max)
+		return protocol.FieldError(protocol.CodeTooLarge, field, "make a smaller snapshot", "snapshot %s is over %d bytes", ref, max)
 	case "sha256-"+hex.EncodeToString(h.Sum(nil)) != ref:
-		return protocol.FieldError(protocol.CodeMalformed, "workspace.snapshot", "upload the snapshot again", "the content stored as %s is not what that ref names", ref)
+		return protocol.FieldError(protocol.CodeMalformed, field, "upload the snapshot again", "the content stored as %s is not what that ref names", ref)
 	}
 	return nil
 }

@@ -56,6 +56,9 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 	}
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	t, ok := s.lookup(call.Name)
+	if call.Name == readSkillTool {
+		t, ok = tools.ReadFile{}, true // on the run's skills snapshot, below
+	}
 	if !ok {
 		obs.Status, obs.IsError = protocol.CallFailed, true
 		obs.Content = fmt.Sprintf("[unknown tool] %q is not a tool here; the tools are: %s", call.Name, strings.Join(s.cfg.Tools.Names(), ", "))
@@ -68,6 +71,17 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		return obs
 	}
 	env := s.env(op, w)
+	if call.Name == readSkillTool {
+		// A skill of the run's skills snapshot: read as read_file reads,
+		// links judged by their targets, in the snapshot's own directory,
+		// and only a file the catalogue names.
+		ws, failed := s.skillReader(ctx, op)
+		if failed != "" {
+			obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, failed
+			return obs
+		}
+		env.Workspace = ws
+	}
 	// The sandboxer's own verdict on what the call really touches: the
 	// targets of the links on its path, which only this node can see; a
 	// refusal is recorded with the rule that made it.

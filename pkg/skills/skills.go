@@ -37,6 +37,12 @@
 // Anything else (no front matter, a missing or repeated key, a bad name,
 // two skills of one name, a link) is an error naming the file, so that a
 // run whose skills are malformed is refused before its first step.
+//
+// A catalogue is read from a directory of the workspace (Load, for the
+// contract's skills.dir) or from a skills snapshot the sandboxer has
+// unpacked into protocol.SkillsSnapshotRoot of a directory of its own
+// (LoadSnapshot, for skills.snapshot); the rules are the same, and only
+// the errors differ, naming the field and the snapshot.
 package skills
 
 import (
@@ -70,8 +76,14 @@ const (
 	SkillFile = "SKILL.md"
 )
 
-// field is the contract field every error of Load names.
-const field = "skills.dir"
+// source is where a catalogue is read from, as its errors speak of it.
+type source struct {
+	field string // the contract field every error names
+	what  string // the directory, for a person: "the skills directory docs/skills"
+	// gone and goneHint are the error and the hint for a directory that
+	// does not exist.
+	gone, goneHint string
+}
 
 const hint = "open each skill's file with front matter: a line ---, then name: NAME (letters, digits, - and _), " +
 	"description: ONE LINE, and a closing line ---; see docs/contract.md#skills"
@@ -88,9 +100,25 @@ const hint = "open each skill's file with front matter: a line ---, then name: N
 // cannot be read; its front matter is malformed (see the package
 // documentation); two skills have one name.
 func Load(fsys fs.FS, dir string) ([]protocol.Skill, error) {
+	return load(fsys, dir, source{field: "skills.dir", what: "the skills directory " + dir,
+		gone: "the skills directory " + dir + " does not exist in the workspace", goneHint: "name a directory of the workspace, relative to its root"})
+}
+
+// LoadSnapshot reads the catalogue of the skills snapshot ref, unpacked
+// into the directory protocol.SkillsSnapshotRoot of fsys, so that the
+// skills' paths are "skills/NAME.md" and "skills/NAME/SKILL.md". Errors
+// are those of Load, naming the field skills.snapshot and, as a skill's
+// file, its path under that directory.
+func LoadSnapshot(fsys fs.FS, ref string) ([]protocol.Skill, error) {
+	return load(fsys, protocol.SkillsSnapshotRoot, source{field: "skills.snapshot", what: "the skills snapshot " + ref,
+		gone: "the skills snapshot " + ref + " was not unpacked", goneHint: "upload the skills again with harness submit --skills DIR"})
+}
+
+func load(fsys fs.FS, dir string, src source) ([]protocol.Skill, error) {
+	field := src.field
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
-		return nil, dirError(dir, err)
+		return nil, dirError(src, err)
 	}
 	var files []string
 	for _, e := range entries {
@@ -104,14 +132,14 @@ func Load(fsys fs.FS, dir string) ([]protocol.Skill, error) {
 			}
 			for _, s := range sub {
 				if s.Name() == SkillFile {
-					if err := regular(path.Join(p, SkillFile), s); err != nil {
+					if err := regular(field, path.Join(p, SkillFile), s); err != nil {
 						return nil, err
 					}
 					files = append(files, path.Join(p, SkillFile))
 				}
 			}
 		case strings.EqualFold(path.Ext(e.Name()), ".md"):
-			if err := regular(p, e); err != nil {
+			if err := regular(field, p, e); err != nil {
 				return nil, err
 			}
 			files = append(files, p)
@@ -119,11 +147,11 @@ func Load(fsys fs.FS, dir string) ([]protocol.Skill, error) {
 	}
 	if len(files) == 0 {
 		return nil, protocol.FieldError(protocol.CodeInvalidField, field, "put NAME.md or NAME/SKILL.md files in it, or leave skills out",
-			"the skills directory %s holds no skills", dir)
+			"%s holds no skills", src.what)
 	}
 	if len(files) > protocol.MaxSkills {
 		return nil, protocol.FieldError(protocol.CodeInvalidField, field, fmt.Sprintf("keep at most %d skills in one directory", protocol.MaxSkills),
-			"the skills directory %s holds %d skills", dir, len(files))
+			"%s holds %d skills", src.what, len(files))
 	}
 	out := make([]protocol.Skill, 0, len(files))
 	byName := map[string]string{}
@@ -149,7 +177,7 @@ func Load(fsys fs.FS, dir string) ([]protocol.Skill, error) {
 }
 
 // regular refuses a skill's file that is not a regular file.
-func regular(p string, e fs.DirEntry) error {
+func regular(field, p string, e fs.DirEntry) error {
 	switch t := e.Type(); {
 	case t&fs.ModeSymlink != 0:
 		return protocol.FieldError(protocol.CodeInvalidField, field, "keep the skill's file itself in the skills directory, not a link to it",
@@ -177,14 +205,13 @@ func readHead(fsys fs.FS, p string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, HeadBytes))
 }
 
-func dirError(dir string, err error) error {
+func dirError(src source, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return protocol.FieldError(protocol.CodeInvalidField, field, "name a directory of the workspace, relative to its root",
-			"the skills directory %s does not exist in the workspace", dir)
+		return protocol.FieldError(protocol.CodeInvalidField, src.field, src.goneHint, "%s", src.gone)
 	default:
-		return protocol.FieldError(protocol.CodeInvalidField, field, "name the directory itself, inside the workspace, with no symbolic link on its path",
-			"the skills directory %s cannot be read: %s", dir, why(err))
+		return protocol.FieldError(protocol.CodeInvalidField, src.field, "name the directory itself, inside the workspace, with no symbolic link on its path",
+			"%s cannot be read: %s", src.what, why(err))
 	}
 }
 

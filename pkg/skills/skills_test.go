@@ -114,3 +114,39 @@ func TestLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadSnapshot reads a skills snapshot as the sandboxer unpacks it,
+// under protocol.SkillsSnapshotRoot: the paths are the ones a policy
+// judges, and the errors name the field skills.snapshot, the ref and the
+// file.
+func TestLoadSnapshot(t *testing.T) {
+	const ref = "sha256-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	good := fstest.MapFS{
+		"skills/deploy.md":       skillFile("deploy", "Deploy to staging."),
+		"skills/review/SKILL.md": skillFile("code-review", "Review a change."),
+	}
+	got, err := LoadSnapshot(good, ref)
+	want := []protocol.Skill{
+		{Name: "code-review", Description: "Review a change.", Path: "skills/review/SKILL.md"},
+		{Name: "deploy", Description: "Deploy to staging.", Path: "skills/deploy.md"},
+	}
+	if diff := cmp.Diff(want, got); err != nil || diff != "" {
+		t.Errorf("LoadSnapshot = %v (-want +got):\n%s", err, diff)
+	}
+	for _, tt := range []struct {
+		name string
+		fsys fstest.MapFS
+		why  string
+	}{
+		{"malformed", fstest.MapFS{"skills/ok.md": skillFile("ok", "Fine."), "skills/bad.md": {Data: []byte("---\nname: bad\n---\n")}},
+			`the skill skills/bad.md: its front matter has no "description:" line`},
+		{"empty", fstest.MapFS{"skills/readme.txt": {Data: []byte("x")}}, "the skills snapshot " + ref + " holds no skills"},
+		{"not unpacked", fstest.MapFS{}, "the skills snapshot " + ref + " was not unpacked"},
+	} {
+		_, err := LoadSnapshot(tt.fsys, ref)
+		pe := protocol.AsError(err)
+		if !errors.Is(err, protocol.ErrInvalidField) || pe.Field != "skills.snapshot" || !strings.Contains(pe.Message, tt.why) {
+			t.Errorf("%s: LoadSnapshot = %v, want invalid_field skills.snapshot saying %q", tt.name, err, tt.why)
+		}
+	}
+}
