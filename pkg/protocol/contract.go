@@ -47,6 +47,9 @@ type Contract struct {
 	// Parent names the run this one is a sub-agent of: it joins the
 	// parent's agent tree and draws from the tree's ceiling.
 	Parent string `json:"parent,omitempty"`
+	// MCP names the MCP servers whose tools the run is offered, as
+	// mcp__<server>__<tool>; absent, none.
+	MCP *MCPSpec `json:"mcp,omitempty"`
 }
 
 // ContextSpec bounds the requests of a run. MaxTokens is the most one
@@ -359,6 +362,11 @@ func (c *Contract) Validate() error {
 	}
 	if err := c.validateContext(); err != nil {
 		return err
+	}
+	if c.MCP != nil {
+		if err := c.MCP.validate(); err != nil {
+			return err
+		}
 	}
 	switch c.Sandbox.Backend {
 	case "", "auto", "native", "docker", "floor":

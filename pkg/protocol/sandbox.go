@@ -40,6 +40,13 @@ type SandboxOp struct {
 	// changes: the open makes a workspace that is not a repository into
 	// one whose first commit is the snapshot, the collect commits the run.
 	Commit *CommitSpec `json:"commit,omitempty"`
+	// Tree is the root run of the run's agent tree: the tree's runs share
+	// its MCP sessions. Empty: the run's own.
+	Tree string `json:"tree,omitempty"`
+	// MCP is the contract's MCP servers, on an open (the sandboxer starts
+	// or dials them) and on a call of an MCP tool (so a sandboxer that
+	// lost the session, restarted, opens it again).
+	MCP *MCPSpec `json:"mcp,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
@@ -57,6 +64,10 @@ type SandboxReply struct {
 	Toolchain *Toolchain `json:"toolchain,omitempty"`
 	// Patch answers a collect.
 	Patch *Patch `json:"patch,omitempty"`
+	// MCP is how the run's MCP servers stand (see MCPSession): all of
+	// them on an open, those that died on a tool call or a verification,
+	// those disconnected on a close.
+	MCP []MCPSession `json:"mcp,omitempty"`
 	// Holder answers the open of a snapshot workspace that another
 	// sandboxer holds (it materialised it, and has the run's changes): send
 	// the open to that node's op subject instead.

@@ -1,0 +1,93 @@
+//go:build unix
+
+package floor
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/internal/process"
+)
+
+var _ sandbox.Starter = (*Backend)(nil)
+
+// Start starts spec as a long-lived command with pipes to its standard
+// input and output (sandbox.Starter), confined as little as Run confines
+// one: its own process group, which Kill ends with SIGKILL; on Linux the
+// CPU-seconds and open-files limits, and SIGKILL when the sandboxer's
+// process dies, so a crashed sandboxer leaves no server behind; no
+// wall-clock cap. It runs as the sandboxer's own user, unsandboxed
+// (Report.Unsandboxed). Errors are Run's.
+func (f *Backend) Start(ctx context.Context, spec sandbox.Spec) (*sandbox.Process, error) {
+	if err := sandbox.CheckSpec(ctx, spec); err != nil {
+		return nil, err
+	}
+	lim := sandbox.LimitsOf(spec.Limits)
+	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
+		return nil, protocol.Errorf(protocol.CodeSandbox, "the working directory %s does not exist on the sandboxer", spec.Dir)
+	}
+	env := spec.Env
+	if env == nil {
+		env = []string{}
+	}
+	prog, err := process.LookPath(spec.Argv[0], spec.Dir, env)
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string(nil), spec.Argv...)
+	cmd := &exec.Cmd{Path: prog, Args: argv, Dir: spec.Dir, Env: env, SysProcAttr: startAttr()}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeSandbox, "create input pipe: %v", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		stdin.Close()
+		return nil, protocol.Errorf(protocol.CodeSandbox, "create output pipe: %v", err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
+		return nil, protocol.Errorf(protocol.CodeSandbox, "create output pipe: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, process.StartError(spec.Argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	unenforced := []string{sandbox.CapWall, sandbox.CapMemory, sandbox.CapPids}
+	if !spec.Network {
+		unenforced = append(unenforced, sandbox.CapNetwork)
+	}
+	if setLimit(pid, syscall.RLIMIT_CPU, uint64(lim.CPUSecs), uint64(lim.CPUSecs)+1) != nil {
+		unenforced = append(unenforced, sandbox.CapCPU)
+	}
+	if setLimit(pid, syscall.RLIMIT_NOFILE, uint64(lim.OpenFiles), uint64(lim.OpenFiles)) != nil {
+		unenforced = append(unenforced, sandbox.CapOpenFiles)
+	}
+	rep := protocol.ExecReport{Backend: f.Name(), Argv: argv, Unenforced: unenforced, Unsandboxed: true, ExitCode: -1}
+	p, exited := sandbox.NewProcess(stdin, stdout, stderr, lim.OutputBytes, rep, pid, func() { killGroup(pid) })
+	go func() {
+		ld := &leader{cmd: cmd}
+		ld.waitExit()
+		killGroup(pid) // what the leader left in its group goes with it
+		ld.reap()
+		exited(endedBy(cmd.ProcessState))
+	}()
+	return p, nil
+}
+
+// endedBy says how a process ended: "exit status 1", "killed by SIGKILL".
+func endedBy(ps *os.ProcessState) string {
+	if ps == nil {
+		return "ended, its status unknown"
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "killed by " + sandbox.SignalName(ws.Signal())
+	}
+	return ps.String()
+}
