@@ -66,12 +66,12 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		if dec.Remember {
 			rec.Remember = append(rec.Remember, rememberRules(v, call)...)
 		}
-		return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, id), nil
+		return d.dispatch(ctx, step, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, id), nil
 	}
 	if v.Effect != policy.Allow {
 		return d.refuse(step, call, v, obs), nil
 	}
-	return d.dispatch(ctx, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, ""), nil
+	return d.dispatch(ctx, step, fmt.Sprintf("%s.%d.%d.1", d.s.run, step, i), call, ""), nil
 }
 
 // refuse renders a policy refusal as an observation, and publishes it.

@@ -90,6 +90,11 @@ type driver struct {
 	// kids is the step in hand's wait on its sub-agents (kids.go).
 	kids *kidsWait
 	pk   parking
+	// mcpLost is why an MCP server of the run died, which fails the run
+	// once the step in hand is committed; mcpGone the servers whose death
+	// was published.
+	mcpLost *protocol.Error
+	mcpGone map[string]bool
 }
 
 // newDriver makes the driver of a run from the state its trace records,

@@ -265,6 +265,8 @@ type Sandboxer struct {
 	opOrder    []string
 
 	running running // the operations in progress, by run, for OpStop
+
+	mcp mcpSessions // the MCP sessions of the runs held here (mcp.go)
 }
 
 // New returns a sandboxer. It keeps copies of cfg's slices and map, so the
@@ -363,6 +365,8 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		abandon()
 		<-drained
 	}
+	// The servers go before the backends that hold them.
+	s.closeAllMCP()
 	s.closeBackends()
 	s.closeWorkspaces()
 	return nil
@@ -519,16 +523,32 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 	switch op.Kind {
 	case protocol.OpOpen:
 		if op.Snapshot != "" {
-			return s.openSnapshot(ctx, op, reply)
-		}
-		if _, err := s.workspace(op.Run, op.Workspace); err != nil {
+			reply = s.openSnapshot(ctx, op, reply)
+		} else if w, err := s.workspace(op.Run, op.Workspace); err != nil {
 			reply.Error = protocol.AsError(err)
 			return reply
+		} else {
+			reply.Tools = s.cfg.Tools.Specs()
+			reply.Toolchain = s.toolchain(op.Workspace)
+			log.Info("workspace opened", "dir", w.dir)
 		}
-		reply.Tools = s.cfg.Tools.Specs()
-		reply.Toolchain = s.toolchain(op.Workspace)
-		log.Info("workspace opened", "dir", op.Workspace)
+		if op.MCP == nil || reply.Error != nil || reply.Holder != "" {
+			return reply
+		}
+		w, err := s.workspaceFor(op)
+		if err == nil {
+			var tools []protocol.ToolSpec
+			tools, reply.MCP, err = s.openMCP(ctx, op, w.dir)
+			reply.Tools = append(reply.Tools, tools...)
+		}
+		if err != nil {
+			// The run cannot go on without its servers: it holds nothing
+			// here.
+			s.closeWorkspace(op.Run)
+			*reply = protocol.SandboxReply{OpID: op.OpID, Error: protocol.AsError(err)}
+		}
 	case protocol.OpClose:
+		reply.MCP = s.closeMCP(op.Run)
 		s.closeWorkspace(op.Run)
 		s.closeSnapshot(ctx, op.Run)
 	case protocol.OpCollect:
@@ -541,6 +561,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			return reply
 		}
 		reply.Observation = s.tool(ctx, w, op)
+		reply.MCP = s.lostMCP(op)
 	case protocol.OpVerify:
 		w, err := s.workspaceFor(op)
 		if err != nil {
@@ -552,6 +573,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			return reply
 		}
 		reply.Check = s.verify(ctx, w, op)
+		reply.MCP = s.lostMCP(op)
 		log.Info("verified", "passed", reply.Check.Passed, "detail", reply.Check.Detail)
 	default:
 		reply.Error = protocol.Errorf(protocol.CodeUnsupported, "unknown operation %q", op.Kind)

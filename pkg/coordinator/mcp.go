@@ -1,0 +1,91 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// The MCP servers of a run are the sandboxer's: it starts or dials them
+// when the workspace opens, answers the calls of their tools
+// (mcp__<server>__<tool>, dispatched like any tool it offers, each judged
+// as exec of its name), and closes them with the workspace. The
+// coordinator refuses a run whose policy would not let a server start,
+// publishes what the sandboxer reports (connect, tools offered, calls,
+// disconnect), and fails the run with the typed error when a server dies.
+
+// mcpRefusal says why the run's policy does not let one of its MCP servers
+// start or be dialled, or "" when it lets them all.
+func (d *driver) mcpRefusal() string {
+	m := d.s.contract.MCP
+	if m == nil {
+		return ""
+	}
+	for i := range m.Servers {
+		if why := gate.Server(d.pol, &m.Servers[i]); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// mcpConnected publishes the servers an open reported: each connect and
+// each tool it offers.
+func (d *driver) mcpConnected(states []protocol.MCPSession) {
+	for _, st := range states {
+		text := st.Transport
+		if st.Backend != "" {
+			text += " on " + st.Backend
+			if st.Unsandboxed {
+				text += " (unsandboxed)"
+			}
+		}
+		d.c.emit(d.s.run, d.s.step, protocol.EventMCPConnect, &protocol.Event{Target: st.Server, Text: text, DurationMS: st.ConnectMS})
+		for _, t := range st.Tools {
+			d.c.emit(d.s.run, d.s.step, protocol.EventMCPToolOffered, &protocol.Event{Target: st.Server, Tool: t})
+		}
+		if len(st.Skipped) > 0 {
+			d.log.Warn("MCP server tools not offered", "mcp", st.Server, "skipped", st.Skipped)
+		}
+	}
+}
+
+// mcpCalled publishes a call of an MCP tool, with how long it took and
+// what came of it.
+func (d *driver) mcpCalled(step int, obs *protocol.Observation, took time.Duration) {
+	server, _, _ := protocol.SplitMCPTool(obs.Tool)
+	d.c.emit(d.s.run, step, protocol.EventMCPCall, &protocol.Event{Tool: obs.Tool, Target: server, DurationMS: took.Milliseconds(),
+		Status: obs.State(), IsError: obs.IsError})
+}
+
+// mcpLostIn notes the servers a reply says died: each is published once,
+// and the first is the error the run fails with once its step is
+// committed.
+func (d *driver) mcpLostIn(step int, states []protocol.MCPSession) {
+	for _, st := range states {
+		if st.Error == nil || d.mcpGone[st.Server] {
+			continue
+		}
+		if d.mcpGone == nil {
+			d.mcpGone = map[string]bool{}
+		}
+		d.mcpGone[st.Server] = true
+		d.log.Warn("MCP server died", "mcp", st.Server, "err", st.Error)
+		d.c.emit(d.s.run, step, protocol.EventMCPDisconnect, &protocol.Event{Target: st.Server, IsError: true, Error: st.Error, Text: st.Error.Message})
+		d.c.emit(d.s.run, step, protocol.EventError, &protocol.Event{Target: st.Server, IsError: true, Error: st.Error, Text: st.Error.Message})
+		if d.mcpLost == nil {
+			d.mcpLost = st.Error
+		}
+	}
+}
+
+// mcpClosed publishes the servers a close disconnected.
+func (d *driver) mcpClosed(states []protocol.MCPSession) {
+	for _, st := range states {
+		if d.mcpGone[st.Server] {
+			continue // its death was published
+		}
+		d.c.emit(d.s.run, d.s.step, protocol.EventMCPDisconnect, &protocol.Event{Target: st.Server, Text: "closed with the run"})
+	}
+}
