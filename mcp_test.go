@@ -101,7 +101,7 @@ func startMCP(t *testing.T, be mcpBackend, agent provider.Provider) *mcpRun {
 	argv, env := mcptest.Install(t, ws)
 	env[mcptest.GreetingEnv] = secretGreeting
 	r := &mcpRun{ws: ws, marker: argv[1], c: mcpContract(ws, be.name, argv, env, "")}
-	r.cl = clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true,
+	r.cl = clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent,
 		Backends: be.start(t), AllowFloor: be.name == "floor"})
 	return r
 }
@@ -260,7 +260,7 @@ func TestMCPStdioServer(t *testing.T) {
 				offered = append(offered, ev.Tool)
 			}
 			slices.Sort(offered)
-			if want := []string{"mcp__srv__delete_thing", "mcp__srv__echo", "mcp__srv__fail", "mcp__srv__sleep"}; !slices.Equal(offered, want) {
+			if want := []string{"mcp__srv__delete_thing", "mcp__srv__echo", "mcp__srv__fail", "mcp__srv__instance", "mcp__srv__sleep"}; !slices.Equal(offered, want) {
 				t.Errorf("mcp_tool_offered events = %q, want %q", offered, want)
 			}
 			calls := r.eventsOf(protocol.EventMCPCall)
@@ -435,4 +435,116 @@ func TestMCPHTTPServer(t *testing.T) {
 	if res.Outcome != protocol.OutcomeRefused || !strings.Contains(res.Reason, "net") {
 		t.Errorf("a server whose host is denied: %s (%s), want refused by the net rule", res.Outcome, res.Reason)
 	}
+}
+
+// TestMCPApprovalReopensTheServer asks a person about a call of a server's
+// tool: the run pauses (its workspace and its server closed), and once
+// approved the server is started again, with the env the trace does not
+// keep, for the approved call and those after it.
+func TestMCPApprovalReopensTheServer(t *testing.T) {
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, n int) (*protocol.Turn, error) {
+		switch n {
+		case 1:
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{call("d", "mcp__srv__delete_thing", `{"name":"old"}`)}}, nil
+		case 2:
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{call("e", "mcp__srv__echo", `{"text":"after"}`)}}, nil
+		}
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	r := startMCP(t, mcpBackends[0], agent)
+	r.c.Policy.Layers[0].Rules[1].Effect = "ask" // delete_* asks a person
+	h := r.submit(t, "mcp-approval")
+	res, err := h.Wait(t.Context())
+	if err != nil || res.Outcome != protocol.OutcomeAwaitingApproval {
+		t.Fatalf("first wait = %+v, %v; want awaiting_approval", res, err)
+	}
+	noServerLeft(t, r.marker) // a paused run holds nothing
+	if _, err := h.Decide(t.Context(), protocol.ApprovalID(h.ID(), 1, 0), &protocol.Decision{Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st := clustertest.WaitSettled(t, r.cl.Client, h.ID()); st.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("after the approval = %s (%s), want finished", st.Outcome, st.Reason)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, rec := range recs {
+		for _, o := range rec.Observations {
+			got = append(got, string(o.State())+" "+o.Content)
+		}
+	}
+	want := []string{"ok deleted old", "ok echo: after (" + mcptest.Seen(secretGreeting) + ")"}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("observations = %q, want %q among them", got, w)
+		}
+	}
+	if n := len(r.eventsOf(protocol.EventMCPConnect)); n != 2 {
+		t.Errorf("%d mcp_connect events, want 2: the server started, closed with the pause, started again", n)
+	}
+	noServerLeft(t, r.marker)
+}
+
+// TestMCPSessionSharedByTheTree has a root run and its sub-agent call the
+// server: both are answered by the one server process the root's open
+// started, and it is closed once the tree has ended.
+func TestMCPSessionSharedByTheTree(t *testing.T) {
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, n int) (*protocol.Turn, error) {
+		task := req.Messages[0].Content
+		last := req.Messages[len(req.Messages)-1]
+		child := strings.Contains(task, "Task: ask the server")
+		switch {
+		case child && last.Role == protocol.RoleUser:
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{call("ci", "mcp__srv__instance", `{}`),
+				call("cw", "write_file", `{"path":"child.txt","content":"ok"}`)}}, nil
+		case child:
+			return &protocol.Turn{Text: "Done."}, nil
+		case last.Role == protocol.RoleUser:
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{call("ri", "mcp__srv__instance", `{}`),
+				call("s", "spawn_agent", `{"goal":"ask the server","verify_file":"child.txt","verify_contains":"ok","max_steps":3}`)}}, nil
+		}
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	r := startMCP(t, mcpBackends[0], agent)
+	r.c.Budget.Tree = &protocol.TreeBudget{MaxAgents: 2, MaxSteps: 10}
+	r.c.Policy.Layers[0].Rules = append(r.c.Policy.Layers[0].Rules, protocol.Rule{Act: "write", Effect: "allow", Pattern: "child.txt"})
+	h := r.submit(t, "mcp-tree")
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("root = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+	instances := map[string]string{}
+	runs, err := r.cl.Runs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range runs {
+		recs, err := r.cl.Run(st.Run).Trace(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			for _, o := range rec.Observations {
+				if o.Tool == "mcp__srv__instance" {
+					instances[st.Run] = string(o.State()) + " " + o.Content
+				}
+			}
+		}
+	}
+	if len(instances) != 2 {
+		t.Fatalf("instance calls by run = %v, want the root's and its sub-agent's", instances)
+	}
+	var seen []string
+	for _, v := range instances {
+		seen = append(seen, v)
+	}
+	if seen[0] != seen[1] || !strings.HasPrefix(seen[0], "ok instance ") {
+		t.Errorf("the root and its sub-agent were answered by %q, want one server process for the tree", seen)
+	}
+	noServerLeft(t, r.marker)
 }

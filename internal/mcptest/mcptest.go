@@ -9,7 +9,9 @@
 //     (which shows the value reached the server without showing it);
 //   - delete_thing {name}: returns "deleted " and the name;
 //   - fail {}: a result the server marks as an error;
-//   - sleep {ms}: returns after ms milliseconds, or when cancelled.
+//   - sleep {ms}: returns after ms milliseconds, or when cancelled;
+//   - instance {}: returns an id made when the server started, the same
+//     for every call of one process and different for the next.
 //
 // Only tests import it.
 package mcptest
@@ -46,7 +48,7 @@ const GreetingEnv = "MCPTEST_GREETING"
 const TokenFlag = "-mcptest.token"
 
 // Tools are the names of the server's tools.
-var Tools = []string{"echo", "delete_thing", "fail", "sleep"}
+var Tools = []string{"echo", "delete_thing", "fail", "sleep", "instance"}
 
 type echoIn struct {
 	Text string `json:"text" jsonschema:"what to echo"`
@@ -62,9 +64,14 @@ type sleepIn struct {
 
 type none struct{}
 
-// NewServer returns the server with its four tools.
+// NewServer returns the server with its tools.
 func NewServer() *mcp.Server {
+	instance := "instance " + Token()
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "v1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "instance", Description: "Say which server process answers."},
+		func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: instance}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			out := "echo: " + in.Text

@@ -117,6 +117,7 @@ func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol
 		c.indexFinished(ctx, s)
 		return nil, true
 	}
+	s.contract = c.secrets.restore(run, s.contract)
 	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, recovering: true, ctx: ctx, ls: ls}
 	if err := d.compilePolicy(); err != nil {
 		log.Error("compile the run's policy", "err", err)
@@ -214,6 +215,7 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 }
 
 func (c *Coordinator) indexFinished(ctx context.Context, s *runState) {
+	c.secrets.forget(s.run)
 	f := s.finished
 	st := s.status(protocol.StatusOf(f.Outcome), c.cfg.ID)
 	st.Outcome, st.Reason = f.Outcome, f.Reason

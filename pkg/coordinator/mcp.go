@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"sync"
 	"time"
 
 	"github.com/ioharness/harness/internal/gate"
@@ -88,4 +89,56 @@ func (d *driver) mcpClosed(states []protocol.MCPSession) {
 		}
 		d.c.emit(d.s.run, d.s.step, protocol.EventMCPDisconnect, &protocol.Event{Target: st.Server, Text: "closed with the run"})
 	}
+}
+
+// mcpSecrets keeps, in this coordinator's memory alone, the MCP servers of
+// the runs it admitted whose env holds values: the trace keeps the
+// contract with them redacted, so that a run of this coordinator picked
+// up again from its trace (woken from a pause for a person, which closed
+// its workspace and its servers) can start its servers again. A run
+// resumed by another coordinator, or after a restart, has them no longer,
+// and the sandboxer refuses to start such a server, saying why. An entry
+// goes when the run finishes here.
+type mcpSecrets struct {
+	mu   sync.Mutex
+	runs map[string]*protocol.MCPSpec
+}
+
+// keep remembers the servers of run's contract, when their env has values.
+func (m *mcpSecrets) keep(run string, c *protocol.Contract) {
+	if c.Redacted() == c {
+		return // nothing secret
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runs == nil {
+		m.runs = map[string]*protocol.MCPSpec{}
+	}
+	m.runs[run] = c.MCP
+}
+
+// restore returns c with the servers kept for run, when c is the trace's
+// redacted copy of the contract they came with; else c.
+func (m *mcpSecrets) restore(run string, c *protocol.Contract) *protocol.Contract {
+	m.mu.Lock()
+	spec, ok := m.runs[run]
+	m.mu.Unlock()
+	if !ok || c == nil || c.MCP == nil || len(c.MCP.Servers) != len(spec.Servers) {
+		return c
+	}
+	for i := range spec.Servers {
+		if c.MCP.Servers[i].Name != spec.Servers[i].Name {
+			return c
+		}
+	}
+	out := *c
+	out.MCP = spec
+	return &out
+}
+
+// forget lets go of run's servers: it finished.
+func (m *mcpSecrets) forget(run string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.runs, run)
 }

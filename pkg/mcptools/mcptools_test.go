@@ -53,7 +53,7 @@ func names(specs []protocol.ToolSpec) []string {
 
 func TestStdioSession(t *testing.T) {
 	s, marker := stdio(t)
-	want := []string{"mcp__srv__delete_thing", "mcp__srv__echo", "mcp__srv__fail", "mcp__srv__sleep"}
+	want := []string{"mcp__srv__delete_thing", "mcp__srv__echo", "mcp__srv__fail", "mcp__srv__instance", "mcp__srv__sleep"}
 	got := names(s.Tools())
 	slices.Sort(got)
 	if !slices.Equal(got, want) {

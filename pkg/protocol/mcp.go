@@ -171,14 +171,15 @@ func (m *MCPSpec) validate() error {
 	return nil
 }
 
-// validServerName: a simple token without "__" (which ends the server's
-// part of a tool's name), at most maxServerName bytes.
+// validServerName: a simple token whose underscores stand alone between
+// other characters, at most maxServerName bytes: "__" ends the server's
+// part of a tool's name, so a name may neither hold it nor end with "_".
 func validServerName(name, field string) error {
-	const hint = "use letters, digits, '-' and single '_', at most 32 of them, such as \"github\""
+	const hint = "use letters, digits, '-' and single '_' between them, at most 32 in all, such as \"github\""
 	if name == "" {
 		return FieldError(CodeMissingField, field, hint, "the server has no name")
 	}
-	if len(name) > maxServerName || !ValidToken(name) || strings.Contains(name, "__") {
+	if len(name) > maxServerName || !ValidToken(name) || strings.Contains(name, "__") || strings.HasPrefix(name, "_") || strings.HasSuffix(name, "_") {
 		return FieldError(CodeInvalidField, field, hint, "server name %q cannot stand in a tool name mcp__<server>__<tool>", name)
 	}
 	return nil

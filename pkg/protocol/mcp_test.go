@@ -24,6 +24,8 @@ func TestDecodeContractMCP(t *testing.T) {
 		{"no name", `{"servers":[{"command":["x"]}]}`, ErrMissingField, "mcp.servers[0].name"},
 		{"name with a dot", `{"servers":[{"name":"a.b","command":["x"]}]}`, ErrInvalidField, "mcp.servers[0].name"},
 		{"name with a double underscore", `{"servers":[{"name":"a__b","command":["x"]}]}`, ErrInvalidField, "mcp.servers[0].name"},
+		{"name ending in an underscore", `{"servers":[{"name":"a_","command":["x"]}]}`, ErrInvalidField, "mcp.servers[0].name"},
+		{"name with single underscores", `{"servers":[{"name":"my_git-1","command":["x"]}]}`, nil, ""},
 		{"name too long", `{"servers":[{"name":"` + strings.Repeat("a", 33) + `","command":["x"]}]}`, ErrInvalidField, "mcp.servers[0].name"},
 		{"names twice", `{"servers":[{"name":"a","command":["x"]},{"name":"a","url":"https://h/"}]}`, ErrInvalidField, "mcp.servers[1].name"},
 		{"neither", `{"servers":[{"name":"a"}]}`, ErrMissingField, "mcp.servers[0]"},
