@@ -361,7 +361,8 @@ func TestMCPCancelMidCall(t *testing.T) {
 }
 
 // TestMCPServerRefused: a server whose command the policy does not allow
-// is never started, and a backend that cannot hold one is refused.
+// is never started, and a backend that cannot hold one fails the run
+// rather than run it unsandboxed.
 func TestMCPServerRefused(t *testing.T) {
 	ws := t.TempDir()
 	argv, env := mcptest.Install(t, ws)
@@ -384,7 +385,33 @@ func TestMCPServerRefused(t *testing.T) {
 	if pid := mcptest.Find(argv[1]); pid != 0 {
 		t.Errorf("the refused server runs as process %d", pid)
 	}
+
+	// A backend that runs commands only to completion (as docker does)
+	// cannot hold the server: the run fails, the server never started
+	// outside a sandbox.
+	ws2 := t.TempDir()
+	argv2, env2 := mcptest.Install(t, ws2)
+	cl2 := clustertest.Start(t, harness.Config{Roots: []string{ws2}, Provider: agent, NoTakeover: true, AllowFloor: true,
+		Backends: []sandbox.Backend{runOnly{floor.New()}}})
+	h, err = cl2.Submit(t.Context(), mcpContract(ws2, "floor", argv2, env2, ""), harness.WithRunID("mcp-no-starter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFailed || !strings.HasPrefix(res.Reason, "unsupported") || !strings.Contains(res.Reason, "cannot hold the MCP stdio server") {
+		t.Errorf("a server on a backend that runs commands to completion: %s (%s), want failed, unsupported", res.Outcome, res.Reason)
+	}
+	if pid := mcptest.Find(argv2[1]); pid != 0 {
+		t.Errorf("the server runs as process %d on a backend that cannot hold it", pid)
+	}
 }
+
+// runOnly is a backend that runs commands to completion and starts none
+// that lives on (it is no sandbox.Starter), as the docker backend.
+type runOnly struct{ sandbox.Backend }
 
 // TestMCPHTTPServer dials a server over streamable HTTP under a net allow
 // of its host, calls a tool of it, and is refused under a net deny.

@@ -57,7 +57,7 @@ func (d *driver) mcpConnected(states []protocol.MCPSession) {
 func (d *driver) mcpCalled(step int, obs *protocol.Observation, took time.Duration) {
 	server, _, _ := protocol.SplitMCPTool(obs.Tool)
 	d.c.emit(d.s.run, step, protocol.EventMCPCall, &protocol.Event{Tool: obs.Tool, Target: server, DurationMS: took.Milliseconds(),
-		Status: obs.State(), IsError: obs.IsError})
+		Status: obs.State(), IsError: obs.IsError, Text: clip(obs.Content, 2000)})
 }
 
 // mcpLostIn notes the servers a reply says died: each is published once,

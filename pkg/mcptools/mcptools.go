@@ -38,6 +38,12 @@ const maxDescription = 4096
 // input is closed, the polite way to stop it, before it is killed.
 const closeGrace = 2 * time.Second
 
+// codeRejected is the JSON-RPC code the SDK gives a request its transport
+// could not deliver (over HTTP: the server could not be reached, or said
+// the session is gone), which the SDK leaves for the caller to judge: a
+// server that cannot be reached is gone.
+const codeRejected = -32005
+
 // validName is what providers accept as a function name.
 var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
@@ -218,7 +224,7 @@ func (s *Session) diedLocked(why string) *protocol.Error {
 // server's own answer to one request.
 func (s *Session) lostBy(err error) *protocol.Error {
 	var we *jsonrpc.Error
-	if errors.As(err, &we) {
+	if errors.As(err, &we) && we.Code != codeRejected {
 		return nil
 	}
 	if s.proc != nil {
@@ -228,10 +234,10 @@ func (s *Session) lostBy(err error) *protocol.Error {
 		case <-s.proc.Done():
 		case <-time.After(closeGrace):
 		}
-	}
-	select {
-	case <-s.gone:
-	case <-time.After(closeGrace):
+		select {
+		case <-s.gone:
+		case <-time.After(closeGrace):
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

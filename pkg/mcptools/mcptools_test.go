@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ioharness/harness/internal/mcptest"
 	"github.com/ioharness/harness/pkg/mcptools"
@@ -149,7 +153,9 @@ func TestStdioServerThatNeverAnswers(t *testing.T) {
 }
 
 func TestHTTPSession(t *testing.T) {
-	url := mcptest.HTTP(t)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.NewServer() }, nil))
+	defer srv.Close()
+	url := srv.URL
 	var dialled []string
 	client := mcptools.Client(func(host, port string) error {
 		dialled = append(dialled, host+":"+port)
@@ -169,6 +175,15 @@ func TestHTTPSession(t *testing.T) {
 	}
 	if len(dialled) == 0 {
 		t.Error("the client dialled without asking its check")
+	}
+
+	// The server goes away: the next call says the server is gone.
+	srv.Close()
+	if _, err := s.Call(t.Context(), "echo", json.RawMessage(`{"text":"gone"}`), 4096); !errors.Is(err, protocol.ErrMCP) {
+		t.Errorf("Call after the server closed error = %v, want mcp", err)
+	}
+	if s.Lost() == nil {
+		t.Error("Lost() = nil after the server closed")
 	}
 
 	refused := mcptools.Client(func(host, port string) error { return fmt.Errorf("net %s:%s refused", host, port) })
