@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"github.com/ioharness/harness/pkg/protocol"
@@ -70,12 +71,26 @@ func (f *Backend) Start(ctx context.Context, spec sandbox.Spec) (*sandbox.Proces
 		unenforced = append(unenforced, sandbox.CapOpenFiles)
 	}
 	rep := protocol.ExecReport{Backend: f.Name(), Argv: argv, Unenforced: unenforced, Unsandboxed: true, ExitCode: -1}
-	p, exited := sandbox.NewProcess(stdin, stdout, stderr, lim.OutputBytes, rep, pid, func() { killGroup(pid) })
+	// The group is killed at any time until its leader is reaped, never
+	// after: its id may be another group's then.
+	var mu sync.Mutex
+	reaped := false
+	kill := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !reaped {
+			killGroup(pid)
+		}
+	}
+	p, exited := sandbox.NewProcess(stdin, stdout, stderr, lim.OutputBytes, rep, pid, kill)
 	go func() {
 		ld := &leader{cmd: cmd}
 		ld.waitExit()
+		mu.Lock()
 		killGroup(pid) // what the leader left in its group goes with it
+		reaped = true
 		ld.reap()
+		mu.Unlock()
 		exited(endedBy(cmd.ProcessState))
 	}()
 	return p, nil

@@ -10,8 +10,10 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
@@ -64,29 +66,46 @@ func (n *Backend) Start(ctx context.Context, spec sandbox.Spec) (*sandbox.Proces
 	sp.cfgW.Close()
 
 	cg := sp.cg
+	// kill may come at any time, Process.Kill's included, but never once
+	// the init is reaped (its pid may be another process's then) or its
+	// cgroups released: watch sets ended, under mu, first.
+	var mu sync.Mutex
+	ended := false
 	kill := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
 		_ = syscall.Kill(pid, syscall.SIGKILL) // the PID namespace dies with its init
 		if cg != nil {
 			cg.killAll()
 		}
 	}
+	exited := func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+	}
 	rep := protocol.ExecReport{Backend: n.Name(), Argv: cfg.Argv, ExitCode: -1,
 		Unenforced: append([]string{sandbox.CapWall}, n.unenforced...)}
 	slices.Sort(rep.Unenforced)
-	p, ended := sandbox.NewProcess(inW, sp.outR, sp.errR, lim.OutputBytes, rep, pid, kill)
+	p, done := sandbox.NewProcess(inW, sp.outR, sp.errR, lim.OutputBytes, rep, pid, kill)
 	go func() {
 		defer stopNet()
-		ended(n.watch(sp, cfg.Argv, kill))
+		done(n.watch(sp, cfg.Argv, kill, exited))
 	}()
 	return p, nil
 }
 
 // watch waits for a started command's sandbox to end, killing it when the
 // kernel enforced its memory or pids cap, tears it down, and says how it
-// ended.
-func (n *Backend) watch(sp *shimProc, argv []string, kill func()) string {
+// ended. It calls ended once the init has exited, before it is reaped.
+func (n *Backend) watch(sp *shimProc, argv []string, kill, ended func()) string {
 	exited := make(chan struct{})
 	go func() {
+		waitExited(sp.cmd.Process.Pid)
+		ended()
 		_ = sp.cmd.Wait()
 		close(exited)
 	}()
@@ -143,4 +162,17 @@ wait:
 	// No report: the init itself was killed (Kill, or the sandboxer's
 	// process dying), which ends the command with it.
 	return "killed by SIGKILL"
+}
+
+// waitExited returns once the process pid, a child of this one, has
+// exited, leaving it unreaped: until it is reaped its pid names no other
+// process.
+func waitExited(pid int) {
+	var info [128]byte // siginfo_t
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, process.PPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if e != syscall.EINTR {
+			return
+		}
+	}
 }
