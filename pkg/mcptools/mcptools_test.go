@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -156,8 +157,11 @@ func TestHTTPSession(t *testing.T) {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcptest.NewServer() }, nil))
 	defer srv.Close()
 	url := srv.URL
+	var mu sync.Mutex
 	var dialled []string
 	client := mcptools.Client(func(host, port string) error {
+		mu.Lock()
+		defer mu.Unlock()
 		dialled = append(dialled, host+":"+port)
 		return nil
 	})
@@ -173,9 +177,11 @@ func TestHTTPSession(t *testing.T) {
 	if err != nil || res.Content != "echo: over http" {
 		t.Errorf("Call(echo) = %+v, %v", res, err)
 	}
+	mu.Lock()
 	if len(dialled) == 0 {
 		t.Error("the client dialled without asking its check")
 	}
+	mu.Unlock()
 
 	// The server goes away: the next call says the server is gone.
 	srv.Close()

@@ -64,8 +64,12 @@ type Process struct {
 // "killed by SIGKILL", why it could not run).
 func NewProcess(stdin io.WriteCloser, stdout io.ReadCloser, stderr io.ReadCloser, limit int, report protocol.ExecReport, pid int, kill func()) (*Process, func(ended string)) {
 	p := &Process{Stdin: stdin, Stdout: stdout, Report: report, Pid: pid, stderr: NewCapture(limit), kill: kill, done: make(chan struct{})}
-	if stderr != nil {
+	drained := make(chan struct{})
+	if stderr == nil {
+		close(drained)
+	} else {
 		go func() {
+			defer close(drained)
 			defer stderr.Close()
 			buf := make([]byte, 4096)
 			for {
@@ -82,15 +86,18 @@ func NewProcess(stdin io.WriteCloser, stdout io.ReadCloser, stderr io.ReadCloser
 		}()
 	}
 	return p, func(ended string) {
+		// What the command wrote last is read before Done says it ended;
+		// a process that left the command's group may hold the pipe open
+		// for ever, so the reading stops after a grace.
+		select {
+		case <-drained:
+		case <-time.After(stderrGrace):
+			_ = stderr.Close()
+		}
 		p.mu.Lock()
 		p.ended = ended
 		p.mu.Unlock()
 		close(p.done)
-		if stderr != nil {
-			// A process that left the command's group may hold the pipe
-			// open for ever; its reader stops after a grace.
-			time.AfterFunc(stderrGrace, func() { _ = stderr.Close() })
-		}
 	}
 }
 
@@ -109,7 +116,8 @@ func (p *Process) Kill() {
 }
 
 // Done is closed once the command has ended, by itself or by Kill, and its
-// sandbox is torn down: nothing of it is left.
+// sandbox is torn down: nothing of it is left, and Stderr holds what it
+// wrote.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Ended says how the command ended, once Done is closed; "" before.

@@ -40,23 +40,34 @@ func (f *Backend) Start(ctx context.Context, spec sandbox.Spec) (*sandbox.Proces
 		return nil, err
 	}
 	argv := append([]string(nil), spec.Argv...)
-	cmd := &exec.Cmd{Path: prog, Args: argv, Dir: spec.Dir, Env: env, SysProcAttr: startAttr()}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeSandbox, "create input pipe: %v", err)
+	// Pipes of our own, not exec.Cmd's: Wait closes those, and what the
+	// command wrote last to its standard error would be lost.
+	var files []*os.File
+	pipe := func() (r, w *os.File) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		stdin.Close()
-		return nil, protocol.Errorf(protocol.CodeSandbox, "create output pipe: %v", err)
+	inR, stdin := pipe()
+	stdout, outW := pipe()
+	stderr, errW := pipe()
+	if len(files) != 6 {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, protocol.Errorf(protocol.CodeSandbox, "create the command's pipes: too many open files")
 	}
-	stderr, err := cmd.StderrPipe()
+	cmd := &exec.Cmd{Path: prog, Args: argv, Dir: spec.Dir, Env: env, Stdin: inR, Stdout: outW, Stderr: errW, SysProcAttr: startAttr()}
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	errW.Close()
 	if err != nil {
 		stdin.Close()
 		stdout.Close()
-		return nil, protocol.Errorf(protocol.CodeSandbox, "create output pipe: %v", err)
-	}
-	if err := cmd.Start(); err != nil {
+		stderr.Close()
 		return nil, process.StartError(spec.Argv[0], err)
 	}
 	pid := cmd.Process.Pid
