@@ -120,13 +120,16 @@ func (s *Sandboxer) mcpServer(ctx context.Context, t *mcpTree, op *protocol.Sand
 		return nil, err
 	}
 	s.mcp.mu.Lock()
-	defer s.mcp.mu.Unlock()
-	if len(t.runs) == 0 {
+	held := len(t.runs) > 0
+	if held {
+		t.servers[srv.Name] = sess
+	}
+	s.mcp.mu.Unlock()
+	if !held {
 		// Every run of the tree let go while it started (a cancel).
-		go sess.Close()
+		sess.Close()
 		return nil, protocol.Errorf(protocol.CodeMCP, "the run let go of its MCP servers while %q started", srv.Name)
 	}
-	t.servers[srv.Name] = sess
 	return sess, nil
 }
 

@@ -3,6 +3,10 @@
 // then takes a run's operations on its own subject
 // (harness.sandbox.<node>.op): tool calls, run by the tools package inside
 // the workspace, and the contract's verification, run inside a sandbox.
+// It also holds the run's MCP servers (mcp.go): a stdio server started in
+// the run's sandbox, an HTTP server dialled under the policy's net rules,
+// their tools offered as mcp__<server>__<tool>, one session per agent
+// tree, closed with the tree's last run.
 //
 // It resolves every path itself, whatever the coordinator decided: a path
 // that climbs out of the workspace, is absolute, or resolves through a
