@@ -310,3 +310,58 @@ func sandboxerCrash(t *testing.T, bin, backend string) {
 	}
 	gone(t, argv[1], "after the run")
 }
+
+// TestMCPHTTPAcrossProcesses has a sandboxer process dial a server over
+// streamable HTTP under a net allow of its host, and refuse it under a
+// deny, with the coordinator and the worker in processes of their own.
+func TestMCPHTTPAcrossProcesses(t *testing.T) {
+	bin := roleBinaries(t)
+	model := newMCPModel(t, func(n int) (string, [][2]string) {
+		if n == 0 {
+			return "", [][2]string{{"mcp__srv__echo", `{"text":"over http"}`}}
+		}
+		return "Done.", nil
+	})
+	server := mcptest.HTTP(t)
+	ws := t.TempDir()
+	url, c := serverAndClient(t)
+	penv := append([]string{"NATS_URL=" + url}, model.env()...)
+	startProcess(t, filepath.Join(bin, "sandboxer"), penv, "--root", ws, "--backends", "native")
+	startProcess(t, filepath.Join(bin, "worker"), penv)
+	startProcess(t, filepath.Join(bin, "coordinator"), penv)
+	rolesUp(t, url)
+	contract := func(net string) *protocol.Contract {
+		c := mcpProcessContract(ws, "auto", nil, nil)
+		c.MCP.Servers[0] = protocol.MCPServer{Name: "srv", URL: server}
+		c.Policy.Layers[0].Rules = append(c.Policy.Layers[0].Rules, protocol.Rule{Act: "net", Effect: net, Pattern: "127.0.0.1"})
+		return c
+	}
+	h, err := c.Submit(t.Context(), contract("allow"), harness.WithRunID("mcp-http-across"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("outcome = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := recs[1].Observations[0]; o.Status != protocol.CallOK || o.Content != "echo: over http" {
+		t.Errorf("echo over http = %s %q", o.Status, o.Content)
+	}
+	h, err = c.Submit(t.Context(), contract("deny"), harness.WithRunID("mcp-http-across-denied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err = h.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeRefused || !strings.Contains(res.Reason, "net") {
+		t.Errorf("a server whose host is denied: %s (%s), want refused by the net rule", res.Outcome, res.Reason)
+	}
+}
