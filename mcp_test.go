@@ -575,3 +575,37 @@ func TestMCPSessionSharedByTheTree(t *testing.T) {
 	}
 	noServerLeft(t, r.marker)
 }
+
+// TestMCPServerFailsToStart: a server that exits before it answers fails
+// the run with the typed mcp error, which names the server, how it ended
+// and what it said.
+func TestMCPServerFailsToStart(t *testing.T) {
+	for _, be := range mcpBackends {
+		t.Run(be.name, func(t *testing.T) {
+			ws := t.TempDir()
+			cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: provider.NewScripted(&protocol.Turn{Text: "Done."}),
+				NoTakeover: true, Backends: be.start(t), AllowFloor: be.name == "floor"})
+			c := mcpContract(ws, be.name, []string{"sh", "-c", "echo no token given >&2; exit 3"}, nil, "")
+			c.Policy.Layers[0].Rules = append(c.Policy.Layers[0].Rules, protocol.Rule{Act: "exec", Effect: "allow", Pattern: "sh*"})
+			h, err := cl.Submit(t.Context(), c, harness.WithRunID("mcp-broken-"+be.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.Wait(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != protocol.OutcomeFailed || !strings.HasPrefix(res.Reason, "mcp:") || !strings.Contains(res.Reason, `"srv"`) ||
+				!strings.Contains(res.Reason, "exit status 3") || !strings.Contains(res.Reason, "no token given") {
+				t.Errorf("a server that exits at once: %s (%s), want failed with the mcp error, its status and its standard error", res.Outcome, res.Reason)
+			}
+			recs, err := h.Trace(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fin := recs[len(recs)-1]; fin.Kind != protocol.RecordFinished || fin.Reason != res.Reason {
+				t.Errorf("the trace ends %s %q, want the mcp error", fin.Kind, fin.Reason)
+			}
+		})
+	}
+}

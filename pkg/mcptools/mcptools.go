@@ -75,8 +75,14 @@ func Stdio(ctx context.Context, server string, proc *sandbox.Process) (*Session,
 	began := time.Now()
 	cs, err := newClient().Connect(ctx, &mcp.IOTransport{Reader: proc.Stdout, Writer: proc.Stdin}, nil)
 	if err != nil {
+		// A server that exits says how (the status, below, and what it
+		// wrote to its standard error); one that hangs is killed.
+		select {
+		case <-proc.Done():
+		case <-time.After(closeGrace):
+		}
 		proc.Kill()
-		return nil, s.died(fmt.Sprintf("did not answer its initialisation (%s)", err.Error()))
+		return nil, s.died(fmt.Sprintf("did not answer its initialisation (%s) and ended: %s", err.Error(), proc.Ended()))
 	}
 	s.cs = cs
 	go s.watch()
