@@ -50,6 +50,9 @@ func TestDependenciesPointDown(t *testing.T) {
 		// The skills catalogue reads through the fs.FS it is given.
 		{pkg: "pkg/skills", ours: []string{"pkg/protocol"}, noDirect: []string{"os", "os/exec", "net", "net/http", "syscall"}},
 		{pkg: "pkg/memory", ours: []string{"pkg/protocol"}, modules: natsClient, noDirect: []string{"os", "os/exec", "net/http"}},
+		// The MCP client is the official SDK and what it brings, over a
+		// sandbox backend's pipes or an HTTP client the sandboxer checks.
+		{pkg: "pkg/mcptools", ours: []string{"pkg/protocol", "pkg/sandbox", "internal/version"}, modules: mcpSDK},
 	}
 	for _, r := range rules {
 		for _, dep := range goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./"+r.pkg) {
@@ -110,6 +113,29 @@ func TestCoordinatorHoldsNoProviderSDK(t *testing.T) {
 		t.Errorf("pkg/coordinator does not link pkg/retry; the rule above tests nothing")
 	}
 }
+
+// TestMCPSDKStaysInTheSandboxer checks that the MCP SDK is linked where
+// MCP servers are spoken to (pkg/mcptools, and the sandboxer that holds
+// the sessions) and nowhere else of the roles: the coordinator, which only
+// dispatches the calls, the worker, the protocol and the sandbox backends
+// do not link it.
+func TestMCPSDKStaysInTheSandboxer(t *testing.T) {
+	for _, pkg := range []string{"pkg/protocol", "pkg/coordinator", "pkg/worker", "pkg/sandbox", "pkg/sandbox/native", "pkg/sandbox/floor", "pkg/tools", "internal/gate"} {
+		for _, dep := range goList(t, "-deps", "./"+pkg) {
+			if strings.HasPrefix(dep, "github.com/modelcontextprotocol/") {
+				t.Errorf("%s links the MCP SDK (%s); only pkg/mcptools and the sandboxer may", pkg, dep)
+			}
+		}
+	}
+	if deps := goList(t, "-deps", "./pkg/sandboxer"); !slices.Contains(deps, "github.com/modelcontextprotocol/go-sdk/mcp") {
+		t.Errorf("pkg/sandboxer does not link the MCP SDK; the rule above tests nothing")
+	}
+}
+
+// mcpSDK is the MCP SDK (github.com/modelcontextprotocol/go-sdk, for
+// pkg/mcptools) and what it brings with it.
+var mcpSDK = []string{"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/segmentio/",
+	"github.com/yosida95/uritemplate", "golang.org/x/oauth2", "golang.org/x/sync", "golang.org/x/time", "golang.org/x/sys"}
 
 // dockerClient is the Docker Engine's Go client (moby/moby/client, for the
 // docker sandbox backend) and what it brings with it.

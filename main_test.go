@@ -8,14 +8,17 @@ import (
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/mcptest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox/native"
 )
 
 // TestMain lets the native sandbox re-execute this test binary as its init,
-// as the harness binaries' mains do.
+// as the harness binaries' mains do, and the MCP tests start it as their
+// server.
 func TestMain(m *testing.M) {
 	native.RunShimIfRequested()
+	mcptest.ServeIfRequested()
 	os.Exit(m.Run())
 }
 

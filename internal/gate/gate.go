@@ -302,3 +302,47 @@ func Path(p *policy.Policy, act policy.Act, rel, named string, approved bool) (p
 	}
 	return v, v.Refusal()
 }
+
+// Server decides whether the MCP server s may be started or dialled: a
+// stdio server's command is run as exec of its argv is, and an HTTP
+// server's URL is dialled as net to its host and port is; either only
+// under an explicit allow, since nobody is asked when a run opens its
+// workspace. It returns "" when it may, else the reason, written for the
+// contract's author.
+func Server(p *policy.Policy, s *protocol.MCPServer) string {
+	if s.URL == "" {
+		v := p.CheckExec(s.Command)
+		if v.Effect == policy.Allow {
+			return ""
+		}
+		return fmt.Sprintf("the MCP server %q would run `%s`, which the policy does not allow (%s says %s); a server starts only under an explicit allow: add an exec allow rule covering %q and the whole command",
+			s.Name, strings.Join(s.Command, " "), v.DecidedBy(), v.Effect, s.Command[0])
+	}
+	host, port, ok := ServerHost(s.URL)
+	if !ok {
+		return fmt.Sprintf("the MCP server %q has a URL without a host: %s", s.Name, s.URL)
+	}
+	v := p.CheckNet(host, port)
+	if v.Effect == policy.Allow {
+		return ""
+	}
+	return fmt.Sprintf("the MCP server %q is at %s, which the policy does not allow to dial (%s says %s); a server is dialled only under an explicit allow: add a net allow rule for %q",
+		s.Name, net.JoinHostPort(host, port), v.DecidedBy(), v.Effect, host)
+}
+
+// ServerHost is the host and port an MCP server's URL dials: the port
+// the URL names, else 443 for https and 80 for http.
+func ServerHost(raw string) (host, port string, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return "", "", false
+	}
+	port = u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return u.Hostname(), port, true
+}

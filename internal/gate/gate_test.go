@@ -235,3 +235,42 @@ func TestGitTools(t *testing.T) {
 		}
 	}
 }
+
+func TestServer(t *testing.T) {
+	pol, err := policy.FromProtocol(&protocol.Policy{Layers: []protocol.Layer{{Name: "l", Rules: []protocol.Rule{
+		{Act: "exec", Effect: "allow", Pattern: "mcp-server-git*"},
+		{Act: "exec", Effect: "ask", Pattern: "npx*"},
+		{Act: "net", Effect: "allow", Pattern: "mcp.example.com"},
+		{Act: "net", Effect: "allow", Pattern: "127.0.0.1:8080"},
+		{Act: "exec", Effect: "allow", Pattern: "mcp__github__*"},
+		{Act: "exec", Effect: "deny", Pattern: "mcp__github__delete_*"},
+	}}}, Defaults: &protocol.Defaults{Exec: "deny", Net: "deny"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		srv  protocol.MCPServer
+		ok   bool
+	}{
+		{"allowed command", protocol.MCPServer{Name: "git", Command: []string{"mcp-server-git", "--repository", "."}}, true},
+		{"command asked about", protocol.MCPServer{Name: "n", Command: []string{"npx", "server"}}, false},
+		{"command by default", protocol.MCPServer{Name: "x", Command: []string{"other"}}, false},
+		{"allowed host", protocol.MCPServer{Name: "w", URL: "https://mcp.example.com/mcp"}, true},
+		{"allowed host and port", protocol.MCPServer{Name: "w", URL: "http://127.0.0.1:8080/mcp"}, true},
+		{"another port", protocol.MCPServer{Name: "w", URL: "http://127.0.0.1:9090/mcp"}, false},
+		{"another host", protocol.MCPServer{Name: "w", URL: "https://evil.example.com/mcp"}, false},
+	}
+	for _, tt := range tests {
+		if why := Server(pol, &tt.srv); (why == "") != tt.ok {
+			t.Errorf("%s: Server() = %q, want allowed %v", tt.name, why, tt.ok)
+		}
+	}
+	// A call of an MCP tool is an exec of its name: the deny means what it
+	// reads.
+	for name, want := range map[string]policy.Effect{"mcp__github__list_issues": policy.Allow, "mcp__github__delete_repo": policy.Deny, "mcp__other__x": policy.Deny} {
+		if v, _ := Verdict(pol, &protocol.ToolCall{Name: name, Arguments: json.RawMessage(`{}`)}); v.Effect != want {
+			t.Errorf("Verdict(%s) = %s, want %s", name, v.Effect, want)
+		}
+	}
+}

@@ -33,7 +33,7 @@ func (d *driver) act(ctx context.Context, step, i int, call *protocol.ToolCall, 
 		return failed, nil
 	}
 	dispatch := func(opID, approval string) *protocol.Observation {
-		o := d.dispatch(ctx, opID, call, approval)
+		o := d.dispatch(ctx, step, opID, call, approval)
 		o.Tool = name
 		return o
 	}

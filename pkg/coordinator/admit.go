@@ -111,7 +111,11 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			_ = msg.Term()
 			return
 		}
-		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract, Coordinator: c.cfg.ID, Time: time.Now().UTC(),
+		// The trace keeps the contract without the values of its MCP
+		// servers' env, which are secrets; this coordinator keeps them
+		// in memory (secrets), to start the servers and to pass them to
+		// the run's sub-agents.
+		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract.Redacted(), Coordinator: c.cfg.ID, Time: time.Now().UTC(),
 			Tree: tree, Depth: depth, Policy: eff, ParentPolicy: parentEff}
 		started.Memory = c.admissionNotes(ctx, run, contract)
 		w := c.trace.Writer(run, 0)
@@ -122,6 +126,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 		recs, last = []protocol.Record{*started}, w.LastSeq()
+		c.secrets.keep(run, contract)
 		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
 			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
 			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run)})

@@ -216,7 +216,7 @@ func (d *driver) decide(ctx context.Context, ap *protocol.Approval) bool {
 			rec.Note = v.Refusal()
 			outcome, why = protocol.OutcomeDenied, fmt.Sprintf("the approved action %s %q is denied by the policy (%s)", v.Act, v.Target, v.DecidedBy())
 		default:
-			obs := d.dispatch(ctx, ap.ID+".approved", call, ap.ID)
+			obs := d.dispatch(ctx, s.step, ap.ID+".approved", call, ap.ID)
 			rec.Observations = []protocol.Observation{*obs}
 			rec.Changed = obs.Changed
 			if dec.Remember {

@@ -268,7 +268,7 @@ func (d *driver) reread(ctx context.Context, step, k int, st assemble.Stale) *pr
 	case v.Effect != policy.Allow:
 		return stub(v.Refusal())
 	}
-	obs := d.dispatch(ctx, fmt.Sprintf("%s.%d.reread.%d", d.s.run, step, k), call, "")
+	obs := d.dispatch(ctx, step, fmt.Sprintf("%s.%d.reread.%d", d.s.run, step, k), call, "")
 	if obs.IsError {
 		return stub(obs.Content)
 	}

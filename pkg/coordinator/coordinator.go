@@ -188,6 +188,9 @@ type Coordinator struct {
 	ledger    ledger.Ledger
 	metrics   *metrics.Coordinator
 	log       *slog.Logger
+	// secrets keeps the env values of the MCP servers of the runs this
+	// coordinator admitted, which the trace does not (mcp.go).
+	secrets mcpSecrets
 
 	slots    chan struct{} // one per run in hand
 	wg       sync.WaitGroup

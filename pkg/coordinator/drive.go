@@ -97,6 +97,11 @@ type driver struct {
 	// kids is the step in hand's wait on its sub-agents (kids.go).
 	kids *kidsWait
 	pk   parking
+	// mcpLost is why an MCP server of the run died, which fails the run
+	// once the step in hand is committed; mcpGone the servers whose death
+	// was published.
+	mcpLost *protocol.Error
+	mcpGone map[string]bool
 }
 
 // newDriver makes the driver of a run from the state its trace records,
@@ -119,6 +124,7 @@ func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol
 		c.indexFinished(ctx, s)
 		return nil, true
 	}
+	s.contract = c.secrets.restore(run, s.contract)
 	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, recovering: true, ctx: ctx, ls: ls}
 	if err := d.compilePolicy(); err != nil {
 		log.Error("compile the run's policy", "err", err)
@@ -221,6 +227,7 @@ func (d *driver) finish(ctx context.Context, o protocol.Outcome, why string) {
 }
 
 func (c *Coordinator) indexFinished(ctx context.Context, s *runState) {
+	c.secrets.forget(s.run)
 	f := s.finished
 	st := s.status(protocol.StatusOf(f.Outcome), c.cfg.ID)
 	st.Outcome, st.Reason = f.Outcome, f.Reason

@@ -24,6 +24,10 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 			d.finish(ctx, protocol.OutcomeRefused, why)
 			return false
 		}
+		if why := d.mcpRefusal(); why != "" {
+			d.finish(ctx, protocol.OutcomeRefused, why)
+			return false
+		}
 		// A run out of time or steps ends before it takes a workspace.
 		if a, o, why := s.next(boundary{now: time.Now()}); a == finishRun {
 			d.finish(ctx, o, why)
@@ -187,6 +191,12 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 			}
 		}
 		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
+		if d.mcpLost != nil {
+			// An MCP server died: the step that saw it is in the trace,
+			// and the run cannot go on without the server.
+			d.finish(ctx, protocol.OutcomeFailed, d.mcpLost.Error())
+			return
+		}
 		took = &stepTaken{rec: rec, pending: pending != nil, stall: stall, tried: tried}
 	}
 }

@@ -76,17 +76,28 @@ func (d *driver) opTimeout() time.Duration {
 
 // dispatch sends an allowed call to the sandboxer under an op id and
 // returns its observation.
-func (d *driver) dispatch(ctx context.Context, opID string, call *protocol.ToolCall, approval string) *protocol.Observation {
+func (d *driver) dispatch(ctx context.Context, step int, opID string, call *protocol.ToolCall, approval string) *protocol.Observation {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
 		Workspace: d.s.contract.Workspace.Dir(), Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval,
-		Git: d.s.contract.Git}
+		Git: d.s.contract.Git, Tree: d.s.tree}
 	if call.Name == ReadSkillTool {
 		// The read of a skill of a skills snapshot: a sandboxer that no
 		// longer holds the run's copy (it restarted) unpacks it again.
 		op.Skills = d.s.contract.Skills
 	}
+	_, _, isMCP := protocol.SplitMCPTool(call.Name)
+	if isMCP {
+		// The servers go with the call, so a sandboxer that lost the
+		// session (it restarted) opens it again.
+		op.MCP = d.s.contract.MCP
+		began := time.Now()
+		defer func() { d.mcpCalled(step, obs, time.Since(began)) }()
+	}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
+	if err == nil {
+		d.mcpLostIn(step, reply.MCP)
+	}
 	switch {
 	case err != nil:
 		obs.Status, obs.IsError = protocol.CallUnanswered, true
@@ -109,6 +120,9 @@ func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
 		Workspace: d.s.contract.Workspace.Dir(), Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
+	if err == nil {
+		d.mcpLostIn(step, reply.MCP)
+	}
 	switch {
 	case err != nil:
 		return &protocol.CheckResult{Kind: v.Kind(), Detail: "the verification could not run: " + err.Error()}

@@ -46,6 +46,7 @@ func (d *driver) open(ctx context.Context) error {
 		case err == nil:
 			d.node, d.tools, d.toolchain, d.skills = reply.Node, reply.Tools, reply.Toolchain, reply.Skills
 			d.log.Info("workspace opened", "sandboxer", d.node)
+			d.mcpConnected(reply.MCP)
 			return nil
 		case ctx.Err() != nil:
 			return done(ctx.Err())
@@ -60,10 +61,12 @@ func (d *driver) open(ctx context.Context) error {
 
 // close gives the workspace back to the sandboxer holding it.
 func (d *driver) close() {
-	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose}
+	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose, Tree: d.s.tree}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = d.c.request(ctx, wire.SandboxOps(d.node), op, 5*time.Second)
+	if reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, 5*time.Second); err == nil {
+		d.mcpClosed(reply.MCP)
+	}
 }
 
 // openOp is the operation that opens the run's workspace and the subject
@@ -77,7 +80,8 @@ func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	// will not run the contract (a blanket allow, a verification command
 	// with nowhere safe to run) says so before the first step.
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
-		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification, Tools: c.Tools}
+		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification, Tools: c.Tools,
+		Tree: d.s.tree, MCP: c.MCP}
 	if d.s.skills == nil {
 		// The skills are read when the workspace first opens; a run that
 		// recorded them keeps what its model was told.

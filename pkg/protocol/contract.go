@@ -62,6 +62,9 @@ type Contract struct {
 	// Git is who the run's commits are by (git_commit, workspace.commit);
 	// absent, git_commit is refused.
 	Git *GitSpec `json:"git,omitempty"`
+	// MCP names the MCP servers whose tools the run is offered, as
+	// mcp__<server>__<tool>; absent, none.
+	MCP *MCPSpec `json:"mcp,omitempty"`
 }
 
 // MaxContractTools is how many tools a contract may name.
@@ -468,6 +471,11 @@ func (c *Contract) Validate() error {
 	}
 	if err := c.validateContext(); err != nil {
 		return err
+	}
+	if c.MCP != nil {
+		if err := c.MCP.validate(); err != nil {
+			return err
+		}
 	}
 	switch c.Sandbox.Backend {
 	case "", "auto", "native", "docker", "floor":

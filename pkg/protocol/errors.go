@@ -41,6 +41,7 @@ const (
 	CodeBadArguments      Code = 4003 // a tool call's arguments do not fit its schema
 	CodeSandbox           Code = 4004 // the sandbox could not start the command
 	CodeWorkspaceRefused  Code = 4005 // the sandboxer does not serve that workspace
+	CodeMCP               Code = 4006 // an MCP server could not start, connect, or died
 	CodeUnavailable       Code = 5001 // a dependency did not answer; try again
 	CodeInternal          Code = 5002 // a bug: the log has the detail
 )
@@ -73,6 +74,7 @@ var codeNames = map[Code]string{
 	CodeBadArguments:      "bad_arguments",
 	CodeSandbox:           "sandbox",
 	CodeWorkspaceRefused:  "workspace_refused",
+	CodeMCP:               "mcp",
 	CodeUnavailable:       "unavailable",
 	CodeInternal:          "internal",
 }
@@ -145,6 +147,7 @@ var (
 	ErrBadArguments      = &Error{Code: CodeBadArguments}
 	ErrSandbox           = &Error{Code: CodeSandbox}
 	ErrWorkspaceRefused  = &Error{Code: CodeWorkspaceRefused}
+	ErrMCP               = &Error{Code: CodeMCP}
 	ErrUnavailable       = &Error{Code: CodeUnavailable}
 	ErrInternal          = &Error{Code: CodeInternal}
 )

@@ -38,6 +38,15 @@ const (
 	// EventMemory reports a note remembered (its target the key) and what
 	// it evicted.
 	EventMemory = "memory"
+	// The MCP events, each with its server as the target: a server
+	// connected (Text its transport and backend, DurationMS the connect),
+	// a tool of it offered (Tool), a call of one (Tool, Status,
+	// DurationMS), and a server disconnected (IsError and Error when it
+	// died).
+	EventMCPConnect     = "mcp_connect"
+	EventMCPToolOffered = "mcp_tool_offered"
+	EventMCPCall        = "mcp_call"
+	EventMCPDisconnect  = "mcp_disconnect"
 )
 
 // Event is a live notification on harness.events.<run>.<kind>. The trace is
@@ -54,7 +63,8 @@ type Event struct {
 	Outcome Outcome   `json:"outcome,omitempty"`
 	Passed  *bool     `json:"passed,omitempty"`
 	IsError bool      `json:"is_error,omitempty"`
-	// Error is why a contract was rejected, on a rejected event.
+	// Error is why a contract was rejected, on a rejected event, and why
+	// an MCP server is gone, on an mcp_disconnect event.
 	Error *Error `json:"error,omitempty"`
 	// Status is what came of a tool call, on an observed event.
 	Status  CallStatus `json:"status,omitempty"`
@@ -70,4 +80,6 @@ type Event struct {
 	Budgets *Budgets `json:"budgets,omitempty"`
 	// Assembly is an assembled event's account of the request.
 	Assembly *Assembly `json:"assembly,omitempty"`
+	// DurationMS is how long an MCP connect or call took.
+	DurationMS int64 `json:"duration_ms,omitempty"`
 }

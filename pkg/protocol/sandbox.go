@@ -55,6 +55,13 @@ type SandboxOp struct {
 	// Git, on a tool call and a collect, is the contract's git: the
 	// identity git_commit and the end-of-run commit sign with.
 	Git *GitSpec `json:"git,omitempty"`
+	// Tree is the root run of the run's agent tree: the tree's runs share
+	// its MCP sessions. Empty: the run's own.
+	Tree string `json:"tree,omitempty"`
+	// MCP is the contract's MCP servers, on an open (the sandboxer starts
+	// or dials them) and on a call of an MCP tool (so a sandboxer that
+	// lost the session, restarted, opens it again).
+	MCP *MCPSpec `json:"mcp,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
@@ -75,6 +82,10 @@ type SandboxReply struct {
 	Skills []Skill `json:"skills,omitempty"`
 	// Patch answers a collect.
 	Patch *Patch `json:"patch,omitempty"`
+	// MCP is how the run's MCP servers stand (see MCPSession): all of
+	// them on an open, those that died on a tool call or a verification,
+	// those disconnected on a close.
+	MCP []MCPSession `json:"mcp,omitempty"`
 	// Holder answers the open of a snapshot workspace that another
 	// sandboxer holds (it materialised it, and has the run's changes): send
 	// the open to that node's op subject instead.

@@ -3,6 +3,10 @@
 // then takes a run's operations on its own subject
 // (harness.sandbox.<node>.op): tool calls, run by the tools package inside
 // the workspace, and the contract's verification, run inside a sandbox.
+// It also holds the run's MCP servers (mcp.go): a stdio server started in
+// the run's sandbox, an HTTP server dialled under the policy's net rules,
+// their tools offered as mcp__<server>__<tool>, one session per agent
+// tree, closed with the tree's last run.
 //
 // It resolves every path itself, whatever the coordinator decided: a path
 // that climbs out of the workspace, is absolute, or resolves through a
@@ -283,6 +287,8 @@ type Sandboxer struct {
 	opOrder    []string
 
 	running running // the operations in progress, by run, for OpStop
+
+	mcp mcpSessions // the MCP sessions of the runs held here (mcp.go)
 }
 
 // New returns a sandboxer. It keeps copies of cfg's slices and map, so the
@@ -386,6 +392,8 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		abandon()
 		<-drained
 	}
+	// The servers go before the backends that hold them.
+	s.closeAllMCP()
 	s.closeBackends()
 	s.closeWorkspaces()
 	s.closeAllSkills()
@@ -551,24 +559,42 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 	switch op.Kind {
 	case protocol.OpOpen:
 		if op.Snapshot != "" {
-			return s.openSnapshot(ctx, op, reply)
+			reply = s.openSnapshot(ctx, op, reply)
+		} else {
+			w, err := s.workspace(op.Run, op.Workspace)
+			if err != nil {
+				reply.Error = protocol.AsError(err)
+				return reply
+			}
+			if reply.Skills, err = s.skills(ctx, op.Run, w, op.Skills); err != nil {
+				// The run ends before its first step: it holds nothing here.
+				s.closeWorkspace(op.Run)
+				reply.Error = protocol.AsError(err)
+				log.Info("workspace refused: its skills are malformed", "dir", op.Workspace, "err", err)
+				return reply
+			}
+			reply.Tools = s.offered(isRepo(op.Workspace), op.Tools)
+			reply.Toolchain = s.toolchain(op.Workspace)
+			log.Info("workspace opened", "dir", w.dir)
 		}
-		w, err := s.workspace(op.Run, op.Workspace)
+		if op.MCP == nil || reply.Error != nil || reply.Holder != "" {
+			return reply
+		}
+		w, err := s.workspaceFor(op)
+		if err == nil {
+			var tools []protocol.ToolSpec
+			tools, reply.MCP, err = s.openMCP(ctx, op, w.dir)
+			reply.Tools = append(reply.Tools, tools...)
+		}
 		if err != nil {
-			reply.Error = protocol.AsError(err)
-			return reply
-		}
-		if reply.Skills, err = s.skills(ctx, op.Run, w, op.Skills); err != nil {
-			// The run ends before its first step: it holds nothing here.
+			// The run cannot go on without its servers: it holds nothing
+			// here.
 			s.closeWorkspace(op.Run)
-			reply.Error = protocol.AsError(err)
-			log.Info("workspace refused: its skills are malformed", "dir", op.Workspace, "err", err)
-			return reply
+			s.closeSkills(op.Run)
+			*reply = protocol.SandboxReply{OpID: op.OpID, Error: protocol.AsError(err)}
 		}
-		reply.Tools = s.offered(isRepo(op.Workspace), op.Tools)
-		reply.Toolchain = s.toolchain(op.Workspace)
-		log.Info("workspace opened", "dir", op.Workspace)
 	case protocol.OpClose:
+		reply.MCP = s.closeMCP(op.Run)
 		s.closeWorkspace(op.Run)
 		s.closeSkills(op.Run)
 		s.closeSnapshot(ctx, op.Run)
@@ -582,6 +608,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			return reply
 		}
 		reply.Observation = s.tool(ctx, w, op)
+		reply.MCP = s.lostMCP(op)
 	case protocol.OpVerify:
 		w, err := s.workspaceFor(op)
 		if err != nil {
@@ -593,6 +620,7 @@ func (s *Sandboxer) do(ctx context.Context, op *protocol.SandboxOp) *protocol.Sa
 			return reply
 		}
 		reply.Check = s.verify(ctx, w, op)
+		reply.MCP = s.lostMCP(op)
 		log.Info("verified", "passed", reply.Check.Passed, "detail", reply.Check.Detail)
 	default:
 		reply.Error = protocol.Errorf(protocol.CodeUnsupported, "unknown operation %q", op.Kind)

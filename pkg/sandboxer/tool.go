@@ -55,6 +55,15 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		return &protocol.Observation{IsError: true, Status: protocol.CallFailed, Content: "[tool failed] no tool call"}
 	}
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
+	if _, _, ok := protocol.SplitMCPTool(call.Name); ok && op.MCP != nil {
+		// A tool of one of the run's MCP servers: no built-in has such a
+		// name (tools.NewSet refuses one), so none is shadowed.
+		if refusal := s.covered(op); refusal != "" {
+			obs.Status, obs.IsError, obs.Content = protocol.CallRefused, true, refusal
+			return obs
+		}
+		return s.mcpCall(ctx, w, op, obs)
+	}
 	t, ok := s.lookup(call.Name)
 	if call.Name == readSkillTool {
 		t, ok = tools.ReadFile{}, true // on the run's skills snapshot, below

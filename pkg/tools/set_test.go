@@ -39,6 +39,7 @@ func TestNewSet(t *testing.T) {
 		{"empty name", []Tool{namedTool("")}, nil, "name"},
 		{"bad name", []Tool{namedTool("a b")}, nil, "name"},
 		{"long name", []Tool{namedTool(strings.Repeat("x", 65))}, nil, "name"},
+		{"an MCP server's name", []Tool{namedTool("mcp__github__delete_repo")}, nil, `begins with "mcp__"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -137,8 +137,10 @@ type Set struct {
 var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // NewSet returns a Set holding tools in the given order. It fails when a
-// tool is nil, when a name is not 1 to 64 letters, digits, '_' or '-', or
-// when two tools share a name.
+// tool is nil, when a name is not 1 to 64 letters, digits, '_' or '-' or
+// begins with protocol.MCPToolPrefix (the MCP servers' tools are named so,
+// and no tool of a Set may take one of their names), or when two tools
+// share a name.
 func NewSet(tools ...Tool) (*Set, error) {
 	s := &Set{tools: make(map[string]Tool, len(tools))}
 	for i, t := range tools {
@@ -148,6 +150,9 @@ func NewSet(tools ...Tool) (*Set, error) {
 		name := t.Spec().Name
 		if !validName.MatchString(name) {
 			return nil, fmt.Errorf("tool %d: name %q is not 1 to 64 letters, digits, '_' or '-'", i, name)
+		}
+		if strings.HasPrefix(name, protocol.MCPToolPrefix) {
+			return nil, fmt.Errorf("tool %d: name %q begins with %q, which names the tools of a run's MCP servers; give it another name", i, name, protocol.MCPToolPrefix)
 		}
 		if _, dup := s.tools[name]; dup {
 			return nil, fmt.Errorf("tool %d: duplicate tool name %q", i, name)

@@ -50,3 +50,9 @@ func (l *leader) waitExit() {
 func (l *leader) reap() {
 	_ = l.cmd.Wait() // a non-zero exit is an *exec.ExitError; the status is in ProcessState
 }
+
+// startAttr is how Start starts a long-lived command: in a group of its
+// own, killed when the sandboxer's process dies.
+func startAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

@@ -5,6 +5,7 @@ package floor
 import (
 	"errors"
 	"os/exec"
+	"syscall"
 )
 
 // floorRlimits: the floor applies no rlimits here.
@@ -28,3 +29,10 @@ func (l *leader) waitExit() { _ = l.cmd.Wait() }
 
 // reap does nothing: waitExit already reaped.
 func (l *leader) reap() {}
+
+// startAttr is how Start starts a long-lived command: in a group of its
+// own. This system has no parent-death signal: a sandboxer that dies
+// leaves its servers running.
+func startAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

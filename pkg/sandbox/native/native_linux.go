@@ -265,36 +265,11 @@ func (n *Backend) setWaiting(sp *shimProc, on bool) {
 // does not exist there); CodeSandbox when Dir does not exist or is /, the
 // program is not executable, or the sandbox could not be set up.
 func (n *Backend) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Result, error) {
-	if err := sandbox.CheckSpec(ctx, spec); err != nil {
+	cfg, lim, err := n.command(ctx, spec)
+	if err != nil {
 		return nil, err
 	}
-	lim := sandbox.LimitsOf(spec.Limits)
-	dir, err := filepath.EvalSymlinks(spec.Dir)
-	if err == nil {
-		var fi os.FileInfo
-		if fi, err = os.Stat(dir); err == nil && !fi.IsDir() {
-			err = syscall.ENOTDIR
-		}
-	}
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeSandbox, "the working directory %s does not exist on the sandboxer", spec.Dir)
-	}
-	if dir == "/" {
-		return nil, protocol.Errorf(protocol.CodeSandbox, "the working directory is /, which would make the whole host writable; give the workspace directory")
-	}
-	env := spec.Env
-	if env == nil {
-		env = []string{}
-	}
-	if n.cfg.GoCache != "" {
-		env = withVar(env, "GOCACHE", SandboxGoCache)
-	}
-	argv := slices.Clone(spec.Argv)
-	cfg := &shimConfig{
-		Argv: argv, Dir: dir, Env: env,
-		TmpBytes: lim.MemoryBytes, CPUSecs: lim.CPUSecs, OpenFiles: lim.OpenFiles,
-		Landlock: n.landlock, Seccomp: n.seccomp,
-	}
+	argv := cfg.Argv
 	o, err := n.sandbox(ctx, cfg, lim, spec.Network)
 	if err != nil {
 		return nil, err
@@ -348,6 +323,40 @@ func (n *Backend) Run(ctx context.Context, spec sandbox.Spec) (*sandbox.Result, 
 	return res, nil
 }
 
+// command checks spec and returns the shim's configuration for it, with
+// its caps. Errors: those of Run before anything starts.
+func (n *Backend) command(ctx context.Context, spec sandbox.Spec) (*shimConfig, protocol.Limits, error) {
+	lim := sandbox.LimitsOf(spec.Limits)
+	if err := sandbox.CheckSpec(ctx, spec); err != nil {
+		return nil, lim, err
+	}
+	dir, err := filepath.EvalSymlinks(spec.Dir)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(dir); err == nil && !fi.IsDir() {
+			err = syscall.ENOTDIR
+		}
+	}
+	if err != nil {
+		return nil, lim, protocol.Errorf(protocol.CodeSandbox, "the working directory %s does not exist on the sandboxer", spec.Dir)
+	}
+	if dir == "/" {
+		return nil, lim, protocol.Errorf(protocol.CodeSandbox, "the working directory is /, which would make the whole host writable; give the workspace directory")
+	}
+	env := spec.Env
+	if env == nil {
+		env = []string{}
+	}
+	if n.cfg.GoCache != "" {
+		env = withVar(env, "GOCACHE", SandboxGoCache)
+	}
+	return &shimConfig{
+		Argv: slices.Clone(spec.Argv), Dir: dir, Env: env,
+		TmpBytes: lim.MemoryBytes, CPUSecs: lim.CPUSecs, OpenFiles: lim.OpenFiles,
+		Landlock: n.landlock, Seccomp: n.seccomp,
+	}, lim, nil
+}
+
 // outcome is what one sandbox did, before interpretation.
 type outcome struct {
 	report    shimReport
@@ -393,9 +402,10 @@ func (sp *shimProc) closeAll() {
 
 // startShim starts a shim in new namespaces (a network namespace always;
 // sandbox attaches the route out of a command that may use the network),
-// in cg's v2 cgroup when cg is given. The shim waits for its configuration
+// in cg's v2 cgroup when cg is given, with stdin as the command's
+// standard input (nil: /dev/null). The shim waits for its configuration
 // before it does anything.
-func (n *Backend) startShim(cg *cgroup) (*shimProc, error) {
+func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	var files []*os.File
 	pipe := func() (r, w *os.File) {
 		r, w, err := os.Pipe()
@@ -436,6 +446,7 @@ func (n *Backend) startShim(cg *cgroup) (*shimProc, error) {
 			Path:        "/proc/self/exe",
 			Args:        []string{"harness-sandbox"},
 			Env:         shimEnviron,
+			Stdin:       stdin, // nil or an *os.File: passed to the child as is
 			Stdout:      outW,
 			Stderr:      errW,
 			ExtraFiles:  []*os.File{cfgR, repW}, // shimConfigFD, shimReportFD
@@ -511,7 +522,7 @@ func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Lim
 	}
 	if sp == nil {
 		var err error
-		if sp, err = n.newShim(func(cg *cgroup) error { return cg.setLimits(lim.MemoryBytes, lim.Pids) }); err != nil {
+		if sp, err = n.newShim(func(cg *cgroup) error { return cg.setLimits(lim.MemoryBytes, lim.Pids) }, nil); err != nil {
 			return nil, protocol.Errorf(protocol.CodeSandbox, "could not start the sandbox for %s: %v", process.Argv0(cfg.Argv), err)
 		}
 	}
@@ -618,8 +629,9 @@ wait:
 }
 
 // newShim creates a command's cgroups, calls prepare on them (to set its
-// caps), and starts a shim in them.
-func (n *Backend) newShim(prepare func(*cgroup) error) (*shimProc, error) {
+// caps), and starts a shim in them, with stdin as the command's standard
+// input (nil: /dev/null).
+func (n *Backend) newShim(prepare func(*cgroup) error, stdin *os.File) (*shimProc, error) {
 	var cg *cgroup
 	if n.cg != nil {
 		c, err := newCgroup(n.cg, n.owner, n.cfg.CPUs)
@@ -634,7 +646,7 @@ func (n *Backend) newShim(prepare func(*cgroup) error) (*shimProc, error) {
 			}
 		}
 	}
-	sp, err := n.startShim(cg)
+	sp, err := n.startShim(cg, stdin)
 	if err != nil {
 		if cg != nil {
 			n.removeCgroup(cg)
@@ -675,7 +687,7 @@ func (n *Backend) removeCgroup(cg *cgroup) {
 func (n *Backend) fill(ctx context.Context) {
 	def := sandbox.LimitsOf(protocol.Limits{})
 	for {
-		sp, err := n.newShim(func(cg *cgroup) error { return cg.setLimits(def.MemoryBytes, def.Pids) })
+		sp, err := n.newShim(func(cg *cgroup) error { return cg.setLimits(def.MemoryBytes, def.Pids) }, nil)
 		if err != nil {
 			select {
 			case <-ctx.Done():

@@ -56,6 +56,12 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend) {
 		{"SandboxerEnvNotVisible", testSandboxerEnvNotVisible, true},
 		{"NoLeftoversAfter100Runs", testNoLeftovers, true},
 		{"DeclarationsMatchReports", testDeclarations, false},
+		// Long-lived commands, for a sandbox.Starter.
+		{"StartTalks", testStartTalks, false},
+		{"StartKillTakesEverything", testStartKillTakesEverything, false},
+		{"StartHasNoWallCap", testStartHasNoWallCap, false},
+		{"StartMissingProgram", testStartMissingProgram, false},
+		{"StartConfined", testStartConfined, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
