@@ -84,6 +84,9 @@ type parking struct {
 	// dropped is how many turns the run's subscription had dropped at
 	// watchLoss's last look.
 	dropped int
+	// gone is set by letGo for a run whose goroutine was leaving it: the
+	// run does not park on a lease that may be another's by now.
+	gone bool
 }
 
 // takeInbox returns the turns heard for the run since the last take.
@@ -106,6 +109,19 @@ func (c *Coordinator) work(d *driver, sl *slot) {
 			sl.release()
 			return
 		}
+		d.pk.mu.Lock()
+		gone := d.pk.gone
+		d.pk.mu.Unlock()
+		if gone {
+			// Let go of while it waited for this slot: another coordinator
+			// may hold the run by now.
+			d.dropKids()
+			_ = d.sub.Unsubscribe()
+			d.close()
+			c.ended(d.ctx, run, d.ls, false)
+			sl.release()
+			return
+		}
 		rctx, drop := context.WithCancel(d.ctx)
 		dctx, stop := context.WithCancelCause(rctx)
 		c.mu.Lock()
@@ -117,6 +133,9 @@ func (c *Coordinator) work(d *driver, sl *slot) {
 		c.metrics.Driving(1)
 		parkedNow, settled := d.drive(rctx, dctx)
 		c.metrics.Driving(-1)
+		// Let go of while it worked (the heartbeat lapsed): its lease may
+		// be another's by now, so it does not park on it.
+		dropped := rctx.Err() != nil && d.ctx.Err() == nil
 		c.mu.Lock()
 		delete(c.stops, run)
 		delete(c.drops, run)
@@ -124,22 +143,32 @@ func (c *Coordinator) work(d *driver, sl *slot) {
 		stop(nil)
 		drop()
 		sl = d.slot // lent and reclaimed by a wait on sub-agents, perhaps
-		if !parkedNow || d.ctx.Err() != nil {
-			d.dropKids()
-			_ = d.sub.Unsubscribe()
-			c.ended(d.ctx, run, d.ls, settled)
-			if mark := cancelOf(dctx); mark != nil && settled && d.s.finished == nil {
-				// Cancelled as it paused: the cancel came too late for
-				// this driver, and it is ended as a paused run is.
-				if err := c.endIdle(d.ctx, run, mark); err != nil {
-					c.log.Warn("end a cancelled run", "run", run, "err", err)
-				}
+		if parkedNow && d.ctx.Err() == nil {
+			how := parkGone
+			if !dropped {
+				how = d.park()
 			}
-			sl.release()
-			return
+			switch how {
+			case parkDone:
+				sl.release()
+				return
+			case parkWoken:
+				continue // woken while it was leaving: carried on at once
+			}
+			// Let go of: the workspace kept open for the step in hand is
+			// closed, as for any driver that leaves its run.
+			d.close()
+			parkedNow = false
 		}
-		if !d.park() {
-			continue // woken while it was leaving: carried on at once
+		d.dropKids()
+		_ = d.sub.Unsubscribe()
+		c.ended(d.ctx, run, d.ls, settled)
+		if mark := cancelOf(dctx); mark != nil && settled && d.s.finished == nil {
+			// Cancelled as it paused: the cancel came too late for this
+			// driver, and it is ended as a paused run is.
+			if err := c.endIdle(d.ctx, run, mark); err != nil {
+				c.log.Warn("end a cancelled run", "run", run, "err", err)
+			}
 		}
 		sl.release()
 		return
@@ -184,16 +213,28 @@ func (d *driver) lookedUp() bool {
 	return d.ctx.Err() == nil
 }
 
-// park leaves the run parked, with a timer for the end of its wait, and
-// reports true; or false when it was woken while its goroutine was
-// leaving it, which then carries it on.
-func (d *driver) park() bool {
+// How park left a run.
+type parkHow uint8
+
+const (
+	parkDone  parkHow = iota // parked
+	parkWoken                // woken while its goroutine was leaving it, which carries it on
+	parkGone                 // let go of while its goroutine was leaving it (letGo)
+)
+
+// park leaves the run parked, with a timer for the end of its wait; or
+// not, when it was woken or let go of while its goroutine was leaving it.
+func (d *driver) park() parkHow {
 	d.pk.mu.Lock()
 	defer d.pk.mu.Unlock()
+	if d.pk.gone {
+		d.pk.state = working
+		return parkGone
+	}
 	if d.pk.wakeup || len(d.pk.inbox) > 0 || len(d.pk.kids) > 0 || d.pk.cancel != nil || d.pk.lost {
 		d.pk.wakeup = false
 		d.pk.state = working
-		return false
+		return parkWoken
 	}
 	d.pk.state = parked
 	d.c.metrics.Waiting(1)
@@ -207,7 +248,7 @@ func (d *driver) park() bool {
 	if !until.IsZero() {
 		d.pk.timer = time.AfterFunc(time.Until(until), d.wake)
 	}
-	return true
+	return parkDone
 }
 
 // parkNow marks the driver as leaving its goroutine, unless something
@@ -380,6 +421,9 @@ func (c *Coordinator) letGo() {
 	for _, d := range gone {
 		d.pk.mu.Lock()
 		if d.pk.state != parked {
+			// Working, its segment about to end, or leaving its goroutine:
+			// it leaves the run instead of parking (work).
+			d.pk.gone = true
 			d.pk.mu.Unlock()
 			continue
 		}

@@ -61,6 +61,9 @@ func (d *driver) open(ctx context.Context) error {
 
 // close gives the workspace back to the sandboxer holding it.
 func (d *driver) close() {
+	if d.node == "" {
+		return // no workspace was opened
+	}
 	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose, Tree: d.s.tree}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
