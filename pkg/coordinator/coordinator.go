@@ -204,6 +204,10 @@ type Coordinator struct {
 	// parents maps each sub-agent a parked step waits on to its parent's
 	// driver (kids.go).
 	parents map[string]*driver
+	// orphans are the runs this coordinator left without handing their
+	// lease over (NATS did not answer): their lease may be live and ours,
+	// so takeOver takes them back.
+	orphans map[string]bool
 	// asks pairs the requests heard on harness.submit with their answers.
 	asks asks
 	// queued are the decided runs waiting here for a free slot to be
@@ -264,6 +268,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		slots:     make(chan struct{}, cfg.MaxRuns),
 		active:    make(map[string]*driver),
 		parents:   make(map[string]*driver),
+		orphans:   make(map[string]bool),
 		asks:      asks{waiting: map[string][]asked{}, heard: map[string]heard{}},
 		drops:     make(map[string]context.CancelFunc),
 		early:     make(map[string]*protocol.Cancel),
@@ -523,7 +528,13 @@ func (c *Coordinator) ended(ctx context.Context, run string, ls *lease, settled 
 		return
 	}
 	if err := c.leases.handOver(hctx, ls); err != nil {
+		// The lease may still be ours and live, with the heartbeat: no
+		// other coordinator would take the run, so this one does, at its
+		// next look for runs to take over.
 		c.log.Debug("hand the run over", "run", run, "err", err)
+		c.mu.Lock()
+		c.orphans[run] = true
+		c.mu.Unlock()
 	} else {
 		c.log.Info("run handed over", "run", run)
 	}

@@ -55,6 +55,13 @@ func (c *Coordinator) takeExpired(ctx context.Context) {
 		c.log.Debug("list leases", "err", err)
 		return
 	}
+	c.mu.Lock()
+	for run := range c.orphans {
+		if !slices.Contains(runs, run) {
+			runs = append(runs, run)
+		}
+	}
+	c.mu.Unlock()
 	runs = slices.DeleteFunc(runs, c.driving)
 	if len(runs) == 0 {
 		return
@@ -70,11 +77,17 @@ func (c *Coordinator) takeExpired(ctx context.Context) {
 		gate <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-gate }()
-			switch err := c.Resume(ctx, run); {
+			err := c.Resume(ctx, run)
+			switch {
 			case err == nil:
 				c.metrics.TakenOver()
 			case !errors.Is(err, protocol.ErrFenced) && !errors.Is(err, errNoRoom):
 				c.log.Warn("take over run", "run", run, "err", err)
+			}
+			if err == nil || errors.Is(err, protocol.ErrFenced) || errors.Is(err, protocol.ErrUnknownRun) {
+				c.mu.Lock()
+				delete(c.orphans, run)
+				c.mu.Unlock()
 			}
 		})
 	}
