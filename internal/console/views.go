@@ -117,6 +117,12 @@ func (s *Server) runView(ctx context.Context, id string, v *viewer) (*runView, e
 		rv.Story = &Story{Run: id}
 	} else {
 		rv.Story = BuildStory(id, recs)
+		// The trace is the truth and the index its cache, written a moment
+		// after the finished record whose event woke this page.
+		if last := recs[len(recs)-1]; last.Kind == protocol.RecordFinished && !rv.Finished {
+			rv.Finished, rv.CanCancel = true, false
+			rv.Status, rv.Outcome, rv.Reason = string(protocol.StatusOf(last.Outcome)), string(last.Outcome), last.Reason
+		}
 	}
 	rv.Story.Entries = mergeLive(rv.Story.Entries, s.hub.notesOf(id))
 	if all, err := s.cfg.Client.Runs(ctx); err == nil {
