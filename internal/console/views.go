@@ -23,11 +23,11 @@ const maxRows = 500
 // Row is one run in the runs list.
 type Row struct {
 	ID, Status, Outcome, Pool, Tenant, Owner, Task, Parent string
-	Steps                                                 int
-	Tokens                                                int64
-	Cost                                                  string
-	Age                                                   string
-	Search                                                string // what the search box matches: id and task, lower case
+	Steps                                                  int
+	Tokens                                                 int64
+	Cost                                                   string
+	Age                                                    string
+	Search                                                 string // what the search box matches: id and task, lower case
 }
 
 func rowOf(st *protocol.RunState, now time.Time) Row {
