@@ -49,7 +49,9 @@ type listener struct {
 // hub follows harness.events.> for the pages listening: it tells a run's
 // page that its run moved, the approvals page that an approval came or
 // went, and sends the runs page each changed run's row, rendered once
-// for all of them.
+// for all of them. It keeps what the trace does not: the live notes of
+// retries, fallbacks, ledger waits and errors, and the takeovers it saw
+// (a run's coordinator changing between two of its events).
 type hub struct {
 	s   *Server
 	sub *nats.Subscription
@@ -59,6 +61,7 @@ type hub struct {
 	dirty     map[string]bool
 	notes     map[string][]Entry
 	noteOrder []string
+	owners    map[string]string // the coordinator last seen driving each run
 
 	wake chan struct{}
 	done chan struct{}
@@ -67,7 +70,7 @@ type hub struct {
 }
 
 func startHub(s *Server) (*hub, error) {
-	h := &hub{s: s, listeners: map[*listener]struct{}{}, dirty: map[string]bool{}, notes: map[string][]Entry{},
+	h := &hub{s: s, listeners: map[*listener]struct{}{}, dirty: map[string]bool{}, notes: map[string][]Entry{}, owners: map[string]string{},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	sub, err := s.cfg.Client.Conn().Subscribe(wire.EventsPrefix+">", h.heard)
 	if err != nil {
@@ -105,23 +108,20 @@ func (h *hub) heard(m *nats.Msg) {
 	}
 	approvals := kind == protocol.EventApproval || kind == protocol.EventDecided || kind == protocol.EventFinished
 	change, _ := json.Marshal(map[string]string{"run": run, "kind": kind})
-	rowsWanted := false
 	for l := range h.listeners {
 		switch {
 		case l.view == "run" && l.run == run:
 			h.send(l, hubMsg{"change", change})
 		case l.view == "approvals" && approvals:
 			h.send(l, hubMsg{"approvals", change})
-		case l.view == "runs":
-			rowsWanted = true
 		}
 	}
-	if rowsWanted {
-		h.dirty[run] = true
-		select {
-		case h.wake <- struct{}{}:
-		default:
-		}
+	// The run's index entry is read once for all its events meanwhile:
+	// for the runs pages' rows, and to notice a takeover.
+	h.dirty[run] = true
+	select {
+	case h.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -175,11 +175,22 @@ func (h *hub) rows() {
 		clear(h.dirty)
 		h.mu.Unlock()
 		for _, run := range runs {
-			msg, ok := h.row(run)
+			st, msg, ok := h.row(run)
 			if !ok {
 				continue
 			}
 			h.mu.Lock()
+			if prev := h.owners[run]; prev != "" && st.Coordinator != "" && prev != st.Coordinator {
+				h.note(run, Entry{Kind: "live", Step: st.Step, Time: st.Updated, Title: "taken over",
+					Reason: "coordinator " + st.Coordinator + " took the run over from " + prev})
+				change, _ := json.Marshal(map[string]string{"run": run, "kind": "takeover"})
+				for l := range h.listeners {
+					if l.view == "run" && l.run == run {
+						h.send(l, hubMsg{"change", change})
+					}
+				}
+			}
+			h.owner(run, st.Coordinator)
 			for l := range h.listeners {
 				if l.view == "runs" {
 					h.send(l, msg)
@@ -190,21 +201,33 @@ func (h *hub) rows() {
 	}
 }
 
-func (h *hub) row(run string) (hubMsg, bool) {
+func (h *hub) row(run string) (*protocol.RunState, hubMsg, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := h.s.cfg.Client.Run(run).Status(ctx)
 	if err != nil {
-		return hubMsg{}, false
+		return nil, hubMsg{}, false
 	}
 	row := rowOf(st, h.s.now())
 	var b bytes.Buffer
 	if err := h.s.pages["runs"].ExecuteTemplate(&b, "row", row); err != nil {
 		h.s.log.Warn("render a run's row", "run", run, "err", err)
-		return hubMsg{}, false
+		return nil, hubMsg{}, false
 	}
 	data, _ := json.Marshal(map[string]string{"id": run, "status": row.Status, "search": row.Search, "row": b.String()})
-	return hubMsg{"run", data}, true
+	return st, hubMsg{"run", data}, true
+}
+
+// owner remembers which coordinator drives run, for as many runs as
+// notes are kept. Called with h.mu held.
+func (h *hub) owner(run, coordinator string) {
+	if coordinator == "" {
+		return
+	}
+	if _, ok := h.owners[run]; !ok && len(h.owners) >= maxNoteRuns {
+		clear(h.owners) // a takeover of a run not heard from for long goes unnoticed
+	}
+	h.owners[run] = coordinator
 }
 
 func (h *hub) listen(view, run string) (*listener, bool) {
