@@ -304,6 +304,9 @@ func fillObservation(c *Call, o *protocol.Observation) {
 		c.Refused = true
 		return
 	}
+	if o.Approval != "" {
+		return // nothing ran yet
+	}
 	c.Exec = o.Exec
 	c.Output, c.Cut = cut(o.Content)
 }
