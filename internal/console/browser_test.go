@@ -33,6 +33,7 @@ const (
 //	[refuse]  reads secret.txt (which the policy denies), then stops
 //	[ask]     edits notes.txt (which the policy asks about), then stops
 //	[block]   waits until its call is abandoned (a cancel)
+//	[spawn]   starts a sub-agent ([child]) that writes child.txt
 type agent struct{ began chan string }
 
 func (a *agent) Name() string { return "test-agent" }
@@ -58,8 +59,12 @@ func (a *agent) Complete(ctx context.Context, req *protocol.CompletionRequest) (
 		}
 		<-ctx.Done()
 		return nil, ctx.Err()
+	case strings.Contains(all, "[child]") && step == 1:
+		return call("write_file", `{"path":"child.txt","content":"ok"}`), nil
 	case step > 1:
 		return &protocol.Turn{Text: "Done.", Usage: usage}, nil
+	case strings.Contains(all, "[spawn]"):
+		return call("spawn_agent", `{"goal":"write child.txt [child]","verify_file":"child.txt","verify_contains":"ok","max_steps":2}`), nil
 	case strings.Contains(all, "[refuse]"):
 		return call("read_file", `{"path":"secret.txt"}`), nil
 	case strings.Contains(all, "[ask]"):
@@ -76,7 +81,8 @@ func contractFor(ws, task string) *protocol.Contract {
 		Verification: protocol.Verification{None: &struct{}{}}, Sandbox: protocol.SandboxSpec{Backend: "floor"},
 		Budget: protocol.Budget{MaxSteps: 5, MaxTokens: 1 << 20},
 		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "ask", Exec: "deny", Net: "deny"},
-			Layers: []protocol.Layer{{Name: "house", Rules: []protocol.Rule{{Act: "read", Effect: "deny", Pattern: "secret.txt"}}}}}}
+			Layers: []protocol.Layer{{Name: "house", Rules: []protocol.Rule{{Act: "read", Effect: "deny", Pattern: "secret.txt"},
+				{Act: "write", Effect: "allow", Pattern: "child.txt"}}}}}}
 }
 
 // fixture is a cluster with the test agent, and a console on it.
@@ -129,7 +135,11 @@ func startFixture(t *testing.T) *fixture {
 
 func (f *fixture) submit(t *testing.T, id, task string) string {
 	t.Helper()
-	h, err := f.cl.Submit(t.Context(), contractFor(f.ws, task), harness.WithRunID(id))
+	c := contractFor(f.ws, task)
+	if strings.Contains(task, "[spawn]") {
+		c.Budget.Tree = &protocol.TreeBudget{MaxAgents: 2, MaxSteps: 10}
+	}
+	h, err := f.cl.Submit(t.Context(), c, harness.WithRunID(id))
 	if err != nil {
 		t.Fatalf("submit %s: %v", id, err)
 	}
@@ -295,6 +305,23 @@ func TestConsoleInABrowser(t *testing.T) {
 	do(t, ctx, "what the model was sent", chromedp.Click(chromedp.CSS(`a.request`)), chromedp.WaitVisible(chromedp.CSS(".message.system")))
 	shot(t, ctx, dir, "request-narrow.png")
 	do(t, ctx, "widen the window", chromedp.EmulateViewport(1280, 900))
+
+	// A run with a sub-agent: its page draws the tree, each run a link.
+	parent := f.submit(t, "spawn-run", "Split the work. [spawn]")
+	clustertest.WaitSettled(t, f.cl.Client, parent)
+	do(t, ctx, "open the parent", chromedp.Navigate(f.url+"/runs/"+parent), chromedp.WaitVisible(chromedp.CSS("ul.tree li li a")))
+	shot(t, ctx, dir, "run-tree.png")
+	child := text(t, ctx, "ul.tree li li a")
+	do(t, ctx, "open the sub-agent from the tree", chromedp.Click(chromedp.CSS("ul.tree li li a")), chromedp.WaitVisible(chromedp.CSS("ul.tree li.current")))
+	if here := get(t, ctx, "where the tree led", chromedp.Location()); !strings.HasSuffix(here, "/runs/"+child) {
+		t.Errorf("the sub-agent's link led to %s, want /runs/%s", here, child)
+	}
+	if cur := text(t, ctx, "ul.tree li.current > a"); cur != child {
+		t.Errorf("the sub-agent's page marks %q in the tree, want %q", cur, child)
+	}
+	if st, err := f.cl.Run(child).Status(t.Context()); err != nil || st.Parent != parent {
+		t.Errorf("the tree's sub-agent %s: %+v, %v; want a sub-agent of %s", child, st, err, parent)
+	}
 
 	// An approval decided from the page carries the run on.
 	asked := f.submit(t, "ask-run", "Finish the notes. [ask]")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
@@ -60,7 +61,7 @@ type Call struct {
 	ID, Name  string
 	Arguments string
 	Target    string
-	Verdict   string // allow, deny, ask, approved
+	Verdict   string // allow, deny, ask, approved; coordinator for a call the policy does not judge
 	Rule      string
 	Layer     string
 	Status    protocol.CallStatus
@@ -110,6 +111,7 @@ func BuildStory(run string, recs []protocol.Record) *Story {
 		oneFile  string
 		remember []protocol.Rule
 		tools    []protocol.ToolSpec
+		skills   []protocol.Skill
 	)
 	compiled := func() *policy.Policy {
 		p := policy.Default()
@@ -153,6 +155,9 @@ func BuildStory(run string, recs []protocol.Record) *Story {
 			if len(r.Tools) > 0 {
 				tools = r.Tools
 			}
+			if len(r.Skills) > 0 {
+				skills = r.Skills
+			}
 			e.Tokens = r.Tokens
 			e.Note = r.Note
 			e.Check = r.Check
@@ -182,7 +187,7 @@ func BuildStory(run string, recs []protocol.Record) *Story {
 				e.TurnTokens = fmt.Sprintf("%d in, %d out", t.Usage.InputTokens, t.Usage.OutputTokens)
 				pol := compiled()
 				for ci := range t.ToolCalls {
-					e.Calls = append(e.Calls, callOf(&t.ToolCalls[ci], observationFor(r.Observations, ci, t.ToolCalls[ci].ID), pol, tools))
+					e.Calls = append(e.Calls, callOf(&t.ToolCalls[ci], observationFor(r.Observations, ci, t.ToolCalls[ci].ID), pol, tools, skills))
 				}
 			}
 		case protocol.RecordPaused:
@@ -243,16 +248,40 @@ func observationFor(obs []protocol.Observation, i int, id string) *protocol.Obse
 	return nil
 }
 
-func callOf(tc *protocol.ToolCall, o *protocol.Observation, pol *policy.Policy, tools []protocol.ToolSpec) Call {
+func callOf(tc *protocol.ToolCall, o *protocol.Observation, pol *policy.Policy, tools []protocol.ToolSpec, skills []protocol.Skill) Call {
 	c := Call{ID: tc.ID, Name: tc.Name}
 	c.Arguments, _ = cut(pretty(tc.Arguments))
+	judged := tc
+	switch tc.Name {
+	case coordinator.SpawnTool, coordinator.RememberTool:
+		// The coordinator answers these itself: no act of the policy's (a
+		// sub-agent runs under its parent's policy, within the tree's
+		// budget).
+		c.Verdict = "coordinator"
+		if o != nil {
+			fillObservation(&c, o)
+		}
+		return c
+	case coordinator.ReadSkillTool:
+		// Judged as the read of the skill's file, as the coordinator does.
+		var a struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(tc.Arguments, &a)
+		for _, sk := range skills {
+			if sk.Name == a.Name {
+				args, _ := json.Marshal(map[string]string{"path": sk.Path})
+				judged = &protocol.ToolCall{ID: tc.ID, Name: "read_file", Arguments: args}
+			}
+		}
+	}
 	var g *protocol.ToolGate
 	for _, t := range tools {
 		if t.Name == tc.Name {
 			g = t.Gate
 		}
 	}
-	v, _ := gate.VerdictOf(pol, tc, g)
+	v, _ := gate.VerdictOf(pol, judged, g)
 	c.Target = v.Target
 	switch {
 	case o != nil && o.Refused != nil:

@@ -34,12 +34,14 @@ func TestBuildStory(t *testing.T) {
 				call("a", "read_file", `{"path":"secret.txt"}`),
 				call("b", "write_file", `{"path":"main.go","content":"package main\n"}`),
 				call("c", "write_file", `{"path":"notes.txt","content":"x"}`),
+				call("s", "spawn_agent", `{"goal":"help"}`),
 			}},
 			Observations: []protocol.Observation{
 				{CallID: "a", Tool: "read_file", Status: protocol.CallRefused, Content: "refused: read secret.txt",
 					Refused: &protocol.Refusal{Act: "read", Target: "secret.txt", Effect: "deny", Rule: "secret.txt", Layer: "house"}},
 				{CallID: "b", Tool: "write_file", Status: protocol.CallOK, Content: "wrote main.go"},
 				{CallID: "c", Tool: "write_file", Approval: "r.1.2", Content: "[awaiting approval]"},
+				{CallID: "s", Tool: "spawn_agent", Status: protocol.CallOK, Content: "[child -> success]"},
 			}},
 		{Kind: protocol.RecordPaused, Run: "r", Step: 1, Time: at, Approval: "r.1.2"},
 		{Kind: protocol.RecordDecision, Run: "r", Step: 1, Time: at, Approval: "r.1.2",
@@ -70,6 +72,7 @@ func TestBuildStory(t *testing.T) {
 		{"read_file", "secret.txt", "deny", "secret.txt", "house", "", ""},
 		{"write_file", "main.go", "allow", "*.go", "house", "", "wrote main.go"},
 		{"write_file", "notes.txt", "ask", "", "", "r.1.2", ""},
+		{"spawn_agent", "", "coordinator", "", "", "", "[child -> success]"},
 		// Remembered by the decision: allowed by the rule it added.
 		{"write_file", "notes.txt", "allow", "notes.txt", "remembered", "", "wrote notes.txt"},
 	}
