@@ -256,3 +256,46 @@ func TestTheConsoleRefuses(t *testing.T) {
 		t.Errorf("GET /runs after signing out: status %d, want 401", status)
 	}
 }
+
+// TestApproveWithARewrite approves an action as rewritten, remembered, from
+// the console: the run performs the rewritten call, and the decision
+// keeps the rewrite, the remember and who made it.
+func TestApproveWithARewrite(t *testing.T) {
+	f := startFixture(t)
+	run := f.submit(t, "rewrite-run", "Finish the notes. [ask]")
+	clustertest.WaitPaused(t, f.cl.Client, run)
+	alice := newSession(t, f.url)
+	csrf := alice.signIn(aliceToken)
+	rewrite := `{"path":"notes.txt","search":"draft","replace":"second draft"}`
+	status, body := alice.do("POST", "/approvals/"+protocol.ApprovalID(run, 1, 0),
+		url.Values{"action": {"rewrite"}, "rewrite": {rewrite}, "remember": {"on"}, "csrf": {csrf}}, nil)
+	if status != http.StatusSeeOther {
+		t.Fatalf("approve as rewritten: status %d, %s", status, body)
+	}
+	if st := clustertest.WaitSettled(t, f.cl.Client, run); st.Status != protocol.StatusCompleted {
+		t.Errorf("the run ended %s %s (%s), want completed", st.Status, st.Outcome, st.Reason)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.ws, "notes.txt")); string(b) != "a second draft\n" {
+		t.Errorf("notes.txt = %q, want the rewritten edit made", b)
+	}
+	recs, err := f.cl.Run(run).Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *protocol.Decision
+	for _, r := range recs {
+		if r.Kind == protocol.RecordDecision {
+			d = r.Decision
+		}
+	}
+	if d == nil || !d.Approve || !d.Remember || d.By != "console:alice" || string(d.Rewrite) != rewrite {
+		t.Errorf("the decision = %+v, want approved, remembered, rewritten, by console:alice", d)
+	}
+	// The story shows it.
+	_, page := alice.do("GET", "/runs/"+run, nil, nil)
+	for _, want := range []string{"console:alice", "remembered for the rest of the run", "second draft"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run's page does not say %q", want)
+		}
+	}
+}
