@@ -55,7 +55,9 @@ func cmdConsole(ctx context.Context, env *environ, args []string) int {
 	fs := newFlags(env, "console", "[flags]", `Serves the web console of a cluster: --nats URL (or $NATS_URL) with the
 console's own NATS credentials (--nats-user console and $NATS_PASSWORD on
 a cluster using deploy/nats/auth.conf), or the harness up serving --data
-DIR, as its console user. `+consoleAbout)
+DIR, as its console user.
+
+`+consoleAbout)
 	listen := fs.String("listen", console.DefaultListen, "host:port the console listens on (port 0 for a free one); loopback unless you say otherwise")
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
 	env.nats = streams.AuthFlags(fs, env.getenv)
