@@ -1,6 +1,9 @@
 package console_test
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net/http"
@@ -12,8 +15,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/console"
+	"github.com/ioharness/harness/internal/tlstest"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -297,5 +302,63 @@ func TestApproveWithARewrite(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the run's page does not say %q", want)
 		}
+	}
+}
+
+// TestTheConsoleOverTLS serves the console with a certificate: its session
+// cookie is Secure, and it tells browsers to keep to HTTPS.
+func TestTheConsoleOverTLS(t *testing.T) {
+	cl := clustertest.Start(t, harness.Config{Roots: []string{t.TempDir()}, Provider: &agent{began: make(chan string, 1)}})
+	cc, err := cl.ConsoleClient(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ca := tlstest.NewCA(t, "console-ca")
+	pair := ca.Server(t, "console", "127.0.0.1")
+	tokens, err := console.ParseTokens("test", []byte("alice:"+aliceToken+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := console.New(console.Config{Client: cc, Tokens: tokens, CertFile: pair.CertFile, KeyFile: pair.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := console.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	pem, err := os.ReadFile(ca.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get("https://" + ln.Addr().String() + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Error("the console over TLS sends no Strict-Transport-Security")
+	}
+	for _, ck := range resp.Cookies() {
+		if !ck.Secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
+			t.Errorf("cookie %s: Secure %v HttpOnly %v SameSite %v, want Secure, HttpOnly, Strict", ck.Name, ck.Secure, ck.HttpOnly, ck.SameSite)
+		}
+	}
+	if len(resp.Cookies()) == 0 {
+		t.Error("the login page set no cookie")
 	}
 }
