@@ -416,6 +416,9 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("the fleet page reads %q; want it to list %q", fleet, want)
 		}
 	}
+	if strings.Contains(fleet, f.ws) {
+		t.Errorf("the fleet page shows the sandboxer's roots (%s); it shows only what an instance serves", f.ws)
+	}
 	shot(t, ctx, dir, "fleet.png")
 	do(t, ctx, "open the runs", chromedp.Navigate(f.url+"/runs"), chromedp.WaitVisible(chromedp.CSS("#runs")))
 	shot(t, ctx, dir, "runs-all.png")
