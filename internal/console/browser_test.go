@@ -253,8 +253,8 @@ func navigate(t *testing.T, ctx context.Context, url string) int64 {
 // change, from a page elsewhere or without the CSRF token, is refused
 // and changes nothing. It writes a screenshot of each page.
 func TestConsoleInABrowser(t *testing.T) {
-	f := startFixture(t)
 	ctx := browser(t)
+	f := startFixture(t)
 	dir := artifacts(t)
 
 	// No login: the page is refused (401) and shows the sign-in form,
