@@ -461,6 +461,18 @@ func cut(s string) (string, int) {
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
+// spawned reports whether the run started a sub-agent.
+func (s *Story) spawned() bool {
+	for _, e := range s.Entries {
+		for _, c := range e.Calls {
+			if c.Name == coordinator.SpawnTool {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Class is the line's class in a page's stylesheet.
 func (d DiffLine) Class() string {
 	switch d.Op {

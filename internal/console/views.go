@@ -125,8 +125,12 @@ func (s *Server) runView(ctx context.Context, id string, v *viewer) (*runView, e
 		}
 	}
 	rv.Story.Entries = mergeLive(rv.Story.Entries, s.hub.notesOf(id))
-	if all, err := s.cfg.Client.Runs(ctx); err == nil {
-		rv.Tree = treeOf(all, st, s.now())
+	// The tree is read from the whole index: only for a run that is in
+	// one, a sub-agent or a run that spawned.
+	if st.Parent != "" || rv.Story.spawned() {
+		if all, err := s.cfg.Client.Runs(ctx); err == nil {
+			rv.Tree = treeOf(all, st, s.now())
+		}
 	}
 	return rv, nil
 }
