@@ -66,6 +66,31 @@ func NewClient(ctx context.Context, nc *nats.Conn) (*Client, error) {
 		index: trace.NewIndex(assets.Runs, js), blobs: trace.NewBlobs(assets.Blobs), approvals: trace.NewApprovals(assets.Approvals, traces)}, nil
 }
 
+// BindClient returns a client over an established connection that
+// creates and changes nothing: it finds the streams and buckets the
+// cluster's coordinators created, waiting up to wait for them
+// (wire.DefaultBindWait when zero). It is for credentials that may only
+// use them, such as the console's (ConsolePermissions). Errors: a
+// *wire.PermissionError when the server refuses a lookup; a stream or
+// bucket still missing after wait, naming it.
+func BindClient(ctx context.Context, nc *nats.Conn, wait time.Duration) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	assets, err := wire.Bind(ctx, js, wait)
+	if err != nil {
+		return nil, err
+	}
+	traces := trace.New(js, assets.Trace)
+	return &Client{nc: nc, js: js, assets: assets, trace: traces,
+		index: trace.NewIndex(assets.Runs, js), blobs: trace.NewBlobs(assets.Blobs), approvals: trace.NewApprovals(assets.Approvals, traces)}, nil
+}
+
+// JetStream returns the client's JetStream handle, for reading what the
+// client has no method for (the steps stream's queues, say).
+func (c *Client) JetStream() jetstream.JetStream { return c.js }
+
 // Close closes the connection if the client opened it.
 func (c *Client) Close() {
 	if c.own {

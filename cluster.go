@@ -398,6 +398,33 @@ func (c *Cluster) Credentials() (user, password string) {
 	return OperatorUser, c.creds.passwords[OperatorUser]
 }
 
+// ConsoleCredentials returns the user and password of the web console
+// (ConsoleUser) on the cluster's listener and socket: a user that may do
+// only what ConsolePermissions lists, made afresh at every start like the
+// operator's.
+func (c *Cluster) ConsoleCredentials() (user, password string) {
+	return ConsoleUser, c.creds.passwords[ConsoleUser]
+}
+
+// ConsoleClient connects a client in-process as the console's user
+// (ConsoleUser), bound to the cluster's streams (BindClient): what
+// `harness up --console` serves the console with. The caller closes it.
+// Errors: the connection or the binding failed.
+func (c *Cluster) ConsoleClient(ctx context.Context) (*Client, error) {
+	nc, err := nats.Connect("", nats.InProcessServer(c.srv), nats.Name("harness-console"), c.creds.option(ConsoleUser),
+		nats.CustomInboxPrefix("_INBOX."+ConsoleUser))
+	if err != nil {
+		return nil, fmt.Errorf("connect the console: %w", err)
+	}
+	cl, err := BindClient(ctx, nc, 0)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	cl.own = true
+	return cl, nil
+}
+
 // Socket returns the path of the unix socket the cluster serves NATS on,
 // or "" without one.
 func (c *Cluster) Socket() string {

@@ -137,6 +137,26 @@ func TestMCPSDKStaysInTheSandboxer(t *testing.T) {
 var mcpSDK = []string{"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go", "github.com/segmentio/",
 	"github.com/yosida95/uritemplate", "golang.org/x/oauth2", "golang.org/x/sync", "golang.org/x/time", "golang.org/x/sys"}
 
+// TestBrowserIsTestOnly checks that chromedp, which the console's browser
+// tests drive Chromium with, is linked by no package of the default build:
+// the console serves pages, it drives no browser. And that the console,
+// which shows runs to people, links no provider's SDK.
+func TestBrowserIsTestOnly(t *testing.T) {
+	for _, dep := range goList(t, "-deps", "./...") {
+		if strings.HasPrefix(dep, "github.com/chromedp/") {
+			t.Errorf("the default build links %s; chromedp is for tests only", dep)
+		}
+	}
+	if deps := goList(t, "-deps", "-test", "./internal/console"); !slices.Contains(deps, "github.com/chromedp/chromedp") {
+		t.Errorf("internal/console's tests do not link github.com/chromedp/chromedp; the rule above tests nothing")
+	}
+	for _, dep := range goList(t, "-deps", "./internal/console") {
+		if strings.HasPrefix(dep, "github.com/sashabaranov/") || dep == modPrefix+"pkg/provider" {
+			t.Errorf("internal/console links %s", dep)
+		}
+	}
+}
+
 // dockerClient is the Docker Engine's Go client (moby/moby/client, for the
 // docker sandbox backend) and what it brings with it.
 var dockerClient = []string{"github.com/moby/", "github.com/containerd/", "github.com/distribution/", "github.com/docker/",

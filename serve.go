@@ -35,9 +35,46 @@ type credentials struct {
 // inProcessUsers are the users of the in-process connections.
 var inProcessUsers = []string{"harness-client", "harness-coordinator", "harness-worker", "harness-sandboxer"}
 
+// ConsoleUser is the NATS user the web console connects as: to an
+// embedded cluster (Cluster.ConsoleClient, Cluster.ConsoleCredentials),
+// and in deploy/nats/auth.conf. It may do exactly what ConsolePermissions
+// lists, and nothing else.
+const ConsoleUser = "console"
+
+// ConsolePermissions returns what the console's user may publish and
+// subscribe to: read the run index, the traces and their blobs, the
+// approvals and the live events; ask the roles' micro services for their
+// info and stats and the steps stream for its pools' queues; decide
+// approvals (harness.decide.>) and cancel runs (harness.cancel.*). It
+// creates nothing and writes no bucket directly: a decision and a cancel
+// go through the coordinators, which check them. deploy/nats/auth.conf's
+// console user has exactly these (a test compares them). Its replies come
+// to _INBOX.console.
+func ConsolePermissions() (publish, subscribe []string) {
+	publish = []string{
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO.*",
+		"$JS.API.STREAM.MSG.GET.HARNESS_TRACE", "$JS.API.DIRECT.GET.HARNESS_TRACE.>",
+		"$JS.API.CONSUMER.CREATE.HARNESS_TRACE.>", "$JS.API.CONSUMER.MSG.NEXT.HARNESS_TRACE.>", "$JS.API.CONSUMER.DELETE.HARNESS_TRACE.>",
+		"$JS.API.STREAM.MSG.GET.KV_harness-runs", "$JS.API.DIRECT.GET.KV_harness-runs.>",
+		"$JS.API.CONSUMER.CREATE.KV_harness-runs.>", "$JS.API.CONSUMER.DELETE.KV_harness-runs.>", "$JS.FC.KV_harness-runs.>",
+		"$JS.API.STREAM.MSG.GET.KV_harness-approvals", "$JS.API.DIRECT.GET.KV_harness-approvals.>",
+		"$JS.API.CONSUMER.CREATE.KV_harness-approvals.>", "$JS.API.CONSUMER.DELETE.KV_harness-approvals.>", "$JS.FC.KV_harness-approvals.>",
+		"$JS.API.STREAM.MSG.GET.OBJ_harness-blobs", "$JS.API.DIRECT.GET.OBJ_harness-blobs.>",
+		"$JS.API.CONSUMER.CREATE.OBJ_harness-blobs.>", "$JS.API.CONSUMER.DELETE.OBJ_harness-blobs.>", "$JS.FC.OBJ_harness-blobs.>",
+		"$JS.API.CONSUMER.LIST.HARNESS_STEPS", "$JS.API.CONSUMER.INFO.HARNESS_STEPS.*",
+		"$SRV.INFO.harness-coordinator", "$SRV.INFO.harness-worker", "$SRV.INFO.harness-sandboxer",
+		"$SRV.STATS.harness-coordinator", "$SRV.STATS.harness-worker", "$SRV.STATS.harness-sandboxer",
+		"harness.coordinator.*.status",
+		"harness.decide.>", "harness.cancel.*",
+	}
+	subscribe = []string{"_INBOX." + ConsoleUser + ".>", "harness.events.>"}
+	return publish, subscribe
+}
+
 func newCredentials() credentials {
 	c := credentials{passwords: make(map[string]string)}
-	for _, u := range append([]string{OperatorUser}, inProcessUsers...) {
+	for _, u := range append([]string{OperatorUser, ConsoleUser}, inProcessUsers...) {
 		c.passwords[u] = randomSecret()
 	}
 	return c
@@ -46,7 +83,15 @@ func newCredentials() credentials {
 func (c credentials) users() []*server.User {
 	users := make([]*server.User, 0, len(c.passwords))
 	for u, p := range c.passwords {
-		users = append(users, &server.User{Username: u, Password: p})
+		user := &server.User{Username: u, Password: p}
+		if u == ConsoleUser {
+			pub, sub := ConsolePermissions()
+			user.Permissions = &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: pub},
+				Subscribe: &server.SubjectPermission{Allow: sub},
+			}
+		}
+		users = append(users, user)
 	}
 	return users
 }

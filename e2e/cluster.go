@@ -27,7 +27,7 @@ import (
 const NATSCLI = "github.com/nats-io/natscli/nats@v0.5.0"
 
 // Users of deploy/nats/auth.conf whose passwords the suite makes up.
-var users = []string{"admin", "approver", "coordinator", "worker", "sandboxer-sb1", "sandboxer-sb2", "tenant-acme", "tenant-bravo", "redis"}
+var users = []string{"admin", "approver", "console", "coordinator", "worker", "sandboxer-sb1", "sandboxer-sb2", "tenant-acme", "tenant-bravo", "redis"}
 
 // Options shape a cluster.
 type Options struct {
@@ -91,6 +91,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		"HARNESS_ACK_WAIT=10s",
 		"HARNESS_ADMIN_PASSWORD="+c.passwords["admin"],
 		"HARNESS_APPROVER_PASSWORD="+c.passwords["approver"],
+		"HARNESS_CONSOLE_PASSWORD="+c.passwords["console"],
 		"HARNESS_COORDINATOR_PASSWORD="+c.passwords["coordinator"],
 		"HARNESS_WORKER_PASSWORD="+c.passwords["worker"],
 		"HARNESS_SANDBOXER_SB1_PASSWORD="+c.passwords["sandboxer-sb1"],

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/console"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -33,6 +34,10 @@ harness commands given the same --data, or NATS_URL naming this server, read
 by themselves) and DATA/nats.env (NATS_URL, NATS_USER and NATS_PASSWORD, for
 the nats CLI: set -a; . DATA/nats.env; set +a).
 
+--console ADDR also serves the web console there, connected as its own
+NATS user (console), with the login tokens of --token-file (harness console
+--help says more).
+
 The worker's provider is --replay FILE, or every vendor whose key is set
 (OPENAI_API_KEY, ANTHROPIC_API_KEY, OPENROUTER_API_KEY), chained in the
 order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
@@ -47,8 +52,21 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	concurrency := fs.Int("concurrency", 0, "provider calls the worker makes at once (default 256)")
 	retention := fs.Duration("retention", 0, "how long a finished run's trace, index entry, approvals and cancel are kept; negative keeps them for ever (default 720h, 30 days)")
 	roles := clusterFlags(env, fs)
+	consoleAt := fs.String("console", "", "also serve the web console on host:port (harness console --help; requires --token-file)")
+	cf := addConsoleFlags(fs)
 	if _, err := parse(fs, args); err != nil {
 		return exitForParse(err)
+	}
+	var tokens *console.Tokens
+	if *consoleAt != "" {
+		var err error
+		if tokens, err = cf.load(); err != nil {
+			fail(env.stderr, "--console: %v", err)
+			return exitUsage
+		}
+	} else if *cf.tokenFile != "" {
+		fail(env.stderr, "--token-file is the console's: give --console ADDR too")
+		return exitUsage
 	}
 	var p worker.Provider
 	switch {
@@ -101,13 +119,26 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	fmt.Fprintf(env.stdout, "submit:   harness submit --data %s CONTRACT --wait\n", dir)
 	fmt.Fprintf(env.stdout, "nats CLI: set -a; . %s; set +a\n", filepath.Join(dir, "nats.env"))
-	<-ctx.Done()
+	code := exitOK
+	if tokens != nil {
+		cc, err := cl.ConsoleClient(ctx)
+		if err != nil {
+			fail(env.stderr, "console: %v", err)
+			code = exitError
+		} else {
+			code = serveConsole(ctx, env, cc, tokens, *consoleAt, cf, logger)
+			cc.Close()
+		}
+	}
+	if code == exitOK {
+		<-ctx.Done()
+	}
 	release()
 	if err := cl.Close(); err != nil {
 		fail(env.stderr, "%v", err)
 		return exitError
 	}
-	return exitOK
+	return code
 }
 
 func cmdSubmit(ctx context.Context, env *environ, args []string) int {

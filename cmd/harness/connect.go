@@ -27,7 +27,12 @@ type serverFile struct {
 	Socket   string `json:"socket,omitempty"` // the unix socket (harness run)
 	User     string `json:"user"`
 	Password string `json:"password"`
-	PID      int    `json:"pid"`
+	// ConsoleUser and ConsolePassword are the web console's credentials
+	// (harness.ConsoleUser), which harness console --data DIR connects
+	// with: they may do only what the console needs.
+	ConsoleUser     string `json:"console_user,omitempty"`
+	ConsolePassword string `json:"console_password,omitempty"`
+	PID             int    `json:"pid"`
 }
 
 // advertise writes DIR/server.json for cl, and for a TCP listener
@@ -36,7 +41,8 @@ type serverFile struct {
 // The returned func removes them.
 func advertise(dir string, cl *harness.Cluster) func() {
 	user, password := cl.Credentials()
-	sf := serverFile{URL: cl.URL(), Socket: cl.Socket(), User: user, Password: password, PID: os.Getpid()}
+	cuser, cpassword := cl.ConsoleCredentials()
+	sf := serverFile{URL: cl.URL(), Socket: cl.Socket(), User: user, Password: password, ConsoleUser: cuser, ConsolePassword: cpassword, PID: os.Getpid()}
 	if sf.URL == "" && sf.Socket == "" {
 		return func() {}
 	}

@@ -57,6 +57,7 @@ var commands = []command{
 	{"ls", "list the runs, by state, pool, tenant or age", cmdLs},
 	{"cancel", "stop a run now and end it cancelled", cmdCancel},
 	{"approvals", "list the actions waiting for a person to decide", cmdApprovals},
+	{"console", "serve the web console: runs, their stories, approvals, the fleet", cmdConsole},
 	{"memory", "list or forget the notes agents keep for a workspace", cmdMemory},
 	{"trace", "show the durable trace of a run", cmdTrace},
 	{"fetch", "write or apply what a run changed in its snapshot workspace", cmdFetch},

@@ -29,7 +29,7 @@ import (
 
 // passwords of the users in deploy/nats/auth.conf, for these tests only.
 var passwords = map[string]string{
-	"admin": "HARNESS_ADMIN_PASSWORD", "approver": "HARNESS_APPROVER_PASSWORD", "coordinator": "HARNESS_COORDINATOR_PASSWORD", "worker": "HARNESS_WORKER_PASSWORD",
+	"admin": "HARNESS_ADMIN_PASSWORD", "approver": "HARNESS_APPROVER_PASSWORD", "console": "HARNESS_CONSOLE_PASSWORD", "coordinator": "HARNESS_COORDINATOR_PASSWORD", "worker": "HARNESS_WORKER_PASSWORD",
 	"sandboxer-sb1": "HARNESS_SANDBOXER_SB1_PASSWORD", "sandboxer-sb2": "HARNESS_SANDBOXER_SB2_PASSWORD",
 	"acme": "HARNESS_TENANT_ACME_PASSWORD", "bravo": "HARNESS_TENANT_BRAVO_PASSWORD",
 }
