@@ -89,6 +89,10 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 	}
 	d.c.putState(ctx, d.pausedState(why))
 	d.log.Info("run paused", "approval", id)
+	// The run holds nothing while it waits: its lease is given back, not
+	// handed over (a lease handed over is taken over at once, by a driver
+	// that would find the run paused and leave it again).
+	d.settled = true
 	return false
 }
 
