@@ -132,16 +132,16 @@ func (c *Coordinator) answered(key string, data []byte) {
 	}
 }
 
-// answerRequest answers a request with a SubmitReply; a refusal is
-// answered as the micro service's error, so `nats micro stats` counts it.
+// answerRequest answers a request with a SubmitReply, a refusal with the
+// micro service's error headers. The answer may come after the
+// endpoint's handler returned, on another goroutine (wire.RespondLater).
 func (c *Coordinator) answerRequest(r micro.Request, data []byte) {
 	var reply protocol.SubmitReply
-	var err error
+	code, description := "", ""
 	if json.Unmarshal(data, &reply) == nil && reply.Error != nil {
-		err = r.Error(strconv.Itoa(int(reply.Error.Code)), reply.Error.Message, data)
-	} else {
-		err = r.Respond(data)
+		code, description = strconv.Itoa(int(reply.Error.Code)), reply.Error.Message
 	}
+	err := wire.RespondLater(c.nc, r, data, code, description)
 	if err != nil {
 		c.log.Warn("answer a submitter", "err", err)
 	}

@@ -264,6 +264,7 @@ type Sandboxer struct {
 	slots    chan struct{}
 
 	inflight  atomic.Int64
+	failed    atomic.Int64  // operations answered with an error after their handler returned
 	draining  atomic.Bool   // Run's context ended: nothing new, the operations in flight finish
 	ready     chan struct{} // closed once Run serves
 	readyOnce sync.Once
@@ -335,7 +336,8 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		Metadata: map[string]string{"id": s.cfg.ID, "backends": strings.Join(s.backendNames(), ","), "roots": strings.Join(s.cfg.Roots, ":"),
 			"tools": strings.Join(s.cfg.Tools.Names(), ",")},
 		StatsHandler: func(*micro.Endpoint) any {
-			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames(), "draining": s.draining.Load()}
+			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames(), "draining": s.draining.Load(),
+				"errors": s.failed.Load()}
 		},
 	})
 	if err != nil {
@@ -521,14 +523,25 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 		return // not run: the coordinator asks again
 	}
 	s.m.Op(op.Kind, reply.Error != nil)
-	s.respond(r, reply)
+	s.respondLater(r, reply)
 	for _, w := range repeats {
-		s.respond(w, reply)
+		s.respondLater(w, reply)
 	}
 }
 
 // respond answers r with reply, naming this node in it.
 func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
+	s.answer(r, reply, false)
+}
+
+// respondLater is respond from a goroutine of the op's own, after the
+// endpoint's handler returned (see wire.RespondLater): its failures are
+// counted in the endpoint's stats data ("errors") instead.
+func (s *Sandboxer) respondLater(r micro.Request, reply *protocol.SandboxReply) {
+	s.answer(r, reply, true)
+}
+
+func (s *Sandboxer) answer(r micro.Request, reply *protocol.SandboxReply, later bool) {
 	if reply.Node == "" { // set when an open was passed on to the node holding the run
 		// A copy: one reply may answer an op and its repeats at once.
 		named := *reply
@@ -542,9 +555,15 @@ func (s *Sandboxer) respond(r micro.Request, reply *protocol.SandboxReply) {
 	}
 	// A failed operation is a service error, which `nats micro stats`
 	// counts; the body is the reply all the same.
-	if reply.Error != nil {
+	switch {
+	case later && reply.Error != nil:
+		s.failed.Add(1)
+		err = wire.RespondLater(s.nc, r, data, strconv.Itoa(int(reply.Error.Code)), reply.Error.Message)
+	case later:
+		err = wire.RespondLater(s.nc, r, data, "", "")
+	case reply.Error != nil:
 		err = r.Error(strconv.Itoa(int(reply.Error.Code)), reply.Error.Message, data)
-	} else {
+	default:
 		err = r.Respond(data)
 	}
 	if err != nil {
