@@ -31,7 +31,6 @@ type kidsWait struct {
 	turn  *protocol.Turn
 	rec   *protocol.Record // the step's record so far
 	unrun string
-	first int // the index of the group's first call in the turn
 	next  int // the index of the call after the group
 	obs   []*protocol.Observation
 	kids  []kid // the sub-agents not finished yet

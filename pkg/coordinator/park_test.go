@@ -2,7 +2,6 @@ package coordinator_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -118,27 +117,7 @@ func gauge(t *testing.T, cl *harness.Cluster, name string) float64 {
 func TestParentsWaitingOnSubAgentsHoldNothing(t *testing.T) {
 	const parents = 50
 	ws := t.TempDir()
-	var mu sync.Mutex
-	heard := map[string]string{} // parent task -> the spawn's observation
-	script := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
-		task := req.Messages[0].Content
-		last := req.Messages[len(req.Messages)-1]
-		switch {
-		case strings.Contains(task, "Task: part of "):
-			name := strings.Fields(strings.SplitN(task, "part of ", 2)[1])[0]
-			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file",
-				Arguments: json.RawMessage(`{"path":"` + name + `.txt","content":"ok"}`)}}}, nil
-		case last.Role == protocol.RoleTool:
-			mu.Lock()
-			heard[strings.SplitN(task, "\n", 2)[0]] = last.Content
-			mu.Unlock()
-			return &protocol.Turn{Text: "done"}, nil
-		default:
-			name := strings.TrimPrefix(strings.SplitN(task, "\n", 2)[0], "Task: parent ")
-			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "s", Name: "spawn_agent",
-				Arguments: json.RawMessage(`{"goal":"part of ` + name + `","verify_file":"` + name + `.txt","verify_contains":"ok","max_steps":2}`)}}}, nil
-		}
-	})
+	parts, script := newParentsAndParts()
 	agent := &heldChildren{next: script, n: parents, all: make(chan struct{}), answer: make(chan struct{})}
 	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true, MaxRuns: 4, Concurrency: 2 * parents})
 	var handles []*harness.RunHandle
@@ -180,11 +159,8 @@ func TestParentsWaitingOnSubAgentsHoldNothing(t *testing.T) {
 			t.Errorf("parent %d = %s (%s), want finished", i, res.Outcome, res.Reason)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for i := range parents {
-		task := fmt.Sprintf("Task: parent p%02d", i)
-		if got := heard[task]; !strings.Contains(got, fmt.Sprintf("part of p%02d", i)) || !strings.Contains(got, "-> success") {
+		if got := parts.heardBy(fmt.Sprintf("Task: parent p%02d", i)); !strings.Contains(got, fmt.Sprintf("part of p%02d", i)) || !strings.Contains(got, "-> success") {
 			t.Errorf("parent p%02d heard %q, want its own child's success", i, got)
 		}
 	}

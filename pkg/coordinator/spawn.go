@@ -338,7 +338,7 @@ func (d *driver) spawnAll(ctx context.Context, step, first int, calls []protocol
 			}
 		}
 	})
-	h := &kidsWait{step: step, first: first, next: first + len(calls), obs: obs, kids: kids, pl: pl}
+	h := &kidsWait{step: step, next: first + len(calls), obs: obs, kids: kids, pl: pl}
 	if len(kids) == 0 {
 		d.asideEnd(ctx, pl)
 		return obs, nil

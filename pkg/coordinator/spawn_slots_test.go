@@ -27,28 +27,7 @@ import (
 func TestParentsWaitingHoldNoSlot(t *testing.T) {
 	const parents = 20
 	ws := t.TempDir()
-	var mu sync.Mutex
-	heard := map[string]string{} // parent task -> the spawn's observation
-	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
-		task := req.Messages[0].Content
-		last := req.Messages[len(req.Messages)-1]
-		switch {
-		case strings.Contains(task, "Task: part of "):
-			// A sub-agent writes the file its check reads.
-			name := strings.Fields(strings.SplitN(task, "part of ", 2)[1])[0]
-			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file",
-				Arguments: json.RawMessage(`{"path":"` + name + `.txt","content":"ok"}`)}}}, nil
-		case last.Role == protocol.RoleTool:
-			mu.Lock()
-			heard[task] = last.Content
-			mu.Unlock()
-			return &protocol.Turn{Text: "done"}, nil
-		default:
-			name := strings.TrimPrefix(strings.SplitN(task, "\n", 2)[0], "Task: parent ")
-			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "s", Name: "spawn_agent",
-				Arguments: json.RawMessage(`{"goal":"part of ` + name + `","verify_file":"` + name + `.txt","verify_contains":"ok","max_steps":2}`)}}}, nil
-		}
-	})
+	parts, agent := newParentsAndParts()
 	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true, MaxRuns: 2})
 	var handles []*harness.RunHandle
 	for i := range parents {
@@ -88,23 +67,54 @@ func TestParentsWaitingHoldNoSlot(t *testing.T) {
 	if children != parents {
 		t.Errorf("%d children ran, want %d", children, parents)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for i := range parents {
 		task := fmt.Sprintf("parent p%02d", i)
-		var got string
-		for k, v := range heard {
-			if strings.HasPrefix(k, "Task: "+task+"\n") {
-				got = v
-			}
-		}
-		if !strings.Contains(got, "-> success") {
+		if got := parts.heardBy("Task: " + task); !strings.Contains(got, "-> success") {
 			t.Errorf("parent %s heard %q, want its child's success", task, got)
 		}
 		if _, err := os.Stat(filepath.Join(ws, fmt.Sprintf("p%02d.txt", i))); err != nil {
 			t.Errorf("child of %s wrote nothing: %v", task, err)
 		}
 	}
+}
+
+// parentsAndParts scripts parents named "parent NAME" that each spawn one
+// sub-agent, "part of NAME", which writes NAME.txt; heard keeps what each
+// parent's spawn came back with, by its task's first line.
+type parentsAndParts struct {
+	mu    sync.Mutex
+	heard map[string]string
+}
+
+func newParentsAndParts() (*parentsAndParts, provider.Provider) {
+	p := &parentsAndParts{heard: map[string]string{}}
+	return p, provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		task := req.Messages[0].Content
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case strings.Contains(task, "Task: part of "):
+			name := strings.Fields(strings.SplitN(task, "part of ", 2)[1])[0]
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file",
+				Arguments: json.RawMessage(`{"path":"` + name + `.txt","content":"ok"}`)}}}, nil
+		case last.Role == protocol.RoleTool:
+			p.mu.Lock()
+			p.heard[strings.SplitN(task, "\n", 2)[0]] = last.Content
+			p.mu.Unlock()
+			return &protocol.Turn{Text: "done"}, nil
+		default:
+			name := strings.TrimPrefix(strings.SplitN(task, "\n", 2)[0], "Task: parent ")
+			return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "s", Name: "spawn_agent",
+				Arguments: json.RawMessage(`{"goal":"part of ` + name + `","verify_file":"` + name + `.txt","verify_contains":"ok","max_steps":2}`)}}}, nil
+		}
+	})
+}
+
+// heardBy is what the parent whose task begins with first heard of its
+// spawn.
+func (p *parentsAndParts) heardBy(first string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heard[first]
 }
 
 // TestSpawnsOfOneTurnRunSideBySide has a parent ask for four sub-agents in
