@@ -4,6 +4,7 @@ package tools
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -345,5 +346,32 @@ func TestLinkSwappedInAfterJudging(t *testing.T) {
 				t.Errorf("secrets/b.txt = %q, changed through a link swapped in after judging", b)
 			}
 		})
+	}
+}
+
+// TestEnvWriteFileJudgesTheTarget: an embedder's tool writing through
+// Env.WriteFile is judged on where a link leads, as write_file is.
+func TestEnvWriteFileJudgesTheTarget(t *testing.T) {
+	env := newEnv(t)
+	env.Judge = policyJudge(linkPolicy(t))
+	dir := env.Workspace.Dir()
+	if err := os.MkdirAll(filepath.Join(dir, "private"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("private/key.txt", filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.WriteFile("notes.txt", []byte("x")); !errors.Is(err, protocol.ErrRefused) {
+		t.Fatalf("a write through a link into private/: %v, want refused", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "private", "key.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the refused write created its target: %v", err)
+	}
+	changed, err := env.WriteFile("out/report.txt", []byte("done"))
+	if err != nil || !changed {
+		t.Fatalf("a plain write: changed %v, %v", changed, err)
+	}
+	if changed, err = env.WriteFile("out/report.txt", []byte("done")); err != nil || changed {
+		t.Fatalf("the same bytes again: changed %v, %v; want unchanged", changed, err)
 	}
 }

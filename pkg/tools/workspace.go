@@ -135,6 +135,30 @@ func (e *Env) ReadFile(p string) ([]byte, error) {
 	return e.readFile(w, p)
 }
 
+// WriteFile makes the file at p hold data as write_file does: every path
+// of its resolution (a dangling link's target included: that is the file
+// a write creates) is put to Judge as a write first, missing parent
+// directories are created, and an existing file keeps its inode and mode.
+// It reports whether the bytes changed. An embedder's tool that writes a
+// file writes it this way. Errors: CodeUnsupported when e has no
+// workspace; Judge's refusal; those of write_file.
+func (e *Env) WriteFile(p string, data []byte) (changed bool, err error) {
+	w, err := e.workspace("writing a file")
+	if err != nil {
+		return false, err
+	}
+	rel, err := w.Resolve(p)
+	if err != nil {
+		return false, err
+	}
+	r, err := e.judged(w, ActWrite, rel)
+	if err != nil {
+		return false, err
+	}
+	res, err := w.writeFile(rel, r.Final, data)
+	return res.changed, err
+}
+
 // readFile is ReadFile on w, judged by e's Judge (none for a nil e).
 func (e *Env) readFile(w *Workspace, p string) ([]byte, error) {
 	rel, err := w.Resolve(p)
