@@ -129,4 +129,3 @@ func describe(name string, err error) error {
 	}
 	return protocol.Errorf(protocol.CodeBadArguments, "%s: %v", name, err)
 }
-
