@@ -66,6 +66,10 @@ type Config struct {
 	// git tools (tools.Git()) are offered beside them for a workspace that
 	// is a git repository.
 	Tools *tools.Set
+	// WorkerTools are tools of an embedder's that need no workspace,
+	// served by the embedded worker to the runs whose contracts name them
+	// (worker.Config.Tools).
+	WorkerTools []tools.Tool
 	// Prices prices each provider call in the trace; default none.
 	Prices ledger.Prices
 	// Ledger is the budget ledger the coordinator draws on; default one in
@@ -204,7 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if nc, err = connect("harness-worker"); err != nil {
 		return fail(err)
 	}
-	wk, err := worker.New(nc, cfg.Provider, worker.Config{Logger: cfg.Logger, Metrics: c.regs.worker, Concurrency: cfg.Concurrency})
+	wk, err := worker.New(nc, cfg.Provider, worker.Config{Logger: cfg.Logger, Metrics: c.regs.worker, Concurrency: cfg.Concurrency, Tools: cfg.WorkerTools})
 	if err != nil {
 		return fail(err)
 	}

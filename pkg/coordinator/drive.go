@@ -75,6 +75,9 @@ type driver struct {
 	// toolNode is a sandboxer found holding the tools the contract names,
 	// which the open of a snapshot workspace goes to.
 	toolNode string
+	// workerTools are the tools of the contract the workers hold, found
+	// with toolNode; their calls go to the workers.
+	workerTools map[string]workerTool
 	// toolchain is what the sandboxer recognised of the workspace when
 	// the driver opened it.
 	toolchain *protocol.Toolchain

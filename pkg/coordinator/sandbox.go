@@ -94,6 +94,9 @@ func (d *driver) dispatch(ctx context.Context, step int, opID string, call *prot
 		began := time.Now()
 		defer func() { d.mcpCalled(step, obs, time.Since(began)) }()
 	}
+	if wt, ok := d.workerTools[call.Name]; ok {
+		return d.workerCall(ctx, op, wt, obs)
+	}
 	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
 	if err == nil {
 		d.mcpLostIn(step, reply.MCP)

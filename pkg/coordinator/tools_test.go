@@ -1,20 +1,29 @@
 package coordinator_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/examples/custom-tool/convert"
 	"github.com/ioharness/harness/examples/custom-tool/wordcount"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/tools"
+	"github.com/ioharness/harness/pkg/wire"
+	"github.com/ioharness/harness/pkg/worker"
 )
 
 // TestContractTools runs contracts on a sandboxer built with an extra
@@ -130,3 +139,156 @@ func TestContractTools(t *testing.T) {
 		t.Errorf("the refused run asked the model")
 	}
 }
+
+// TestWorkerTools runs contracts whose tools are held by a worker built
+// with them, beside a sandboxer's: the run is offered both, a call of the
+// worker's tool is made on the worker and its answer observed, a deny
+// rule on its name refuses it before it runs, a call whose start is
+// journalled without its end (a coordinator died under it) is reported as
+// indeterminate and not made again, and a worker cannot be built with a
+// reserved name or a tool that claims a workspace path.
+func TestWorkerTools(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one two three"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	offered := map[string][]string{}
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		task := req.Messages[0].Content
+		mu.Lock()
+		if _, ok := offered[task]; !ok {
+			for _, s := range req.Tools {
+				offered[task] = append(offered[task], s.Name)
+			}
+		}
+		mu.Unlock()
+		for _, m := range req.Messages {
+			if m.Role == protocol.RoleTool {
+				return &protocol.Turn{Text: "done"}, nil
+			}
+		}
+		return &protocol.Turn{ToolCalls: []protocol.ToolCall{
+			{ID: "c1", Name: "convert_units", Arguments: json.RawMessage(`{"value":3,"from":"km","to":"m"}`)},
+			{ID: "c2", Name: "word_count", Arguments: json.RawMessage(`{"path":"notes.txt"}`)},
+		}}, nil
+	})
+	set, err := tools.Extend(tools.Builtins(), wordcount.Tool{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true, Tools: set, WorkerTools: []tools.Tool{convertCounted{}}})
+	run := func(id, task string, rules []protocol.Rule) []protocol.Observation {
+		t.Helper()
+		c := contract(ws)
+		c.Task, c.Tools = task, []string{"convert_units", "word_count"}
+		c.Policy.Layers = []protocol.Layer{{Name: "team", Rules: append(rules, protocol.Rule{Act: "exec", Effect: "allow", Pattern: "convert_units"})}}
+		h, err := cl.Submit(t.Context(), c, harness.WithRunID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := h.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != protocol.OutcomeFinished {
+			t.Fatalf("run %s = %s (%s), want finished", id, res.Outcome, res.Reason)
+		}
+		recs, err := h.Trace(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obs []protocol.Observation
+		for _, r := range recs {
+			obs = append(obs, r.Observations...)
+		}
+		if len(obs) != 2 {
+			t.Fatalf("run %s observed %+v, want the two calls", id, obs)
+		}
+		return obs
+	}
+
+	converted.Store(0)
+	obs := run("both", "convert and count", nil)
+	if obs[0].Status != protocol.CallOK || obs[0].Content != "3 km = 3000 m" || converted.Load() != 1 {
+		t.Errorf("convert_units on the worker = %s %q (%d calls made), want ok, 3000 m, once", obs[0].Status, obs[0].Content, converted.Load())
+	}
+	if obs[1].Status != protocol.CallOK || obs[1].Content != "notes.txt: 3 words" {
+		t.Errorf("word_count on the sandboxer = %s %q", obs[1].Status, obs[1].Content)
+	}
+	mu.Lock()
+	var got []string
+	for task, names := range offered {
+		if strings.HasPrefix(task, "Task: convert and count") {
+			got = names
+		}
+	}
+	if !slices.Contains(got, "convert_units") || !slices.Contains(got, "word_count") || !slices.Contains(got, "read_file") {
+		t.Errorf("offered %v, want the worker's tool beside the sandboxer's and the built-ins", got)
+	}
+	mu.Unlock()
+
+	converted.Store(0)
+	obs = run("denied", "convert, denied", []protocol.Rule{{Act: "exec", Effect: "deny", Pattern: "convert_*"}})
+	if obs[0].Status != protocol.CallRefused || obs[0].Refused == nil || obs[0].Refused.Layer != "team" || converted.Load() != 0 {
+		t.Errorf("a denied convert_units = %s %q (refused by %+v, %d calls made), want refused by the team's rule, never made", obs[0].Status, obs[0].Content, obs[0].Refused, converted.Load())
+	}
+
+	// The start of the call the run "cut" will make is in the journal
+	// without its end, as a coordinator that died under it leaves it.
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := js.KeyValue(t.Context(), wire.BucketOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.Create(t.Context(), wire.OpKey("cut.1.0.1"), []byte(`{"done":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	converted.Store(0)
+	obs = run("cut", "convert, cut off", nil)
+	if obs[0].Status != protocol.CallIndeterminate || converted.Load() != 0 {
+		t.Errorf("a call begun before a crash = %s %q (%d calls made), want indeterminate, not made again", obs[0].Status, obs[0].Content, converted.Load())
+	}
+
+	for _, bad := range []tools.Tool{named{"read_file"}, named{"mcp__x__y"}, pathTool{}} {
+		if _, err := worker.New(nc, agent, worker.Config{Tools: []tools.Tool{bad}}); err == nil {
+			t.Errorf("a worker built with %s was made, want refused", bad.Spec().Name)
+		}
+	}
+	if _, err := worker.New(nc, agent, worker.Config{Tools: []tools.Tool{convert.Tool{}, convert.Tool{}}}); err == nil || !strings.Contains(err.Error(), "duplicate") {
+		t.Errorf("a worker built with one tool twice: %v, want refused as a duplicate", err)
+	}
+}
+
+// converted counts the calls convertCounted made.
+var converted atomic.Int32
+
+// convertCounted is convert_units, counting its calls; it is not
+// read-only, so a call cut off is indeterminate.
+type convertCounted struct{}
+
+func (convertCounted) Spec() protocol.ToolSpec { return convert.Tool{}.Spec() }
+func (convertCounted) Invoke(ctx context.Context, env *tools.Env, args json.RawMessage) (*tools.Output, error) {
+	converted.Add(1)
+	return convert.Tool{}.Invoke(ctx, env, args)
+}
+
+// named is a tool with a given name and nothing else.
+type named struct{ name string }
+
+func (n named) Spec() protocol.ToolSpec {
+	return protocol.ToolSpec{Name: n.name, Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+func (named) Invoke(context.Context, *tools.Env, json.RawMessage) (*tools.Output, error) {
+	return &tools.Output{}, nil
+}
+
+// pathTool declares a read of a path, which no worker has.
+type pathTool struct{ named }
+
+func (pathTool) Spec() protocol.ToolSpec { return named{"peek"}.Spec() }
+func (pathTool) Gate() protocol.ToolGate { return protocol.ToolGate{Act: "read", Arg: "path"} }

@@ -45,6 +45,7 @@ func (d *driver) open(ctx context.Context) error {
 			return done(reply.Error)
 		case err == nil:
 			d.node, d.tools, d.toolchain, d.skills = reply.Node, reply.Tools, reply.Toolchain, reply.Skills
+			d.offerWorkerTools()
 			d.log.Info("workspace opened", "sandboxer", d.node)
 			d.mcpConnected(reply.MCP)
 			return nil
@@ -83,7 +84,7 @@ func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	// will not run the contract (a blanket allow, a verification command
 	// with nowhere safe to run) says so before the first step.
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
-		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification, Tools: c.Tools,
+		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification, Tools: d.sandboxerTools(),
 		Tree: d.s.tree, MCP: c.MCP}
 	if d.s.skills == nil {
 		// The skills are read when the workspace first opens; a run that

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // The op journal: an op id runs at most once. In this process an op has
@@ -107,13 +107,6 @@ func (s *Sandboxer) finish(op *protocol.SandboxOp, e *opEntry, reply *protocol.S
 	return waiters
 }
 
-// opRecord is what the ops bucket holds for one operation: that it began,
-// and once it ended, its reply.
-type opRecord struct {
-	Done  bool                   `json:"done"`
-	Reply *protocol.SandboxReply `json:"reply,omitempty"`
-}
-
 // durably runs an operation at most once across restarts of this node,
 // and of any node serving the same roots, when an ops bucket is
 // configured: a completed op's reply is kept there and returned again; a
@@ -131,12 +124,12 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 	if s.cfg.Ops == nil {
 		return s.do(ctx, op)
 	}
-	key := opKey(op.OpID)
+	key := wire.OpKey(op.OpID)
 	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.readOnly(op.Call.Name) && op.Call.Name != readSkillTool)
 	e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
 	switch {
 	case err == nil:
-		var rec opRecord
+		var rec wire.OpRecord
 		if json.Unmarshal(e.Value(), &rec) == nil {
 			if rec.Done && rec.Reply != nil {
 				return rec.Reply
@@ -153,7 +146,7 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 	// Created, not put: of two nodes asked for one op at once (a run
 	// taken over while its first node still worked), one records the
 	// start and the other sees it.
-	begun, _ := json.Marshal(opRecord{})
+	begun, _ := json.Marshal(wire.OpRecord{})
 	_, err = opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Create(ctx, key, begun) })
 	switch {
 	case err == nil:
@@ -168,7 +161,7 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 		s.log.Warn("record op start", "op", op.OpID, "err", err)
 	}
 	reply := s.do(ctx, op)
-	done, _ := json.Marshal(opRecord{Done: true, Reply: reply})
+	done, _ := json.Marshal(wire.OpRecord{Done: true, Reply: reply})
 	// Kept in this process either way; in the bucket it spares another
 	// node reporting the op as indeterminate.
 	if _, err := opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Put(ctx, key, done) }); err != nil {
@@ -184,7 +177,7 @@ func (s *Sandboxer) begunElsewhere(ctx context.Context, op *protocol.SandboxOp, 
 	for range 30 {
 		e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
 		if err == nil {
-			var rec opRecord
+			var rec wire.OpRecord
 			if json.Unmarshal(e.Value(), &rec) == nil && rec.Done && rec.Reply != nil {
 				return rec.Reply
 			}
@@ -218,14 +211,4 @@ func indeterminate(op *protocol.SandboxOp) *protocol.SandboxReply {
 		obs.CallID, obs.Tool = op.Call.ID, op.Call.Name
 	}
 	return &protocol.SandboxReply{OpID: op.OpID, Observation: obs}
-}
-
-// opKey turns an op id into a bucket key.
-func opKey(id string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '=' {
-			return r
-		}
-		return '_'
-	}, id)
 }

@@ -45,7 +45,7 @@ type claim struct {
 	Snapshot string `json:"snapshot"`
 }
 
-// claimKey cannot collide with an op key: opKey never yields a '/'.
+// claimKey cannot collide with an op key: wire.OpKey never yields a '/'.
 func claimKey(run string) string { return "snapshot/" + run }
 
 func (s *Sandboxer) snapPath(run string, parts ...string) string {

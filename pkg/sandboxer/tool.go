@@ -106,19 +106,14 @@ func (s *Sandboxer) tool(ctx context.Context, w *workspace, op *protocol.Sandbox
 		return obs
 	}
 	if err != nil {
-		obs.Status, obs.IsError = protocol.CallFailed, true
-		msg := err.Error()
-		var pe *protocol.Error
-		if errors.As(err, &pe) {
-			msg = pe.Message
-			if pe.Hint != "" {
-				msg += " (" + pe.Hint + ")"
-			}
-		}
-		obs.Content = fmt.Sprintf("[%s failed] %s", call.Name, msg)
+		obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, tools.Failure(call.Name, err)
 		return obs
 	}
-	obs.Status, obs.Content, obs.Changed, obs.Exec, obs.Image = protocol.CallOK, out.Content, out.Changed, out.Exec, out.Image
+	content := out.Content
+	if s.cfg.Tools.Extra(call.Name) {
+		content = tools.Bound(content, env.EntryCap) // the built-ins bound their own
+	}
+	obs.Status, obs.Content, obs.Changed, obs.Exec, obs.Image = protocol.CallOK, content, out.Changed, out.Exec, out.Image
 	return obs
 }
 

@@ -88,3 +88,11 @@ func truncateLine(s string, limit int) string {
 	}
 	return s[:runeOffset(s, limit)] + "…"
 }
+
+// Bound returns an observation's content cut to limit runes (at least
+// the floor of Env.EntryCap): its start and its end around a line saying
+// how much of the middle was cut. An embedder's tool's output is bounded
+// this way wherever it runs.
+func Bound(s string, limit int) string {
+	return keepHeadTail(s, max(limit, minEntryCap), nil)
+}

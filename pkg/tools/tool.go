@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -104,6 +105,20 @@ type Tool interface {
 	// instead. The one exception is the end of ctx, returned as ctx.Err()
 	// (wrapped), which means the call was abandoned, not failed.
 	Invoke(ctx context.Context, env *Env, args json.RawMessage) (*Output, error)
+}
+
+// Failure is the observation of a failed call of the tool called name:
+// the error's message and, for a *protocol.Error, its hint.
+func Failure(name string, err error) string {
+	msg := err.Error()
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		msg = pe.Message
+		if pe.Hint != "" {
+			msg += " (" + pe.Hint + ")"
+		}
+	}
+	return fmt.Sprintf("[%s failed] %s", name, msg)
 }
 
 // ReadOnly is implemented by tools whose calls change nothing: reads and
@@ -313,3 +328,7 @@ func (s *Set) ReadOnly(name string) bool {
 func (s *Set) Names() []string {
 	return append([]string(nil), s.order...)
 }
+
+// Extra reports whether the tool called name is one of the extras
+// (Extend): an embedder's, offered only to the contracts naming it.
+func (s *Set) Extra(name string) bool { return s.extra[name] }

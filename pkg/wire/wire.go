@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/trace"
@@ -149,5 +150,37 @@ func Resume(run string) string { return ResumePrefix + run }
 // on.
 func CoordinatorStatus(id string) string { return "harness.coordinator." + id + ".status" }
 
+// WorkerToolPrefix starts the subject a worker's tool takes its calls on:
+// harness.worker.tool.<name>, shared by every worker holding the tool.
+const WorkerToolPrefix = "harness.worker.tool."
+
+// WorkerTool returns the subject the calls of the worker tool name go to.
+func WorkerTool(name string) string { return WorkerToolPrefix + name }
+
 // WorkerStatus returns the subject a worker answers its status on.
 func WorkerStatus(id string) string { return "harness.worker." + id + ".status" }
+
+// ToolSpecMetadata is the endpoint metadata key holding a worker tool's
+// spec (protocol.ToolSpec as JSON); ToolReadOnlyMetadata is "true" for a
+// tool whose calls change nothing.
+const (
+	ToolSpecMetadata     = "spec"
+	ToolReadOnlyMetadata = "read_only"
+)
+
+// OpRecord is what the ops bucket holds for one operation, a sandboxer's
+// or a worker tool's call: that it began, and once it ended, its reply.
+type OpRecord struct {
+	Done  bool                   `json:"done"`
+	Reply *protocol.SandboxReply `json:"reply,omitempty"`
+}
+
+// OpKey turns an op id into an ops bucket key.
+func OpKey(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '=' {
+			return r
+		}
+		return '_'
+	}, id)
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/ioharness/harness/internal/version"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/tools"
 	"github.com/ioharness/harness/pkg/wire"
 )
 
@@ -99,6 +100,11 @@ type Config struct {
 	Bind bool
 	// BindWait bounds those waits; default wire.DefaultBindWait.
 	BindWait time.Duration
+	// Tools are an embedder's tools this worker offers the runs whose
+	// contracts name them (see tools.go): tools that need no workspace.
+	// A reserved or duplicate name, or a tool declaring a read or write of
+	// a path, is refused by New.
+	Tools []tools.Tool
 	// Assets are the streams and buckets when the caller has ensured or
 	// bound them already on this connection (as a role's main does); nil
 	// has New ensure or bind them.
@@ -117,6 +123,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 0 {
 		return errors.New("worker: Concurrency must not be negative")
+	}
+	if c.ID == "tool" {
+		return errors.New(`worker id "tool": the name is kept for the subjects of the workers' tools; choose another`)
 	}
 	return nil
 }
@@ -149,6 +158,7 @@ type Worker struct {
 	js     jetstream.JetStream
 	assets *wire.Assets
 	p      Provider
+	tools  *tools.Set
 	log    *slog.Logger
 	m      *metrics.Worker
 
@@ -178,6 +188,10 @@ func New(nc *nats.Conn, p Provider, cfg Config) (*Worker, error) {
 		return nil, errors.New("worker: no provider")
 	}
 	cfg.setDefaults()
+	held, err := checkTools(cfg.Tools)
+	if err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
@@ -193,7 +207,7 @@ func New(nc *nats.Conn, p Provider, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, log: cfg.Logger.With("worker", cfg.ID), ready: make(chan struct{})}
+	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, tools: held, log: cfg.Logger.With("worker", cfg.ID), ready: make(chan struct{})}
 	w.m = metrics.NewWorker(cfg.Metrics, func() float64 { return float64(w.inflight.Load()) })
 	return w, nil
 }
@@ -205,7 +219,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Name:        "harness-worker",
 		Version:     version.Semver(),
 		Description: "provider turns for harness runs",
-		Metadata:    map[string]string{"id": w.cfg.ID, "provider": w.p.Name(), "pools": strings.Join(w.cfg.Pools, ",")},
+		Metadata:    map[string]string{"id": w.cfg.ID, "provider": w.p.Name(), "pools": strings.Join(w.cfg.Pools, ","), "tools": w.toolNames()},
 		StatsHandler: func(*micro.Endpoint) any {
 			return map[string]any{"inflight": w.inflight.Load(), "served": w.served.Load(), "failed": w.failed.Load(), "draining": w.draining.Load()}
 		},
@@ -219,6 +233,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			"inflight": w.inflight.Load(), "concurrency": w.cfg.Concurrency, "draining": w.draining.Load()})
 	}), micro.WithEndpointSubject(wire.WorkerStatus(w.cfg.ID))); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
+	}
+	if err := w.addTools(ctx, svc); err != nil {
+		return err
 	}
 
 	slots := make(chan struct{}, w.cfg.Concurrency)

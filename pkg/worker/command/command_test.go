@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ func TestParseConfig(t *testing.T) {
 // from $HARNESS_REPLAY_FALLBACK (compose ships the example's); a key wins
 // over it; without either there is no provider.
 func TestProviderFallback(t *testing.T) {
-	cassette := "../../examples/fix-a-test/cassette.json"
+	cassette := "../../../examples/fix-a-test/cassette.json"
 	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
 	p, _, err := newProvider("", env(map[string]string{"HARNESS_REPLAY_FALLBACK": cassette}))
 	if err != nil || p.Name() != "replay" {
