@@ -17,6 +17,7 @@ import (
 	"github.com/ioharness/harness/internal/procguard"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/sandbox/native"
 )
 
@@ -86,6 +87,10 @@ func main() {
 	// A native sandbox re-executes this binary as its init; that child
 	// never goes past this line.
 	native.RunShimIfRequested()
+	// A document tool's operation runs in a child of this binary, under
+	// memory and CPU limits of its own; that child never goes past here.
+	documents.RunChildIfRequested()
+	documents.Isolate(true)
 	// Before any command runs: keep this process's secrets (a provider
 	// key above all) out of what a floor command could read of it.
 	if err := procguard.Protect(); err != nil {

@@ -173,10 +173,17 @@ func (s *runState) assembleInput(in inputs) assemble.Input {
 
 // request is the completion request the assembly gives.
 func (s *runState) request(in inputs, out assemble.Output) *protocol.CompletionRequest {
+	msgs := out.Messages
+	if len(s.contract.Images) > 0 && len(msgs) > 0 && msgs[0].Role == protocol.RoleUser {
+		// The task's images ride on the task, the first message, in every
+		// request: the model sees them whatever the assembly cut.
+		msgs = slices.Clone(msgs)
+		msgs[0].Images = append(slices.Clone(msgs[0].Images), s.contract.Images...)
+	}
 	return &protocol.CompletionRequest{
 		Model:           s.contract.Provider.Model,
 		System:          s.system(in),
-		Messages:        out.Messages,
+		Messages:        msgs,
 		Tools:           in.tools,
 		MaxOutputTokens: s.contract.Provider.MaxOutputTokens,
 		ReasoningEffort: s.contract.Provider.ReasoningEffort,

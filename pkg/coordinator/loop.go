@@ -39,7 +39,7 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 			d.finish(ctx, o, why)
 			return false
 		}
-		if len(s.contract.Tools) > 0 {
+		if len(s.contract.Tools) > 0 || s.contract.Verification.DocumentContains != nil {
 			// Before any workspace is taken: a run no sandboxer can serve
 			// is refused, saying which tool is missing.
 			node, err := d.toolsHeld(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -52,30 +53,44 @@ type workerTool struct {
 // typed refusal of the run when what answers holds no such tools.
 func (d *driver) toolsHeld(ctx context.Context) (string, error) {
 	want := d.s.contract.Tools
+	// A document_contains verification needs a sandboxer that reads the
+	// document's kind, built with its tag.
+	doc := protocol.DocumentKind(d.s.contract.Verification.CheckedFile())
+	if d.s.contract.Verification.DocumentContains == nil {
+		doc = ""
+	}
 	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
 	var node string
 	err := retrying(ctx, openBackoff, func() error {
 		var wg sync.WaitGroup
 		var held, seen []string
-		wg.Go(func() { held, seen = d.c.sandboxersWith(ctx, want) })
-		byWorker, workersSeen := d.c.workersWith(ctx, want)
+		wg.Go(func() { held, seen = d.c.sandboxersWith(ctx, want, doc) })
+		byWorker, workersSeen := map[string]workerTool{}, []string(nil)
+		if len(want) > 0 {
+			byWorker, workersSeen = d.c.workersWith(ctx, want)
+		}
 		wg.Wait()
 		rest := slices.DeleteFunc(slices.Clone(want), func(t string) bool { _, ok := byWorker[t]; return ok })
-		if len(rest) > 0 && len(rest) < len(want) && len(held) == 0 {
-			held, seen = d.c.sandboxersWith(ctx, rest) // the workers hold some: one sandboxer for the others
+		if len(rest) < len(want) && len(held) == 0 && (len(rest) > 0 || doc != "") {
+			held, seen = d.c.sandboxersWith(ctx, rest, doc) // the workers hold some: one sandboxer for the others
 		}
 		switch {
-		case len(rest) == 0 || len(held) > 0:
+		case (len(rest) == 0 && doc == "") || len(held) > 0:
 			d.workerTools = byWorker
-			if len(rest) > 0 {
+			if len(rest) > 0 || doc != "" {
 				node = held[0]
 			}
 			return nil
 		case len(seen) > 0 || len(workersSeen) > 0:
 			offered := strings.Join(append(seen, workersSeen...), "; ")
+			if doc != "" && len(rest) == 0 {
+				return done(protocol.FieldError(protocol.CodeUnsupported, "verification.document_contains",
+					"start a sandboxer built with -tags "+doc+" (or -tags documents), or check the file another way",
+					"no sandboxer reads %s documents; what is running offers: %s", doc, offered))
+			}
 			return done(protocol.FieldError(protocol.CodeUnsupported, "tools",
 				"start a sandboxer or a worker built with them (see examples/custom-tool), or leave them out of the contract's tools",
-				"no sandboxer offers every tool the contract names that no worker offers (%s); what is running offers: %s", strings.Join(rest, ", "), offered))
+				"no sandboxer offers every tool the contract names that no worker offers (%s%s)%s; what is running offers: %s", strings.Join(rest, ", "), docNeed(doc), tagsNeeded(rest), offered))
 		case ctx.Err() != nil:
 			return done(ctx.Err())
 		case !time.Now().Before(deadline):
@@ -135,10 +150,13 @@ func (c *Coordinator) services(ctx context.Context, svc string, enough func(*mic
 // sandboxersWith returns the id of the first sandboxer to answer that
 // holds every tool of want, if any, and what each that answered offers,
 // for a refusal to name.
-func (c *Coordinator) sandboxersWith(ctx context.Context, want []string) (held, seen []string) {
+func (c *Coordinator) sandboxersWith(ctx context.Context, want []string, doc string) (held, seen []string) {
 	c.services(ctx, sandboxerService, func(info *micro.Info) bool {
 		tools := strings.Split(info.Metadata["tools"], ",")
-		seen = append(seen, info.Metadata["id"]+": "+info.Metadata["tools"])
+		seen = append(seen, info.Metadata["id"]+": "+info.Metadata["tools"]+docsOf(info))
+		if doc != "" && !slices.Contains(strings.Split(info.Metadata["documents"], ","), doc) {
+			return false
+		}
 		if !slices.ContainsFunc(want, func(t string) bool { return !slices.Contains(tools, t) }) {
 			held = append(held, info.Metadata["id"])
 			return true // one is enough
@@ -241,4 +259,36 @@ func opsCall[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return f(ctx)
+}
+
+// docsOf names the document kinds a sandboxer reads, for a refusal.
+func docsOf(info *micro.Info) string {
+	if d := info.Metadata["documents"]; d != "" {
+		return " (reads " + d + " documents)"
+	}
+	return ""
+}
+
+// docNeed names the document kind a run's verification reads, for a
+// refusal.
+func docNeed(doc string) string {
+	if doc == "" {
+		return ""
+	}
+	return ", and reading " + doc + " documents"
+}
+
+// tagsNeeded names the build tags of the document tools among names: the
+// tag a sandboxer must be built with to hold each.
+func tagsNeeded(names []string) string {
+	var tags []string
+	for _, n := range names {
+		if t := documents.TagOf(n); t != "" && !slices.Contains(tags, t) {
+			tags = append(tags, t)
+		}
+	}
+	if len(tags) == 0 {
+		return ""
+	}
+	return "; the document tools come with a sandboxer built with -tags " + strings.Join(tags, ",") + " (or -tags documents)"
 }

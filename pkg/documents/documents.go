@@ -129,3 +129,52 @@ func describe(name string, err error) error {
 	}
 	return protocol.Errorf(protocol.CodeBadArguments, "%s: %v", name, err)
 }
+
+// Holds reports whether this build holds the format of tag.
+func Holds(tag string) bool {
+	for _, f := range Formats() {
+		if f.Tag == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// Tags are the tags of the formats this build holds, in order.
+func Tags() []string {
+	var tags []string
+	for _, f := range Formats() {
+		tags = append(tags, f.Tag)
+	}
+	return tags
+}
+
+// Text returns the text of a document of the format tag, for the
+// contract's document_contains: an error, never an empty text, when the
+// file is not of that kind or cannot be read.
+func Text(ctx context.Context, tag string, data []byte) (string, error) {
+	for _, f := range Formats() {
+		if f.Tag == tag && f.Text != "" {
+			res, err := Call(ctx, f.Text, nil, data)
+			if err != nil {
+				return "", err
+			}
+			return res.Text, nil
+		}
+	}
+	return "", protocol.Errorf(protocol.CodeUnsupported, "this build has no %s document tools; build it with -tags %s (or -tags documents)", tag, tag)
+}
+
+// toolTags are the tags of the document tools by name, in every build,
+// so that a refusal can name the tag a missing tool needs.
+var toolTags = map[string]string{
+	"xlsx_sheets": "xlsx", "xlsx_read": "xlsx", "xlsx_write": "xlsx", "xlsx_set_cell": "xlsx",
+	"docx_read": "docx", "docx_write": "docx",
+	"pptx_read": "pptx",
+	"pdf_read": "pdf", "pdf_write": "pdf", "pdf_watermark": "pdf", "pdf_form_fields": "pdf", "pdf_fill_form": "pdf",
+	"barcode_decode": "barcode",
+}
+
+// TagOf returns the build tag of the document tool called name, or "" for
+// a name that is not one.
+func TagOf(name string) string { return toolTags[name] }

@@ -59,6 +59,13 @@ type Contract struct {
 	// "tools"). The run goes to a sandboxer that has every one, and is
 	// refused before its first step when none does.
 	Tools []string `json:"tools,omitempty"`
+	// Images ride on the task, the first message of every request, for a
+	// model that takes images (io-harness's with_images): PNG, JPEG, GIF
+	// or WebP, each at most MaxImageBytes, at most MaxTaskImages of them,
+	// their bytes inline (base64 in JSON) and so within MaxContractBytes.
+	// A provider that takes no images refuses the run's first call before
+	// any spend.
+	Images []Image `json:"images,omitempty"`
 	// Git is who the run's commits are by (git_commit, workspace.commit);
 	// absent, git_commit is refused.
 	Git *GitSpec `json:"git,omitempty"`
@@ -209,7 +216,7 @@ func (v Verification) Kind() string {
 	return ""
 }
 
-// CheckedFile is the path a file_contains or file_equals verification
+// CheckedFile is the path a file_contains, file_equals or document_contains verification
 // reads, relative to the workspace root; "" for the other kinds.
 func (v Verification) CheckedFile() string {
 	switch {
@@ -217,6 +224,8 @@ func (v Verification) CheckedFile() string {
 		return v.FileContains.Path
 	case v.FileEquals != nil:
 		return v.FileEquals.Path
+	case v.DocumentContains != nil:
+		return v.DocumentContains.Path
 	}
 	return ""
 }
@@ -457,6 +466,9 @@ func (c *Contract) Validate() error {
 	if err := c.validateTools(); err != nil {
 		return err
 	}
+	if err := validateImages(c.Images); err != nil {
+		return err
+	}
 	if p := c.Provider.Pool; p != "" && !ValidToken(p) {
 		return FieldError(CodeInvalidField, "provider.pool", "use letters, digits, '-' and '_' only", "pool %q is not a valid subject token", p)
 	}
@@ -534,7 +546,16 @@ func (v Verification) validate(ws Workspace) error {
 			return FieldError(CodeInvalidField, "verification.file_equals.content", "check text files only; remove the NUL byte", "the expected content contains a NUL byte")
 		}
 	case v.DocumentContains != nil:
-		return FieldError(CodeUnsupported, "verification.document_contains", `use "file_contains" or "command"`, "document extraction is not in this build")
+		if err := checkedPath(ws, "verification.document_contains.path", v.DocumentContains.Path); err != nil {
+			return err
+		}
+		if v.DocumentContains.Needle == "" {
+			return FieldError(CodeMissingField, "verification.document_contains.needle", "an empty needle is in every document; give the text that must appear", "no needle")
+		}
+		if p := v.DocumentContains.Path; DocumentKind(p) == "" && (p != "" || DocumentKind(ws.File) == "") {
+			return FieldError(CodeInvalidField, "verification.document_contains.path", "name a .xlsx, .docx, .pptx or .pdf file, or check a text file with file_contains",
+				"%q is not a document whose text can be extracted", v.DocumentContains.Path)
+		}
 	}
 	return nil
 }
@@ -718,4 +739,80 @@ func ValidToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// DocumentKind is the kind of document a path names by its extension
+// ("xlsx", "docx", "pptx" or "pdf", the build tag of its tools), or "".
+func DocumentKind(path string) string {
+	i := strings.LastIndexByte(path, '.')
+	if i < 0 {
+		return ""
+	}
+	switch k := strings.ToLower(path[i+1:]); k {
+	case "xlsx", "docx", "pptx", "pdf":
+		return k
+	}
+	return ""
+}
+
+// Bounds on a task's images: those the vendors document for one request
+// (Anthropic's 5 MB an image; 20 MB a request, the smaller of theirs and
+// OpenAI's), and a count.
+const (
+	MaxImageBytes        = 5 << 20
+	MaxRequestImageBytes = 20 << 20
+	MaxTaskImages        = 20
+)
+
+// ImageTypes are the media types of the images a model takes.
+var ImageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// validateImages checks a task's images: known media types that their
+// bytes bear out, within the bounds.
+func validateImages(images []Image) error {
+	if len(images) > MaxTaskImages {
+		return FieldError(CodeInvalidField, "images", fmt.Sprintf("attach at most %d images", MaxTaskImages), "%d images", len(images))
+	}
+	total := 0
+	for i, im := range images {
+		field := fmt.Sprintf("images[%d]", i)
+		switch {
+		case !ImageTypes[im.MediaType]:
+			return FieldError(CodeInvalidField, field+".media_type", `use "image/png", "image/jpeg", "image/gif" or "image/webp"`, "media type %q is not one a model takes", im.MediaType)
+		case len(im.Data) == 0:
+			return FieldError(CodeMissingField, field+".data", "give the image's bytes, base64-encoded", "the image is empty")
+		case len(im.Data) > MaxImageBytes:
+			return FieldError(CodeTooLarge, field+".data", "make a smaller copy, or crop it", "the image is %d bytes; images are at most %d", len(im.Data), MaxImageBytes)
+		case sniffImage(im.Data) != im.MediaType:
+			return FieldError(CodeInvalidField, field+".data", "give the media type the bytes are", "the bytes are %s, not %s", orWord(sniffImage(im.Data), "no image"), im.MediaType)
+		}
+		total += len(im.Data)
+	}
+	if total > MaxRequestImageBytes {
+		return FieldError(CodeTooLarge, "images", "attach fewer or smaller images", "the images are %d bytes together; a request takes at most %d", total, MaxRequestImageBytes)
+	}
+	return nil
+}
+
+// sniffImage is the media type of an image's bytes by their signature,
+// or "".
+func sniffImage(b []byte) string {
+	switch {
+	case len(b) >= 8 && string(b[:8]) == "\x89PNG\r\n\x1a\n":
+		return "image/png"
+	case len(b) >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff:
+		return "image/jpeg"
+	case len(b) >= 6 && (string(b[:6]) == "GIF87a" || string(b[:6]) == "GIF89a"):
+		return "image/gif"
+	case len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP":
+		return "image/webp"
+	}
+	return ""
+}
+
+func orWord(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
 }

@@ -126,6 +126,13 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 	}
 	key := wire.OpKey(op.OpID)
 	changes := op.Kind == protocol.OpTool && (op.Call == nil || !s.readOnly(op.Call.Name) && op.Call.Name != readSkillTool)
+	if op.Kind == protocol.OpTool && !changes {
+		// A read is run again whenever it is asked again: journalled, it
+		// would cost two synced writes on every step's critical path for
+		// nothing. This process's own journal (entry) still answers a
+		// repeat that comes while it runs.
+		return s.do(ctx, op)
+	}
 	e, err := opsCall(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cfg.Ops.Get(ctx, key) })
 	switch {
 	case err == nil:
@@ -163,10 +170,16 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 	reply := s.do(ctx, op)
 	done, _ := json.Marshal(wire.OpRecord{Done: true, Reply: reply})
 	// Kept in this process either way; in the bucket it spares another
-	// node reporting the op as indeterminate.
-	if _, err := opsCall(ctx, func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Put(ctx, key, done) }); err != nil {
-		s.log.Warn("record op result", "op", op.OpID, "err", err)
-	}
+	// node reporting the op as indeterminate. The reply does not wait for
+	// it: lost (this node died first), a repeat elsewhere is reported as
+	// indeterminate, which is what it would be without the record.
+	s.wg.Add(1) // the op's own count is held: Run waits for this too
+	go func() {
+		defer s.wg.Done()
+		if _, err := opsCall(context.WithoutCancel(ctx), func(ctx context.Context) (uint64, error) { return s.cfg.Ops.Put(ctx, key, done) }); err != nil {
+			s.log.Warn("record op result", "op", op.OpID, "err", err)
+		}
+	}()
 	return reply
 }
 

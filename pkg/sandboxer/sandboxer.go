@@ -50,6 +50,8 @@ import (
 
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/pkg/documents"
+	_ "github.com/ioharness/harness/pkg/documents/formats" // the formats the build tags ask for
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/sandbox/floor"
@@ -220,7 +222,7 @@ func (c *Config) setDefaults() error {
 	}
 	c.Missing = maps.Clone(c.Missing)
 	if c.Tools == nil {
-		c.Tools = tools.Builtins()
+		c.Tools = withDocuments(tools.Builtins())
 	}
 	if c.GitTools == nil {
 		c.GitTools = tools.Git()
@@ -334,7 +336,7 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 		Version:     version.Semver(),
 		Description: "workspaces, tools and sandboxed commands for harness runs",
 		Metadata: map[string]string{"id": s.cfg.ID, "backends": strings.Join(s.backendNames(), ","), "roots": strings.Join(s.cfg.Roots, ":"),
-			"tools": strings.Join(s.cfg.Tools.Names(), ",")},
+			"tools": strings.Join(s.cfg.Tools.Names(), ","), "documents": strings.Join(documents.Tags(), ",")},
 		StatsHandler: func(*micro.Endpoint) any {
 			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames(), "draining": s.draining.Load(),
 				"errors": s.failed.Load()}
@@ -475,6 +477,14 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 		op.Workspace = dir
 	}
 	if op.Kind == protocol.OpOpen {
+		if kind := documentKind(op.Verification); kind != "" && !documents.Holds(kind) {
+			if open {
+				return nil, false // another sandboxer may read it
+			}
+			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.FieldError(protocol.CodeUnsupported, "verification.document_contains",
+				"start a sandboxer built with -tags "+kind+" (or -tags documents)", "the sandboxer %s cannot read %s documents", s.cfg.ID, kind)})
+			return nil, false
+		}
 		if missing := s.cfg.Tools.Missing(op.Tools); len(missing) > 0 {
 			if open {
 				return nil, false // another sandboxer may have them
@@ -656,3 +666,22 @@ func randomHex(n int) string {
 // Ready is closed once Run serves: its micro service answers and it takes
 // its work.
 func (s *Sandboxer) Ready() <-chan struct{} { return s.ready }
+
+// withDocuments is base with the document tools of this build, if any,
+// added as extras: offered to the runs whose contracts name them.
+func withDocuments(base *tools.Set) *tools.Set {
+	set, err := tools.Extend(base, documents.Tools()...)
+	if err != nil {
+		panic("sandboxer: the document tools clash with the built-ins: " + err.Error())
+	}
+	return set
+}
+
+// documentKind is the document kind a document_contains verification
+// reads, or "".
+func documentKind(v *protocol.Verification) string {
+	if v == nil || v.DocumentContains == nil {
+		return ""
+	}
+	return protocol.DocumentKind(v.CheckedFile())
+}

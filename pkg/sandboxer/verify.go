@@ -8,6 +8,7 @@ import (
 
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
@@ -82,10 +83,52 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 		default:
 			res.Detail = fmt.Sprintf("%s does not hold exactly the expected text (%d bytes, expected %d).", path, len(data), len(v.FileEquals.Content))
 		}
+	case v.DocumentContains != nil:
+		s.documentContains(ctx, w, op, res)
 	default:
 		res.Detail = "this sandboxer cannot run a " + v.Kind() + " verification"
 	}
 	return res
+}
+
+// documentContains checks that the text extracted from a document holds
+// the needle. The file is read as file_contains reads it; a file that is
+// not of its kind, or cannot be read within the document tools' limits,
+// fails the check saying why, never passes or fails on an empty text.
+func (s *Sandboxer) documentContains(ctx context.Context, w *workspace, op *protocol.SandboxOp, res *protocol.CheckResult) {
+	path := op.Verification.CheckedFile()
+	kind := protocol.DocumentKind(path)
+	pol, err := policy.FromProtocol(orEmpty(op.Policy))
+	if op.Policy == nil || err != nil {
+		res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
+		return
+	}
+	if !documents.Holds(kind) {
+		res.Detail = fmt.Sprintf("this sandboxer cannot read %s: it was built without the %s document tools (go build -tags %s, or -tags documents)", path, kind, kind)
+		return
+	}
+	data, err := (&tools.Env{Workspace: w.ws, Judge: verifyJudge(pol)}).ReadFile(path)
+	switch {
+	case errors.Is(err, protocol.ErrRefused):
+		res.Detail = protocol.AsError(err).Message
+		return
+	case errors.Is(err, protocol.ErrNotFound):
+		res.Detail = fmt.Sprintf("%s does not exist yet.", path)
+		return
+	case err != nil:
+		res.Detail = fmt.Sprintf("%s cannot be checked: %s", path, protocol.AsError(err).Message)
+		return
+	}
+	text, err := documents.Text(ctx, kind, data)
+	switch {
+	case err != nil:
+		res.Detail = fmt.Sprintf("%s cannot be read as a %s document: %s", path, kind, protocol.AsError(err).Message)
+	case strings.Contains(text, op.Verification.DocumentContains.Needle):
+		res.Passed = true
+		res.Detail = fmt.Sprintf("the text of %s contains the expected text.", path)
+	default:
+		res.Detail = fmt.Sprintf("the text of %s (%d characters) does not contain the expected text.", path, len([]rune(text)))
+	}
 }
 
 func orWord(s, w string) string {

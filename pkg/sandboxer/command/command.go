@@ -29,6 +29,7 @@ import (
 	"github.com/ioharness/harness/internal/procguard"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/sandbox/native"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/tools"
@@ -48,6 +49,8 @@ const (
 // own (tools.Reserved) or taken stops it at once, saying so.
 func Main(extra ...tools.Tool) {
 	native.RunShimIfRequested() // the re-executed child never goes past this line
+	documents.RunChildIfRequested()
+	documents.Isolate(true) // a hostile document exhausts a child, not the sandboxer
 	os.Exit(Run(os.Args, os.Getenv, os.Stdout, os.Stderr, extra...))
 }
 
@@ -156,7 +159,7 @@ func Run(args []string, getenv func(string) string, stdout, stderr io.Writer, ex
 	if cfg.images {
 		base = tools.BuiltinsWithImages()
 	}
-	if scfg.Tools, err = tools.Extend(base, extra...); err != nil {
+	if scfg.Tools, err = tools.Extend(base, append(documents.Tools(), extra...)...); err != nil {
 		return failed(exitUsage, err)
 	}
 	reg := prometheus.NewRegistry()
