@@ -19,6 +19,7 @@ import (
 	"github.com/ioharness/harness/examples/custom-tool/wordcount"
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/tools"
@@ -292,3 +293,47 @@ type pathTool struct{ named }
 
 func (pathTool) Spec() protocol.ToolSpec { return named{"peek"}.Spec() }
 func (pathTool) Gate() protocol.ToolGate { return protocol.ToolGate{Act: "read", Arg: "path"} }
+
+// TestDocumentsNeedTheirTag: on a cluster built without the document
+// tags, a contract naming a document tool, or checking a document's text,
+// is refused before its first step with an error naming the tag to build
+// with.
+func TestDocumentsNeedTheirTag(t *testing.T) {
+	if documents.Holds("pdf") {
+		t.Skip("this build holds the pdf tools: TestDocumentRun covers it")
+	}
+	var calls atomic.Int32
+	agent := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		calls.Add(1)
+		return &protocol.Turn{Text: "done"}, nil
+	})
+	ws := t.TempDir()
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
+	for _, tc := range []struct {
+		name string
+		edit func(*protocol.Contract)
+		want string
+	}{
+		{"tool", func(c *protocol.Contract) { c.Tools = []string{"pdf_fill_form"} }, "-tags pdf"},
+		{"check", func(c *protocol.Contract) {
+			c.Verification = protocol.Verification{DocumentContains: &protocol.ContainsCheck{Path: "report.docx", Needle: "total"}}
+		}, "-tags docx"},
+	} {
+		c := contract(ws)
+		tc.edit(c)
+		h, err := cl.Submit(t.Context(), c, harness.WithRunID("doc-"+tc.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := h.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != protocol.OutcomeRefused || !strings.Contains(res.Reason, tc.want) || !strings.Contains(res.Reason, "unsupported") || res.Steps != 0 {
+			t.Errorf("%s: %s after %d steps (%s), want refused before step 1 naming %s", tc.name, res.Outcome, res.Steps, res.Reason, tc.want)
+		}
+	}
+	if calls.Load() != 0 {
+		t.Errorf("the refused runs asked the model %d times", calls.Load())
+	}
+}
