@@ -22,6 +22,9 @@ func TestBench(t *testing.T) {
 		`(?m)^bare JetStream publish\+ack \(synced\): p50 \S+  p99 \S+$`,
 		`(?m)^harness step \(scripted provider, read_file, durable trace\): p50 \S+  p99 \S+  \(\S+× a bare publish\)$`,
 		`(?m)^throughput: \d+ steps/s from one coordinator across 3 concurrent runs of 10 steps$`,
+		`(?m)^where a step goes \(medians, by the run's events\):$`,
+		`(?m)^  assembled -> turn back .* \S+  \(\S+× a bare publish\)$`,
+		`(?m)^  observation -> commit done .* \S+  \(\S+× a bare publish\)$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("bench output lacks a line matching %s:\n%s", re, out)

@@ -44,6 +44,15 @@ type Report struct {
 	StepP50, StepP99       time.Duration // one step of one run, commit to commit
 	StepsPerSecond         float64       // across Runs concurrent runs
 	Steps, Runs            int
+	// Phases is where a step's time goes, by the run's own events: the
+	// median of each phase over the steps of the latency run.
+	Phases []Phase
+}
+
+// Phase is one part of a step, between two of the run's events.
+type Phase struct {
+	Name string
+	P50  time.Duration
 }
 
 // Ratio is the median step's cost in bare publishes.
@@ -54,7 +63,20 @@ func (r *Report) String() string {
 	return fmt.Sprintf(`bare JetStream publish+ack (synced): p50 %v  p99 %v
 harness step (scripted provider, read_file, durable trace): p50 %v  p99 %v  (%.1f× a bare publish)
 throughput: %.0f steps/s from one coordinator across %d concurrent runs of %d steps`,
-		round(r.PublishP50), round(r.PublishP99), round(r.StepP50), round(r.StepP99), r.Ratio(), r.StepsPerSecond, r.Runs, r.Steps)
+		round(r.PublishP50), round(r.PublishP99), round(r.StepP50), round(r.StepP99), r.Ratio(), r.StepsPerSecond, r.Runs, r.Steps) + r.phases()
+}
+
+// phases renders the breakdown of a step, each phase as a share of a bare
+// publish.
+func (r *Report) phases() string {
+	if len(r.Phases) == 0 {
+		return ""
+	}
+	out := "\nwhere a step goes (medians, by the run's events):"
+	for _, p := range r.Phases {
+		out += fmt.Sprintf("\n  %-62s %8v  (%.1f× a bare publish)", p.Name, round(p.P50), float64(p.P50)/float64(r.PublishP50))
+	}
+	return out
 }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
@@ -94,11 +116,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Workspace: protocol.Workspace{Root: ws}, Verification: protocol.Verification{None: &struct{}{}},
 		Budget: protocol.Budget{MaxSteps: cfg.Steps + 1}}
 
-	// Latency: one run alone, step to step.
+	// Latency: one run alone, step to step, its events heard on the way.
 	run := harness.NewRunID()
-	if err := finish(ctx, cl, contract, run, cfg.Steps); err != nil {
+	heard, stop, err := listen(cl.Conn(), protocol.RunIDFor(run))
+	if err != nil {
 		return nil, err
 	}
+	if err := finish(ctx, cl, contract, run, cfg.Steps); err != nil {
+		stop()
+		return nil, err
+	}
+	rep.Phases = breakdown(stop(), heard)
 	recs, err := cl.Run(protocol.RunIDFor(run)).Trace(ctx)
 	if err != nil {
 		return nil, err
@@ -244,4 +272,73 @@ func percentiles(xs []time.Duration) (p50, p99 time.Duration) {
 	}
 	slices.Sort(xs)
 	return xs[len(xs)/2], xs[min(len(xs)-1, len(xs)*99/100)]
+}
+
+// listen gathers the times of a run's events, by step and kind, until
+// stop, which returns how many it heard.
+func listen(nc *nats.Conn, run string) (map[int]map[string]time.Time, func() int, error) {
+	var mu sync.Mutex
+	heard := map[int]map[string]time.Time{}
+	n := 0
+	sub, err := nc.Subscribe("harness.events."+run+".>", func(m *nats.Msg) {
+		var ev protocol.Event
+		if json.Unmarshal(m.Data, &ev) != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if heard[ev.Step] == nil {
+			heard[ev.Step] = map[string]time.Time{}
+		}
+		if _, ok := heard[ev.Step][ev.Kind]; !ok {
+			heard[ev.Step][ev.Kind] = ev.Time
+		}
+		n++
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return heard, func() int {
+		_ = nc.Flush()
+		_ = sub.Unsubscribe()
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}, nil
+}
+
+// breakdown turns the events of a run into the medians of a step's
+// phases: from the previous step's commit to the next request being
+// assembled, on to its turn coming back, the tool call, and the commit.
+func breakdown(_ int, heard map[int]map[string]time.Time) []Phase {
+	phases := []struct {
+		name       string
+		from, to   string
+		fromBefore bool // from is the previous step's
+	}{
+		{"commit done -> next request assembled (assembly, ledger)", protocol.EventStep, protocol.EventAssembled, true},
+		{"assembled -> turn back (task publish, worker, provider, turn publish)", protocol.EventAssembled, protocol.EventTurn, false},
+		{"turn -> observation (policy, sandboxer round trip, read_file)", protocol.EventTurn, protocol.EventObserved, false},
+		{"observation -> commit done (trace append synced, run index)", protocol.EventObserved, protocol.EventStep, false},
+	}
+	var out []Phase
+	for _, ph := range phases {
+		var gaps []time.Duration
+		for step, kinds := range heard {
+			from := kinds
+			if ph.fromBefore {
+				from = heard[step-1]
+			}
+			a, ok1 := from[ph.from]
+			b, ok2 := kinds[ph.to]
+			if ok1 && ok2 && b.After(a) {
+				gaps = append(gaps, b.Sub(a))
+			}
+		}
+		if len(gaps) > 0 {
+			p50, _ := percentiles(gaps)
+			out = append(out, Phase{Name: ph.name, P50: p50})
+		}
+	}
+	return out
 }
