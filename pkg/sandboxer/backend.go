@@ -36,7 +36,7 @@ func (s *Sandboxer) admit(op *protocol.SandboxOp) error {
 	if op.Policy == nil || s.cfg.AllowPermissive {
 		return nil
 	}
-	pol, err := policy.FromProtocol(op.Policy)
+	pol, err := compilePolicy(op.Policy)
 	if err != nil {
 		return protocol.FieldError(protocol.CodeInvalidField, "policy", "fix the policy", "the run's policy does not compile: %s", err.Error())
 	}

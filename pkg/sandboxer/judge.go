@@ -1,6 +1,10 @@
 package sandboxer
 
 import (
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
+
 	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -19,7 +23,7 @@ import (
 // refusal is left in *refused, for the observation's record. g is what
 // the call's tool declares it acts on, for a tool that is not a built-in.
 func toolJudge(op *protocol.SandboxOp, g *protocol.ToolGate, refused *policy.Verdict) func(act, rel string) error {
-	pol, err := policy.FromProtocol(orEmpty(op.Policy))
+	pol, err := compilePolicy(orEmpty(op.Policy))
 	if op.Policy == nil || err != nil {
 		return func(act, rel string) error {
 			return protocol.Errorf(protocol.CodeRefused, "[%s refused] %q: no policy verdict covers this operation", act, rel)
@@ -70,4 +74,43 @@ func orEmpty(p *protocol.Policy) *protocol.Policy {
 		return &protocol.Policy{}
 	}
 	return p
+}
+
+// compiledPolicies keeps the policies the ops of recent runs carried,
+// compiled, by the SHA-256 of their JSON: every op of a run carries the
+// same policy, and a tool call's would otherwise be compiled three times
+// over (its verdict, its environment's judge, the call's own judge).
+var compiledPolicies = struct {
+	sync.Mutex
+	m map[[32]byte]*policy.Policy
+}{m: map[[32]byte]*policy.Policy{}}
+
+// maxCompiledPolicies bounds the cache; past it, it starts again empty.
+const maxCompiledPolicies = 1024
+
+// compilePolicy is compilePolicy(p), from the cache when an op
+// carried the same policy before. A compiled policy is not changed by
+// its checks, so one serves every op at once.
+func compilePolicy(p *protocol.Policy) (*policy.Policy, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return policy.FromProtocol(p)
+	}
+	key := sha256.Sum256(b)
+	compiledPolicies.Lock()
+	pol, ok := compiledPolicies.m[key]
+	compiledPolicies.Unlock()
+	if ok {
+		return pol, nil
+	}
+	if pol, err = policy.FromProtocol(p); err != nil {
+		return nil, err
+	}
+	compiledPolicies.Lock()
+	if len(compiledPolicies.m) >= maxCompiledPolicies {
+		clear(compiledPolicies.m)
+	}
+	compiledPolicies.m[key] = pol
+	compiledPolicies.Unlock()
+	return pol, nil
 }

@@ -141,7 +141,7 @@ func (s *Sandboxer) startServer(ctx context.Context, op *protocol.SandboxOp, srv
 	if op.Policy == nil {
 		return nil, protocol.Errorf(protocol.CodeRefused, "no policy verdict covers the MCP server %q", srv.Name)
 	}
-	pol, err := policy.FromProtocol(op.Policy)
+	pol, err := compilePolicy(op.Policy)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeRefused, "the run's policy does not compile: %s", err.Error())
 	}

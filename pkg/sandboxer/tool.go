@@ -164,7 +164,7 @@ func (s *Sandboxer) covered(op *protocol.SandboxOp) string {
 	if op.Policy == nil {
 		return "[refused by the sandboxer] no policy verdict covers this operation"
 	}
-	pol, err := policy.FromProtocol(op.Policy)
+	pol, err := compilePolicy(op.Policy)
 	if err != nil {
 		return "[refused by the sandboxer] the run's policy does not compile: " + err.Error()
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/gate"
 	"github.com/ioharness/harness/pkg/documents"
-	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandbox"
 	"github.com/ioharness/harness/pkg/tools"
@@ -23,7 +22,7 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 	res := &protocol.CheckResult{Kind: v.Kind()}
 	switch {
 	case v.Command != nil:
-		pol, err := policy.FromProtocol(orEmpty(op.Policy))
+		pol, err := compilePolicy(orEmpty(op.Policy))
 		if op.Policy == nil || err != nil {
 			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
 			return res
@@ -55,7 +54,7 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 		}
 	case v.FileContains != nil, v.FileEquals != nil:
 		path := v.CheckedFile()
-		pol, err := policy.FromProtocol(orEmpty(op.Policy))
+		pol, err := compilePolicy(orEmpty(op.Policy))
 		if op.Policy == nil || err != nil {
 			res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
 			return res
@@ -98,7 +97,7 @@ func (s *Sandboxer) verify(ctx context.Context, w *workspace, op *protocol.Sandb
 func (s *Sandboxer) documentContains(ctx context.Context, w *workspace, op *protocol.SandboxOp, res *protocol.CheckResult) {
 	path := op.Verification.CheckedFile()
 	kind := protocol.DocumentKind(path)
-	pol, err := policy.FromProtocol(orEmpty(op.Policy))
+	pol, err := compilePolicy(orEmpty(op.Policy))
 	if op.Policy == nil || err != nil {
 		res.Detail = "the verification was refused by the sandboxer: no policy verdict covers it"
 		return
