@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -216,7 +217,7 @@ func (d *driver) answer(ctx context.Context, w *turnWait) *protocol.TurnResult {
 	var found *protocol.TurnResult
 	for _, m := range d.takeInbox() {
 		var tr protocol.TurnResult
-		if err := json.Unmarshal(m.Data, &tr); err != nil {
+		if err := wirejson.Unmarshal(m.Data, &tr); err != nil {
 			d.log.Warn("undecodable turn", "err", err)
 			continue
 		}
@@ -288,7 +289,7 @@ func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnRe
 		return nil
 	}
 	var tr protocol.TurnResult
-	if err := json.Unmarshal(m.Data, &tr); err != nil {
+	if err := wirejson.Unmarshal(m.Data, &tr); err != nil {
 		return nil
 	}
 	return &tr

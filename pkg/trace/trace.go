@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -205,7 +206,7 @@ func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *prot
 // Decode decodes one record and checks its format.
 func Decode(data []byte) (*protocol.Record, error) {
 	var rec protocol.Record
-	if err := json.Unmarshal(data, &rec); err != nil {
+	if err := wirejson.Unmarshal(data, &rec); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace record: %s", err.Error())
 	}
 	if rec.Format > protocol.TraceFormat {

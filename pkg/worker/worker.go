@@ -33,6 +33,7 @@ import (
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
@@ -377,7 +378,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // serve handles one step task.
 func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	var task protocol.StepTask
-	if err := json.Unmarshal(msg.Data(), &task); err != nil || !protocol.ValidToken(task.Run) {
+	if err := wirejson.Unmarshal(msg.Data(), &task); err != nil || !protocol.ValidToken(task.Run) {
 		w.log.Warn("undecodable step task; dropping it", "err", err)
 		_ = msg.TermWithReason("undecodable step task")
 		return
