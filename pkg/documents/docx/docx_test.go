@@ -313,9 +313,11 @@ func checkPackage(t *testing.T, b []byte) {
 	}
 	var styles struct {
 		Style []struct {
-			Type    string `xml:"type,attr"`
-			ID      string `xml:"styleId,attr"`
-			Name    struct{ Val string `xml:"val,attr"` } `xml:"name"`
+			Type string `xml:"type,attr"`
+			ID   string `xml:"styleId,attr"`
+			Name struct {
+				Val string `xml:"val,attr"`
+			} `xml:"name"`
 			Outline *struct {
 				Val int `xml:"val,attr"`
 			} `xml:"pPr>outlineLvl"`
