@@ -14,8 +14,10 @@ import (
 	"github.com/ioharness/harness/pkg/documents"
 )
 
-// Block is one item of a document Write makes: a plain paragraph (Text),
-// a heading (Heading and Level) or a table (Table, rows of cells). In
+// Block is one item of a document Write makes: a table when Table is not
+// nil (rows of cells), else a heading when Level is above 0 (Heading, at
+// levels 1 to 6; Write takes a deeper one as 6), else a plain paragraph
+// (Text). In
 // JSON it is a string, {"heading": "text", "level": 1-6} (level 1 when
 // left out) or {"table": [["a", "b"], ["c", "d"]]}. A "\n" in a text is a
 // line break, a "\t" a tab.
@@ -172,7 +174,7 @@ func documentXML(blocks []Block) string {
 		case bl.Table != nil:
 			table(&b, bl.Table)
 		case bl.Level > 0:
-			fmt.Fprintf(&b, `<w:p><w:pPr><w:pStyle w:val="Heading%d"/></w:pPr>`, bl.Level)
+			fmt.Fprintf(&b, `<w:p><w:pPr><w:pStyle w:val="Heading%d"/></w:pPr>`, min(bl.Level, 6))
 			runs(&b, bl.Heading)
 			b.WriteString(`</w:p>`)
 		default:

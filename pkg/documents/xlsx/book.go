@@ -259,7 +259,7 @@ func oneLine(s string) string {
 }
 
 // Write makes a new workbook of one sheet called sheet holding rows, from
-// A1 (SetValue says how each cell's text is taken). When any cell is a
+// A1, each cell's text taken as SetCell takes a value. When any cell is a
 // formula the workbook asks the program that opens it to calculate
 // every formula, since excelize stores none of their values. Its bytes
 // are the same for the same rows. Errors are documents.Errorf refusals:
@@ -286,7 +286,7 @@ func Write(sheet string, rows [][]string) ([]byte, error) {
 			if err != nil {
 				return nil, documents.Errorf("row %d, column %d is outside a sheet (%v); a sheet holds %d rows of %d columns", r+1, c+1, err, excelize.TotalRows, excelize.MaxColumns)
 			}
-			isFormula, err := SetValue(f, sheet, ref, v)
+			isFormula, err := setValue(f, sheet, ref, v)
 			if err != nil {
 				return nil, err
 			}
@@ -306,9 +306,14 @@ func Write(sheet string, rows [][]string) ([]byte, error) {
 }
 
 // SetCell sets the cell (an A1 reference) of the sheet called sheet of the
-// workbook in to value (SetValue), and returns the workbook's new bytes:
-// every other cell, formula, style, sheet and part as excelize kept
-// them. Since the cells that depend on this one keep their old cached
+// workbook in to value, and returns the workbook's new bytes, every other
+// cell, formula, style, sheet and part as excelize kept them, and the
+// cell's reference as written ("B2" for "b2"). The value is taken as a
+// spreadsheet program takes typed text: "=..." is a formula (without its
+// "="), a plain decimal number ("42", "-3.5", "1e6") a number, TRUE and
+// FALSE booleans, "" an empty cell (keeping its style), anything else
+// text; a leading apostrophe makes the rest text whatever it holds
+// ("'007", "'=not a formula"). Since the cells that depend on this one keep their old cached
 // values, the workbook asks the program that opens it to calculate every
 // formula. Errors are those of opening the workbook (see Read), and
 // documents.Errorf refusals of a sheet that does not exist or is a chart
@@ -330,7 +335,7 @@ func SetCell(ctx context.Context, in []byte, sheet, cell, value string, lim docu
 		return nil, "", documents.Errorf("the cell %q is not an A1 reference; name it by column letters and row number, such as B7", cell)
 	}
 	ref, _ := excelize.CoordinatesToCellName(col, row)
-	if _, err := SetValue(f, sheet, ref, value); err != nil {
+	if _, err := setValue(f, sheet, ref, value); err != nil {
 		return nil, "", err
 	}
 	if err := recalcOnOpen(f); err != nil {
@@ -347,15 +352,11 @@ func SetCell(ctx context.Context, in []byte, sheet, cell, value string, lim docu
 // zeros (so "007" stays text), no thousands separators.
 var number = regexp.MustCompile(`^[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
-// SetValue sets the cell ref of sheet to value as a spreadsheet program
-// takes typed text, and reports whether it wrote a formula: "=..." is a
-// formula (without its "="), a plain decimal number ("42", "-3.5",
-// "1e6") a number, TRUE and FALSE booleans, "" an empty cell (keeping its
-// style), and anything else text; a leading apostrophe makes the rest
-// text whatever it holds ("'007", "'=not a formula"). Errors are
-// documents.Errorf refusals from excelize's checks, such as a text over
-// the 32,767 characters a cell holds.
-func SetValue(f *excelize.File, sheet, ref, value string) (bool, error) {
+// setValue sets the cell ref of sheet to value as SetCell describes, and
+// reports whether it wrote a formula. Errors are documents.Errorf
+// refusals from excelize's checks, such as a text over the 32,767
+// characters a cell holds.
+func setValue(f *excelize.File, sheet, ref, value string) (bool, error) {
 	var err error
 	formula := false
 	switch {

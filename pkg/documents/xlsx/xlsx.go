@@ -156,7 +156,7 @@ func setCellOp(ctx context.Context, args json.RawMessage, in []byte) (*documents
 	return &documents.Result{File: b, Text: fmt.Sprintf("%s!%s = %s", a.Sheet, ref, describeValue(*a.Value))}, nil
 }
 
-// describeValue says how SetValue took value.
+// describeValue says how SetCell took value.
 func describeValue(v string) string {
 	switch {
 	case len(v) > 0 && v[0] == '\'':
