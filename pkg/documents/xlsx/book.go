@@ -41,7 +41,7 @@ func Sheets(ctx context.Context, in []byte, lim documents.Limits) (string, error
 }
 
 // Read returns the sheet called sheet of the workbook in ("" for the
-// first) as text: a line naming it and its range, then a line per row
+// first; a name matches in any case, as in Excel) as text: a line naming it and its range, then a line per row
 // that has content, each cell with its A1 reference ("A1: Name | B1:
 // 42"). A formula is shown with the value cached in the file ("C2:
 // =A2*B2 → 84"), or "(not calculated)" when the file holds none; a value
@@ -62,7 +62,7 @@ func Read(ctx context.Context, in []byte, sheet string, lim documents.Limits) (s
 	if sheet == "" {
 		sheet = f.GetSheetName(0)
 	}
-	if err := hasSheet(f, sheet); err != nil {
+	if sheet, err = sheetName(f, sheet); err != nil {
 		return "", err
 	}
 	out := &text{max: lim.MaxTextChars}
@@ -96,13 +96,16 @@ func Text(ctx context.Context, in []byte, lim documents.Limits) (string, error) 
 	return strings.TrimSuffix(out.String(), "\n"), nil
 }
 
-// hasSheet refuses a sheet the workbook does not hold, naming those it
-// does.
-func hasSheet(f *excelize.File, sheet string) error {
-	if i, err := f.GetSheetIndex(sheet); err == nil && i >= 0 {
-		return nil
+// sheetName returns the name of the sheet of f called sheet, as the
+// workbook spells it (sheet names match whatever their case, as in
+// Excel), or a refusal naming the sheets it does hold.
+func sheetName(f *excelize.File, sheet string) (string, error) {
+	for _, name := range f.GetSheetList() {
+		if strings.EqualFold(name, sheet) {
+			return name, nil
+		}
 	}
-	return documents.Errorf("the workbook has no sheet %q; its sheets are %s", sheet, quoteList(f.GetSheetList()))
+	return "", documents.Errorf("the workbook has no sheet %q; its sheets are %s", sheet, quoteList(f.GetSheetList()))
 }
 
 // quoteList is names quoted and joined by commas.
@@ -324,7 +327,7 @@ func SetCell(ctx context.Context, in []byte, sheet, cell, value string, lim docu
 		return nil, "", err
 	}
 	defer f.Close()
-	if err := hasSheet(f, sheet); err != nil {
+	if sheet, err = sheetName(f, sheet); err != nil {
 		return nil, "", err
 	}
 	if _, err := f.GetRows(sheet); err != nil && strings.Contains(err.Error(), "is not a worksheet") {

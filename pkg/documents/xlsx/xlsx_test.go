@@ -88,6 +88,10 @@ A7: 1 | B7: 10 | C7: 2 | D7: =SUM(A7:C7) → 13`
 		"C11: Other | D11: 37 | E11: =B2+B3 → (not calculated) | F11: =IF(B2>0,(D2/B2)*100,0) → (not calculated) | "+
 			"G11: =IF(B2>0,(D2/B2)*100,0) → (not calculated) | H11: =IF(D2>0,(F2/D2)*100,0) → (not calculated) | I11: =IF(D2>0,(F2/D2)*100,0) → (not calculated)")
 
+	other, err := Read(ctx, fixture(t, "Book1.xlsx"), "sheet2", documents.DefaultLimits)
+	if err != nil || other != book {
+		t.Fatalf("Read of sheet2 (Sheet2 in another case) = %q, %v; want Sheet2's text", other, err)
+	}
 	_, err = Read(ctx, fixture(t, "Book1.xlsx"), "Sheet9", documents.DefaultLimits)
 	refusal(t, err, `no sheet "Sheet9"; its sheets are "Sheet1", "Sheet2"`)
 
