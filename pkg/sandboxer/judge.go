@@ -1,8 +1,6 @@
 package sandboxer
 
 import (
-	"crypto/sha256"
-	"encoding/json"
 	"sync"
 
 	"github.com/ioharness/harness/internal/gate"
@@ -76,41 +74,33 @@ func orEmpty(p *protocol.Policy) *protocol.Policy {
 	return p
 }
 
-// compiledPolicies keeps the policies the ops of recent runs carried,
-// compiled, by the SHA-256 of their JSON: every op of a run carries the
-// same policy, and a tool call's would otherwise be compiled three times
-// over (its verdict, its environment's judge, the call's own judge).
-var compiledPolicies = struct {
-	sync.Mutex
-	m map[[32]byte]*policy.Policy
-}{m: map[[32]byte]*policy.Policy{}}
+// opPolicies holds, while an op is served, the policy it carries,
+// compiled once: a tool call's policy is asked for its verdict, by its
+// environment's judge and by the call's own judge, and compiling it each
+// time cost more than the read it judged. Keyed by the op's own policy
+// value, which the entry keeps alive, so no other op's can match it.
+var opPolicies sync.Map // *protocol.Policy -> *policy.Policy
 
-// maxCompiledPolicies bounds the cache; past it, it starts again empty.
-const maxCompiledPolicies = 1024
-
-// compilePolicy is compilePolicy(p), from the cache when an op
-// carried the same policy before. A compiled policy is not changed by
-// its checks, so one serves every op at once.
-func compilePolicy(p *protocol.Policy) (*policy.Policy, error) {
-	b, err := json.Marshal(p)
+// holdPolicy compiles op's policy for the time op is served; release
+// forgets it. An op without a policy, or with one that does not compile,
+// holds nothing: each use compiles it and says why it cannot.
+func holdPolicy(op *protocol.SandboxOp) (release func()) {
+	if op.Policy == nil {
+		return func() {}
+	}
+	pol, err := policy.FromProtocol(op.Policy)
 	if err != nil {
-		return policy.FromProtocol(p)
+		return func() {}
 	}
-	key := sha256.Sum256(b)
-	compiledPolicies.Lock()
-	pol, ok := compiledPolicies.m[key]
-	compiledPolicies.Unlock()
-	if ok {
-		return pol, nil
+	opPolicies.Store(op.Policy, pol)
+	return func() { opPolicies.Delete(op.Policy) }
+}
+
+// compilePolicy is policy.FromProtocol(p), the compiled policy held for
+// the op being served when p is its policy.
+func compilePolicy(p *protocol.Policy) (*policy.Policy, error) {
+	if pol, ok := opPolicies.Load(p); ok {
+		return pol.(*policy.Policy), nil
 	}
-	if pol, err = policy.FromProtocol(p); err != nil {
-		return nil, err
-	}
-	compiledPolicies.Lock()
-	if len(compiledPolicies.m) >= maxCompiledPolicies {
-		clear(compiledPolicies.m)
-	}
-	compiledPolicies.m[key] = pol
-	compiledPolicies.Unlock()
-	return pol, nil
+	return policy.FromProtocol(p)
 }

@@ -50,6 +50,7 @@ import (
 
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/documents"
 	_ "github.com/ioharness/harness/pkg/documents/formats" // the formats the build tags ask for
 	"github.com/ioharness/harness/pkg/protocol"
@@ -461,7 +462,7 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 // which another sandboxer may serve, and reports whether to go on.
 func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, bool) {
 	var op protocol.SandboxOp
-	if err := json.Unmarshal(r.Data(), &op); err != nil || op.OpID == "" || !protocol.ValidToken(op.Run) {
+	if err := wirejson.Unmarshal(r.Data(), &op); err != nil || op.OpID == "" || !protocol.ValidToken(op.Run) {
 		s.respond(r, &protocol.SandboxReply{Error: protocol.Errorf(protocol.CodeMalformed, "undecodable sandbox operation")})
 		return nil, false
 	}
@@ -522,6 +523,8 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 		ctx, end = s.running.track(ctx, op.Run)
 		defer end()
 	}
+	release := holdPolicy(op)
+	defer release()
 	var reply *protocol.SandboxReply
 	if journaled(op.Kind) {
 		reply = s.durably(ctx, op)
