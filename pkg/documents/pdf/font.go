@@ -64,8 +64,8 @@ func (d *doc) loadFont(fd types.Dict) *font {
 		base = base[i+1:]
 	}
 	if tu, ok := fd.Find("ToUnicode"); ok {
-		if sd := d.stream(tu); sd != nil {
-			f.toUnicode = parseCMap(sd.Content)
+		if data, _ := d.contentStream(tu, "a font's ToUnicode map"); data != nil {
+			f.toUnicode = parseCMap(data)
 		}
 	}
 	if sub == "Type0" {
@@ -73,8 +73,8 @@ func (d *doc) loadFont(fd types.Dict) *font {
 		f.defWidth = 1000
 		encName := ""
 		if eo, ok := fd.Find("Encoding"); ok {
-			if sd := d.stream(eo); sd != nil {
-				if cm := parseCMap(sd.Content); cm != nil {
+			if data, _ := d.contentStream(eo, "a font's encoding"); data != nil {
+				if cm := parseCMap(data); cm != nil {
 					f.codespace = cm.codespace
 				}
 			} else {
@@ -128,19 +128,6 @@ func (d *doc) loadFont(fd types.Dict) *font {
 		f.defWidth = 500
 	}
 	return f
-}
-
-// stream resolves o to a stream with its content decoded, or nil.
-func (d *doc) stream(o types.Object) *types.StreamDict {
-	o, err := d.resolve(o)
-	if err != nil {
-		return nil
-	}
-	sd, ok := o.(types.StreamDict)
-	if !ok || sd.Content == nil {
-		return nil
-	}
-	return &sd
 }
 
 // cidWidths reads a CIDFont's W array: "c [w1 w2 …]" gives widths from

@@ -269,8 +269,11 @@ func (d *doc) widgetOf(wd types.Dict) widget {
 }
 
 // FillForm returns the PDF in with the named fields set to values, and
-// each field's appearance drawn anew (the form also asks viewers to
-// redraw them). A text field takes any text (within its maximum
+// the appearance of each drawn anew: text fields and choices in
+// Helvetica (whose code page, Windows-1252, limits what the drawing
+// shows: a character outside it is drawn as "?", while the value itself
+// keeps it), check boxes and radio buttons by the states their widgets
+// already draw. A text field takes any text (within its maximum
 // length); a check box "true", "false", or the name of its on state; a
 // radio group one of its states' names, or "Off"; a choice one of its
 // options (by export value or shown text), or any text when it is
@@ -313,10 +316,6 @@ func FillForm(ctx context.Context, in []byte, values map[string]string) ([]byte,
 		if err := fill.set(byName[n], values[n]); err != nil {
 			return nil, err
 		}
-	}
-	root, _ := d.xrt.Catalog()
-	if acro, _ := d.dict(root["AcroForm"]); acro != nil {
-		acro.Update("NeedAppearances", types.Boolean(true))
 	}
 	return d.write()
 }
@@ -423,11 +422,15 @@ func (fl *filler) set(f *Field, v string) error {
 				shown = f.displays[i]
 			}
 		}
-		if f.flags&flagCombo != 0 {
-			for _, w := range f.widgets {
-				if err := fl.drawText(f, w, shown); err != nil {
-					return err
-				}
+		for _, w := range f.widgets {
+			var err error
+			if f.flags&flagCombo != 0 {
+				err = fl.drawText(f, w, shown)
+			} else {
+				err = fl.drawList(f, w, val)
+			}
+			if err != nil {
+				return err
 			}
 		}
 	}
@@ -479,40 +482,23 @@ func textString(s string) types.StringLiteral {
 }
 
 // drawText gives widget w a new normal appearance showing text, in
-// Helvetica, at the size its default appearance asks (or one that fits).
+// Helvetica, at the size its default appearance asks (shrunk to fit the
+// box's height), or one that fits.
 func (fl *filler) drawText(f *Field, w widget, text string) error {
-	rect, _ := fl.d.array(w.dict["Rect"])
-	if len(rect) != 4 {
+	wd, ht, ok := fl.box(w)
+	if !ok {
 		return nil
 	}
-	var r [4]float64
-	for i := range r {
-		r[i], _ = fl.d.number(rect[i])
-	}
-	wd, ht := math.Abs(r[2]-r[0]), math.Abs(r[3]-r[1])
-	if wd < 1 || ht < 1 {
-		return nil
-	}
-	if fl.helv == nil {
-		fd := types.Dict{
-			"Type":     types.Name("Font"),
-			"Subtype":  types.Name("Type1"),
-			"BaseFont": types.Name("Helvetica"),
-			"Encoding": types.Name("WinAnsiEncoding"),
-		}
-		ref, err := fl.d.xrt.IndRefForNewObject(fd)
-		if err != nil {
-			return documents.Errorf("the filled form cannot be written: %v", err)
-		}
-		fl.helv = ref
-	}
-	size := daSize(f.da)
 	multiline := f.Type == "text" && f.flags&flagMultiline != 0
+	size := daSize(f.da)
 	if size <= 0 {
-		size = min(12, max((ht-4)*0.75, 4))
+		size = 12
 		if multiline {
 			size = 10
 		}
+	}
+	if !multiline {
+		size = min(size, max((ht-2)/1.15, 2))
 	}
 	var lines []string
 	if multiline {
@@ -534,7 +520,75 @@ func (fl *filler) drawText(f *Field, w widget, text string) error {
 		fmt.Fprintf(&b, "(%s) Tj\n", escapeLiteral(toWinAnsi(ln)))
 	}
 	b.WriteString("ET\nQ\nEMC\n")
-	sd, err := fl.d.xrt.NewStreamDictForBuf([]byte(b.String()))
+	return fl.setAppearance(w, wd, ht, b.String())
+}
+
+// drawList gives a list box's widget w a new normal appearance: its
+// options, one a line, the chosen one highlighted.
+func (fl *filler) drawList(f *Field, w widget, chosen string) error {
+	wd, ht, ok := fl.box(w)
+	if !ok {
+		return nil
+	}
+	size := daSize(f.da)
+	if size <= 0 {
+		size = 10
+	}
+	lh := size * 1.15
+	var b strings.Builder
+	fmt.Fprintf(&b, "/Tx BMC\nq\n1 1 %.2f %.2f re W n\n", wd-2, ht-2)
+	for i, o := range f.Options {
+		if o == chosen {
+			fmt.Fprintf(&b, "0.6 0.75 0.9 rg 1 %.2f %.2f %.2f re f\n", ht-1-float64(i+1)*lh, wd-2, lh)
+		}
+	}
+	fmt.Fprintf(&b, "BT\n/Helv %.2f Tf 0 g\n2 %.2f Td\n%.2f TL\n", size, ht-1-lh+(lh-size*0.72)/2, lh)
+	for i, o := range f.Options {
+		shown := o
+		if i < len(f.displays) && f.displays[i] != "" {
+			shown = f.displays[i]
+		}
+		if i > 0 {
+			b.WriteString("T*\n")
+		}
+		fmt.Fprintf(&b, "(%s) Tj\n", escapeLiteral(toWinAnsi(shown)))
+	}
+	b.WriteString("ET\nQ\nEMC\n")
+	return fl.setAppearance(w, wd, ht, b.String())
+}
+
+// box is the width and height of widget w's rectangle, or reports it
+// has none worth drawing.
+func (fl *filler) box(w widget) (float64, float64, bool) {
+	rect, _ := fl.d.array(w.dict["Rect"])
+	if len(rect) != 4 {
+		return 0, 0, false
+	}
+	var r [4]float64
+	for i := range r {
+		r[i], _ = fl.d.number(rect[i])
+	}
+	wd, ht := math.Abs(r[2]-r[0]), math.Abs(r[3]-r[1])
+	return wd, ht, wd >= 1 && ht >= 1
+}
+
+// setAppearance makes content, drawn in a wd×ht box with Helvetica as
+// /Helv, widget w's normal appearance.
+func (fl *filler) setAppearance(w widget, wd, ht float64, content string) error {
+	if fl.helv == nil {
+		fd := types.Dict{
+			"Type":     types.Name("Font"),
+			"Subtype":  types.Name("Type1"),
+			"BaseFont": types.Name("Helvetica"),
+			"Encoding": types.Name("WinAnsiEncoding"),
+		}
+		ref, err := fl.d.xrt.IndRefForNewObject(fd)
+		if err != nil {
+			return documents.Errorf("the filled form cannot be written: %v", err)
+		}
+		fl.helv = ref
+	}
+	sd, err := fl.d.xrt.NewStreamDictForBuf([]byte(content))
 	if err != nil {
 		return documents.Errorf("the filled form cannot be written: %v", err)
 	}

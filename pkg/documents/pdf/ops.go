@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pdfcpu/pdfcpu/pkg/api"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
 
 	"github.com/ioharness/harness/pkg/documents"
 )
@@ -247,8 +248,26 @@ func watermarkOp(ctx context.Context, args json.RawMessage, in []byte) (*documen
 	return &documents.Result{File: out, Text: fmt.Sprintf("stamped %q on %d page(s)", a.Text, n)}, nil
 }
 
-// write serializes the document with pdfcpu.
+// write serializes the document with pdfcpu. Every object still packed
+// in an object stream is unpacked first: pdfcpu writes such an object's
+// bytes as they were, without following its references, so an object
+// only it refers to (a widget's appearance, say) would be left out.
 func (d *doc) write() ([]byte, error) {
+	for objNr, e := range d.xrt.Table {
+		if e == nil || e.Free {
+			continue
+		}
+		if _, lazy := e.Object.(types.LazyObjectStreamObject); !lazy {
+			continue
+		}
+		gen := 0
+		if e.Generation != nil {
+			gen = *e.Generation
+		}
+		if _, err := d.xrt.Dereference(*types.NewIndirectRef(objNr, gen)); err != nil {
+			return nil, documents.Errorf("the PDF's object %d cannot be read (%v); the file is damaged", objNr, err)
+		}
+	}
 	var b bytes.Buffer
 	if err := api.WriteContext(d.ctx, &b); err != nil {
 		return nil, documents.Errorf("the PDF cannot be written back (%v); the file may be damaged", err)

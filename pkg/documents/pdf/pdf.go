@@ -172,11 +172,13 @@ func bombError(what string, limit int64, whose string) error {
 	return documents.Errorf("a stream of the PDF%s inflates past the pdf tools' limit of %d bytes of decompressed content for %s content; the file may be a decompression bomb, so it is not read", what, limit, whose)
 }
 
-// checkStreams decodes every stream but images once, keeping what it
-// decoded for the text extraction, and refuses the file when they
-// inflate past the budget. A stream that cannot be decoded for another
-// reason (a damaged one, or a filter pdfcpu lacks) is left encoded and
-// skipped later.
+// checkStreams decodes every stream but images once, to measure it,
+// and refuses the file when one inflates past MaxStreamBytes or all of
+// them together past the budget. What it decodes it lets go (the text
+// extraction decodes again the few streams it reads), so the check
+// holds at most one stream in memory. A stream that cannot be decoded
+// for another reason (a damaged one, or a filter pdfcpu lacks) is
+// skipped, here and later.
 func (d *doc) checkStreams(ctx context.Context) error {
 	for objNr, e := range d.xrt.Table {
 		if err := ctx.Err(); err != nil {
@@ -186,16 +188,17 @@ func (d *doc) checkStreams(ctx context.Context) error {
 			continue
 		}
 		sd, ok := e.Object.(types.StreamDict)
-		if !ok || isImage(sd) {
+		if !ok || isImage(sd) || sd.Content != nil {
 			continue
 		}
-		if err := d.decode(&sd, fmt.Sprintf("object %d", objNr)); err != nil {
+		n, err := d.inflate(&sd, fmt.Sprintf("object %d", objNr), d.budget)
+		if err != nil {
 			if isBomb(err) {
 				return err
 			}
 			continue
 		}
-		e.Object = sd
+		d.budget -= int64(n)
 	}
 	return nil
 }
@@ -215,19 +218,40 @@ func isBomb(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "decompression bomb")
 }
 
-// decode decodes sd's content (once; later calls are free), charging
-// what it inflates to against the budget. Errors: the bomb refusal when
-// it inflates past what is left; errUndecodable otherwise.
+// inflate decodes a copy of sd, to at most MaxStreamBytes and at most
+// budget bytes, and returns its length. Errors: the bomb refusal when it
+// inflates past either; errUndecodable otherwise.
+func (d *doc) inflate(sd *types.StreamDict, what string, budget int64) (int, error) {
+	c := *sd
+	c.Content = nil
+	data, err := d.decodeCopy(&c, what, budget)
+	return len(data), err
+}
+
+// decode sets sd's decoded content, within MaxStreamBytes (the whole
+// file's streams were measured against the budget by checkStreams).
+// Errors: as inflate's.
 func (d *doc) decode(sd *types.StreamDict, what string) error {
 	if sd.Content != nil {
 		return nil
 	}
+	data, err := d.decodeCopy(sd, what, MaxStreamBytes)
+	if err != nil {
+		return err
+	}
+	sd.Content = data
+	return nil
+}
+
+// decodeCopy decodes sd, which it may change, within MaxStreamBytes and
+// budget.
+func (d *doc) decodeCopy(sd *types.StreamDict, what string, budget int64) ([]byte, error) {
 	limit, whose := int64(MaxStreamBytes), "one stream's"
-	if d.budget < limit {
-		limit, whose = d.budget, "all streams'"
+	if budget < limit {
+		limit, whose = budget, "all streams'"
 	}
 	if limit <= 0 {
-		return bombError(what, documents.DefaultLimits.MaxExpandedBytes, whose)
+		return nil, bombError(what, documents.DefaultLimits.MaxExpandedBytes, whose)
 	}
 	data, err := sd.DecodeLengthWithLimit(-1, limit)
 	if err != nil {
@@ -235,17 +259,14 @@ func (d *doc) decode(sd *types.StreamDict, what string) error {
 			if whose == "all streams'" {
 				limit = documents.DefaultLimits.MaxExpandedBytes
 			}
-			return bombError(what, limit, whose)
+			return nil, bombError(what, limit, whose)
 		}
-		sd.Content = nil
-		return fmt.Errorf("%w: %v", errUndecodable, err)
+		return nil, fmt.Errorf("%w: %v", errUndecodable, err)
 	}
 	if data == nil {
 		data = []byte{}
 	}
-	sd.Content = data
-	d.budget -= int64(len(data))
-	return nil
+	return data, nil
 }
 
 // resolve follows o through indirect references to an object, at most

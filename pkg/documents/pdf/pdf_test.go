@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pdfcpu/pdfcpu/pkg/api"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
 
 	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -39,7 +40,9 @@ func fixture(t *testing.T, name string) []byte {
 }
 
 // validate checks pdf with pdfcpu's validator, the structural check of
-// what this package wrote, and returns its page count.
+// what this package wrote, and that every object reachable from its
+// catalog is in the file (a viewer treats a missing one as broken, which
+// pdfcpu's relaxed validation lets pass); it returns the page count.
 func validate(t *testing.T, pdf []byte) int {
 	t.Helper()
 	conf := newConfig()
@@ -49,6 +52,49 @@ func validate(t *testing.T, pdf []byte) int {
 	n, err := api.PageCount(bytes.NewReader(pdf), newConfig())
 	if err != nil {
 		t.Fatalf("pdfcpu page count: %v", err)
+	}
+	ctx, err := api.ReadContext(bytes.NewReader(pdf), newConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	var missing []int
+	var walk func(o types.Object)
+	walk = func(o types.Object) {
+		switch v := o.(type) {
+		case types.IndirectRef:
+			nr := v.ObjectNumber.Value()
+			if seen[nr] {
+				return
+			}
+			seen[nr] = true
+			e, ok := ctx.XRefTable.FindTableEntryForIndRef(&v)
+			if !ok || e.Free {
+				missing = append(missing, nr)
+				return
+			}
+			obj, err := ctx.XRefTable.Dereference(v)
+			if err != nil {
+				t.Fatalf("object %d: %v", nr, err)
+			}
+			walk(obj)
+		case types.Dict:
+			for k, e := range v {
+				if k != "Parent" && k != "P" {
+					walk(e)
+				}
+			}
+		case types.StreamDict:
+			walk(v.Dict)
+		case types.Array:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(*ctx.XRefTable.Root)
+	if len(missing) > 0 {
+		t.Fatalf("the output refers to objects it does not hold: %v", missing)
 	}
 	return n
 }
@@ -264,6 +310,38 @@ func TestFillFormOpenOffice(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustContain(t, "pdf.text", text, "Text1: single line\n", "Text2: first line second line", "CheckBox1: Yes\n", "RadioGroup1: 3\n", "Combo1: combo Line 2\n", "DropList1: DropList3\n")
+}
+
+// TestFillFormObjectStreams fills a form whose objects are packed in
+// object streams (pdfcpu's own sample), every object still in the file.
+func TestFillFormObjectStreams(t *testing.T) {
+	in := fixture(t, "pdfcpu-person.pdf")
+	validate(t, in)
+	out, err := FillForm(context.Background(), in, map[string]string{"lastName": "Lovelace", "status": "deceased", "license": "CC BY 4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, out)
+	text, err := Text(context.Background(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "pdf.text", text, "lastName: Lovelace\n", "status: deceased\n", "license: CC BY 4.0\n", "firstName: Jackie\n")
+}
+
+// TestWriteKeepsPackedObjects: a document written back unchanged keeps
+// every object, those packed in object streams and what they refer to
+// among them.
+func TestWriteKeepsPackedObjects(t *testing.T) {
+	d, err := open(context.Background(), fixture(t, "pdfcpu-person.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.write()
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, out)
 }
 
 // TestFillFormRefusals: names the form lacks, values a field cannot

@@ -81,7 +81,7 @@ func (d *doc) pageText(ctx context.Context, p page, fonts map[int]*font) (string
 		// end inside an operator, so they are joined first.
 		var all []byte
 		for i, s := range streams {
-			sd, err := d.contentStream(s, "a content stream of a page")
+			sd, err := d.streamData(s, "a content stream of a page", false)
 			if err != nil {
 				return "", err
 			}
@@ -102,10 +102,17 @@ func (d *doc) pageText(ctx context.Context, p page, fonts map[int]*font) (string
 	return layout(x.spans), nil
 }
 
-// contentStream resolves o to a stream and returns its decoded bytes,
-// nil for one that is missing or cannot be decoded. Errors: the bomb
-// refusal; a reference chain past the limit.
+// contentStream is streamData of a stream read more than once (a form,
+// a font's map), kept decoded.
 func (d *doc) contentStream(o types.Object, what string) ([]byte, error) {
+	return d.streamData(o, what, true)
+}
+
+// streamData resolves o to a stream and returns its decoded bytes, nil
+// for one that is missing or cannot be decoded; keep keeps them in the
+// document for the next reader. Errors: the bomb refusal; a reference
+// chain past the limit.
+func (d *doc) streamData(o types.Object, what string, keep bool) ([]byte, error) {
 	ir, isRef := o.(types.IndirectRef)
 	o, err := d.resolve(o)
 	if err != nil {
@@ -122,7 +129,7 @@ func (d *doc) contentStream(o types.Object, what string) ([]byte, error) {
 			}
 			return nil, nil
 		}
-		if isRef {
+		if isRef && keep {
 			if e, ok := d.xrt.FindTableEntryForIndRef(&ir); ok {
 				e.Object = sd
 			}
