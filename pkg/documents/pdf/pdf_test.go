@@ -578,6 +578,15 @@ func TestHostile(t *testing.T) {
 		5: streamObj("/Type /XObject /Subtype /Form /BBox [0 0 300 300] /Resources << /XObject << /X 5 0 R >> /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >>", []byte("BT /F1 12 Tf 10 10 Td (inside) Tj ET /X Do")),
 	})
 
+	fieldLoop := buildPDF(t, map[int]string{
+		1: "<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [5 0 R] >> >>",
+		2: "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		3: textPage(2, 4),
+		4: streamObj("", []byte("BT /F1 12 Tf 10 10 Td (form) Tj ET")),
+		5: "<< /T (outer) /Kids [6 0 R] >>",
+		6: "<< /T (inner) /Parent 5 0 R /Kids [5 0 R] >>",
+	})
+
 	for _, tc := range []struct {
 		name, op string
 		in       []byte
@@ -589,6 +598,7 @@ func TestHostile(t *testing.T) {
 		{"page tree cycle", "pdf.read", cycle, "page tree contains itself"},
 		{"reference cycle", "pdf.text", refChain, "chain of more than 32 references (or a reference cycle)"},
 		{"page tree too deep", "pdf.text", deep, "page tree is nested deeper than the pdf tools' limit of 32 levels"},
+		{"field tree cycle", "pdf.form_fields", fieldLoop, "form field tree contains itself (object 5 is its own ancestor)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := json.RawMessage(nil)
