@@ -295,11 +295,11 @@ func FillForm(ctx context.Context, in []byte, values map[string]string) ([]byte,
 	if len(fields) == 0 {
 		return nil, documents.Errorf("the PDF has no form fields to fill")
 	}
-	byName := map[string]*Field{}
+	// Two fields of one name (which the format forbids, and some files
+	// have) are both filled.
+	byName := map[string][]*Field{}
 	for i := range fields {
-		if _, dup := byName[fields[i].Name]; !dup {
-			byName[fields[i].Name] = &fields[i]
-		}
+		byName[fields[i].Name] = append(byName[fields[i].Name], &fields[i])
 	}
 	names := make([]string, 0, len(values))
 	for n := range values {
@@ -313,8 +313,10 @@ func FillForm(ctx context.Context, in []byte, values map[string]string) ([]byte,
 	}
 	fill := &filler{d: d}
 	for _, n := range names {
-		if err := fill.set(byName[n], values[n]); err != nil {
-			return nil, err
+		for _, f := range byName[n] {
+			if err := fill.set(f, values[n]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return d.write()

@@ -154,6 +154,26 @@ func TestReadOp(t *testing.T) {
 	}
 }
 
+// TestReadingOrder: pieces of one line drawn out of order read left to
+// right; a wide TJ gap is a space, a kerning nudge is not.
+func TestReadingOrder(t *testing.T) {
+	in := buildPDF(t, map[int]string{
+		1: "<< /Type /Catalog /Pages 2 0 R >>",
+		2: "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		3: textPage(2, 4),
+		4: streamObj("", []byte("BT /F1 12 Tf 100 200 Td (world) Tj ET\n"+
+			"BT /F1 12 Tf 10 200 Td (Hello) Tj ET\n"+
+			"BT /F1 12 Tf 10 180 Td [(Ke) 30 (rned) -300 (words)] TJ 0 -20 Td (next \\(line\\)) Tj ET")),
+	})
+	got, err := Pages(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Hello world\nKerned words\nnext (line)\n"; len(got) != 1 || got[0] != want {
+		t.Fatalf("Pages = %q, want [%q]", got, want)
+	}
+}
+
 // TestNotReadable: what is not a PDF, or cannot be opened, is refused
 // with the reason, never read as "".
 func TestNotReadable(t *testing.T) {

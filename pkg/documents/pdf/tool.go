@@ -290,7 +290,7 @@ func keepHead(s string, limit int) string {
 		return s
 	}
 	note := func(cut int) string {
-		return fmt.Sprintf("\n…[cut: %d of %d characters left out; pdf_read shows a file's text whole only when it fits]", cut, n)
+		return fmt.Sprintf("\n…[cut: %d of %d characters left out]", cut, n)
 	}
 	keep := max(limit-utf8.RuneCountInString(note(n)), 0)
 	i := 0
