@@ -85,10 +85,8 @@ type doc struct {
 
 // page is one leaf of the page tree with the resources it inherits.
 type page struct {
-	dict  types.Dict
-	ref   *types.IndirectRef
-	res   types.Dict
-	objNr int
+	dict types.Dict
+	res  types.Dict
 }
 
 // newConfig is pdfcpu's configuration under this package's limits.
@@ -378,11 +376,8 @@ func (d *doc) walkNode(ctx context.Context, o types.Object, res types.Dict, dept
 	if depth > MaxDepth {
 		return documents.Errorf("the PDF's page tree is nested deeper than the pdf tools' limit of %d levels; the file is damaged or built to exhaust a parser", MaxDepth)
 	}
-	var ref *types.IndirectRef
-	objNr := -1
 	if ir, ok := o.(types.IndirectRef); ok {
-		ref = &ir
-		objNr = ir.ObjectNumber.Value()
+		objNr := ir.ObjectNumber.Value()
 		if onPath[objNr] {
 			return documents.Errorf("the PDF's page tree contains itself (object %d is its own ancestor); the file is damaged or built to trap a parser", objNr)
 		}
@@ -418,6 +413,6 @@ func (d *doc) walkNode(ctx context.Context, o types.Object, res types.Dict, dept
 	if len(d.pages) >= MaxPages {
 		return documents.Errorf("the PDF has more than %d pages, over the pdf tools' limit; work on a smaller file", MaxPages)
 	}
-	d.pages = append(d.pages, page{dict: node, ref: ref, res: res, objNr: objNr})
+	d.pages = append(d.pages, page{dict: node, res: res})
 	return nil
 }
