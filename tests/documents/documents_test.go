@@ -1,4 +1,4 @@
-//go:build documents || (xlsx && docx && pptx)
+//go:build documents
 
 // Package documents_test runs the document tools through a real cluster
 // on the embedded default: the sandboxer built with -tags documents
@@ -182,5 +182,82 @@ func TestOfficeTools(t *testing.T) {
 		if obs[i].Status != protocol.CallRefused {
 			t.Errorf("%s: status %s, want refused by the policy", calls[i].args, obs[i].Status)
 		}
+	}
+}
+
+// TestPDFFormRun is the run io-harness users know: the agent lists a
+// LibreOffice form's fields, fills them, stamps a watermark, writes a
+// PDF of its own and reads it back, and decodes a barcode; a field it
+// may not touch is refused by name, a file the policy hides is refused
+// through a link to it, and the run passes document_contains on the
+// filled form's text, its fields' values included.
+func TestPDFFormRun(t *testing.T) {
+	ws := t.TempDir()
+	fixture(t, ws, "pdf", "libreoffice-form.pdf")
+	fixture(t, ws, "barcode", "ean13-4_14.png")
+	if err := os.Mkdir(filepath.Join(ws, "private"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fixture(t, filepath.Join(ws, "private"), "pdf", "pdfcpu-person.pdf")
+	if err := os.Symlink("private/pdfcpu-person.pdf", filepath.Join(ws, "person.pdf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "fake.pdf"), []byte("not a pdf at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := []call{
+		{tool: "pdf_form_fields", args: `{"path":"libreoffice-form.pdf"}`, want: []string{"Last Name", "Nationality"}},
+		{tool: "pdf_fill_form", args: `{"path":"libreoffice-form.pdf","fields":{"No Such Field":"x"}}`, fail: true, want: []string{"Last Name"}},
+		{tool: "pdf_write", args: `{"path":"out/summary.pdf","pages":["Invoice 2026-117","Total due: 42"]}`},
+		{tool: "pdf_read", args: `{"path":"out/summary.pdf"}`, want: []string{"Page 1", "Invoice 2026-117", "Page 2", "Total due: 42"}},
+		{tool: "pdf_watermark", args: `{"path":"out/summary.pdf","text":"DRAFT"}`},
+		{tool: "pdf_read", args: `{"path":"out/summary.pdf"}`, want: []string{"DRAFT", "Total due: 42"}},
+		{tool: "barcode_decode", args: `{"path":"ean13-4_14.png"}`, want: []string{"EAN_13", "9780441014989"}},
+		{tool: "pdf_read", args: `{"path":"person.pdf"}`, fail: true, want: []string{"private/pdfcpu-person.pdf"}},
+		{tool: "pdf_read", args: `{"path":"fake.pdf"}`, fail: true, want: []string{"not a PDF"}},
+		// The last call makes the check pass.
+		{tool: "pdf_fill_form", args: `{"path":"libreoffice-form.pdf","fields":{"Last Name":"Lovelace","Nationality":"French"}}`},
+	}
+	res, _ := runCalls(t, ws, calls, protocol.Verification{DocumentContains: &protocol.ContainsCheck{Path: "libreoffice-form.pdf", Needle: "Last Name: Lovelace"}},
+		[]protocol.Rule{{Act: "read", Effect: "deny", Pattern: "private/*"}})
+	if res.Outcome != protocol.OutcomeSuccess {
+		t.Errorf("the run = %s (%s), want success by document_contains on the filled form", res.Outcome, res.Reason)
+	}
+}
+
+// TestDocumentCheckOfTheWrongKind: a document_contains check on a file
+// that is not of its kind fails saying why, and never passes on an
+// empty text.
+func TestDocumentCheckOfTheWrongKind(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "report.pdf"), []byte("the total is 42"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := provider.NewScripted(&protocol.Turn{Text: "done"})
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
+	h, err := cl.Submit(t.Context(), &protocol.Contract{Schema: protocol.ContractSchema, Task: "nothing", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{DocumentContains: &protocol.ContainsCheck{Path: "report.pdf", Needle: "42"}}, Budget: protocol.Budget{MaxSteps: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var detail string
+	for _, r := range recs {
+		if r.Check != nil {
+			detail = r.Check.Detail
+			if r.Check.Passed {
+				t.Errorf("the check passed on a text file named .pdf: %s", detail)
+			}
+		}
+	}
+	if res.Outcome == protocol.OutcomeSuccess || !strings.Contains(detail, "cannot be read as a pdf document") {
+		t.Errorf("run = %s (%s), check %q; want no success and a check saying the file cannot be read as a pdf", res.Outcome, res.Reason, detail)
 	}
 }
