@@ -165,16 +165,6 @@ func Text(ctx context.Context, tag string, data []byte) (string, error) {
 	return "", protocol.Errorf(protocol.CodeUnsupported, "this build has no %s document tools; build it with -tags %s (or -tags documents)", tag, tag)
 }
 
-// toolTags are the tags of the document tools by name, in every build,
-// so that a refusal can name the tag a missing tool needs.
-var toolTags = map[string]string{
-	"xlsx_sheets": "xlsx", "xlsx_read": "xlsx", "xlsx_write": "xlsx", "xlsx_set_cell": "xlsx",
-	"docx_read": "docx", "docx_write": "docx",
-	"pptx_read": "pptx",
-	"pdf_read":  "pdf", "pdf_write": "pdf", "pdf_watermark": "pdf", "pdf_form_fields": "pdf", "pdf_fill_form": "pdf",
-	"barcode_decode": "barcode",
-}
-
 // TagOf returns the build tag of the document tool called name, or "" for
 // a name that is not one.
-func TagOf(name string) string { return toolTags[name] }
+func TagOf(name string) string { return tools.DocumentTag(name) }

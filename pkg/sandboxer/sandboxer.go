@@ -673,7 +673,7 @@ func (s *Sandboxer) Ready() <-chan struct{} { return s.ready }
 // withDocuments is base with the document tools of this build, if any,
 // added as extras: offered to the runs whose contracts name them.
 func withDocuments(base *tools.Set) *tools.Set {
-	set, err := tools.Extend(base, documents.Tools()...)
+	set, err := tools.WithDocuments(base, documents.Tools()...)
 	if err != nil {
 		panic("sandboxer: the document tools clash with the built-ins: " + err.Error())
 	}

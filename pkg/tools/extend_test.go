@@ -76,6 +76,7 @@ func TestExtend(t *testing.T) {
 		{"remember", []tools.Tool{named{name: "remember"}}, "keeps"},
 		{"an MCP name", []tools.Tool{named{name: "mcp__github__x"}}, "keeps"},
 		{"a git tool's name", []tools.Tool{named{name: "git_push"}}, "keeps"},
+		{"a document tool's name", []tools.Tool{named{name: "pdf_fill_form"}}, "keeps"},
 		{"twice", []tools.Tool{named{name: "a"}, named{name: "a"}}, "duplicate"},
 		{"a bad name", []tools.Tool{named{name: "a b"}}, "not 1 to 64"},
 		{"a gate with no act", []tools.Tool{gated{named{name: "g", gate: &protocol.ToolGate{Act: "delete", Arg: "path"}}}}, "not read, write, exec or net"},
@@ -87,5 +88,20 @@ func TestExtend(t *testing.T) {
 				t.Errorf("Extend = %v, want an error saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestWithDocuments adds a build's document tools as extras, under the
+// names the harness keeps for them, and no other name.
+func TestWithDocuments(t *testing.T) {
+	s, err := tools.WithDocuments(tools.Builtins(), named{name: "pdf_read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Extra("pdf_read") || tools.DocumentTag("pdf_read") != "pdf" {
+		t.Errorf("pdf_read: extra %v, tag %q; want an extra of the pdf tag", s.Extra("pdf_read"), tools.DocumentTag("pdf_read"))
+	}
+	if _, err := tools.WithDocuments(tools.Builtins(), named{name: "word_count"}); err == nil {
+		t.Error("WithDocuments took a tool that is not a document tool")
 	}
 }

@@ -256,7 +256,11 @@ func (s *Set) GateOf(name string) *protocol.ToolGate {
 // embedder's tools, offered only to the runs whose contracts name them.
 // It refuses a name base holds or that is reserved (Reserved), two extras
 // of one name, and a Gate that does not say an act and its argument.
-func Extend(base *Set, extra ...Tool) (*Set, error) {
+func Extend(base *Set, extra ...Tool) (*Set, error) { return extend(base, true, extra...) }
+
+// extend is Extend; reserved says whether the names the harness keeps
+// are refused.
+func extend(base *Set, reserved bool, extra ...Tool) (*Set, error) {
 	s := &Set{tools: maps.Clone(base.tools), order: slices.Clone(base.order), extra: maps.Clone(base.extra)}
 	if s.extra == nil {
 		s.extra = map[string]bool{}
@@ -269,7 +273,7 @@ func Extend(base *Set, extra ...Tool) (*Set, error) {
 		switch {
 		case !validName.MatchString(name):
 			return nil, fmt.Errorf("extra tool %d: name %q is not 1 to 64 letters, digits, '_' or '-'", i, name)
-		case Reserved(name):
+		case reserved && Reserved(name):
 			return nil, fmt.Errorf("extra tool %d: %q is a name the harness keeps for its own tools (the built-ins, spawn_agent, remember, read_skill, git_*, mcp__*)", i, name)
 		case s.tools[name] != nil:
 			return nil, fmt.Errorf("extra tool %d: duplicate tool name %q", i, name)
@@ -301,14 +305,44 @@ func checkGate(g protocol.ToolGate) error {
 
 // Reserved reports whether name is kept for the harness's own tools: the
 // built-ins (view_image among them), the coordinator's (spawn_agent,
-// remember, read_skill), the git tools (git_*) and MCP servers' tools
+// remember, read_skill), the git tools (git_*), the document tools of
+// the builds with their tags (DocumentTag) and MCP servers' tools
 // (mcp__*).
 func Reserved(name string) bool {
 	switch name {
 	case "grep", "find", "read_file", "write_file", "edit_file", "exec", "view_image", "spawn_agent", "remember", "read_skill":
 		return true
 	}
-	return strings.HasPrefix(name, "git_") || strings.HasPrefix(name, "mcp__")
+	return DocumentTag(name) != "" || strings.HasPrefix(name, "git_") || strings.HasPrefix(name, "mcp__")
+}
+
+// documentTags are the document tools by name, with the build tag that
+// compiles each in (package documents), in every build: so that no
+// embedder's tool takes a document tool's name, and a refusal can name
+// the tag a missing one needs.
+var documentTags = map[string]string{
+	"xlsx_sheets": "xlsx", "xlsx_read": "xlsx", "xlsx_write": "xlsx", "xlsx_set_cell": "xlsx",
+	"docx_read": "docx", "docx_write": "docx",
+	"pptx_read": "pptx",
+	"pdf_read": "pdf", "pdf_write": "pdf", "pdf_watermark": "pdf", "pdf_form_fields": "pdf", "pdf_fill_form": "pdf",
+	"barcode_decode": "barcode",
+}
+
+// DocumentTag returns the build tag of the document tool called name, or
+// "" for a name that is not one.
+func DocumentTag(name string) string { return documentTags[name] }
+
+// WithDocuments returns base with docs, a build's document tools, added
+// as extras (offered to the runs whose contracts name them), as Extend
+// adds an embedder's; their names are the reserved ones DocumentTag
+// knows, and no other name is taken.
+func WithDocuments(base *Set, docs ...Tool) (*Set, error) {
+	for _, t := range docs {
+		if t != nil && DocumentTag(t.Spec().Name) == "" {
+			return nil, fmt.Errorf("tool %q is not a document tool", t.Spec().Name)
+		}
+	}
+	return extend(base, false, docs...)
 }
 
 // Get returns the tool called name, and whether there is one.

@@ -159,7 +159,10 @@ func Run(args []string, getenv func(string) string, stdout, stderr io.Writer, ex
 	if cfg.images {
 		base = tools.BuiltinsWithImages()
 	}
-	if scfg.Tools, err = tools.Extend(base, append(documents.Tools(), extra...)...); err != nil {
+	if base, err = tools.WithDocuments(base, documents.Tools()...); err != nil {
+		return failed(exitError, err)
+	}
+	if scfg.Tools, err = tools.Extend(base, extra...); err != nil {
 		return failed(exitUsage, err)
 	}
 	reg := prometheus.NewRegistry()
