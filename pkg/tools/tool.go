@@ -324,7 +324,7 @@ var documentTags = map[string]string{
 	"xlsx_sheets": "xlsx", "xlsx_read": "xlsx", "xlsx_write": "xlsx", "xlsx_set_cell": "xlsx",
 	"docx_read": "docx", "docx_write": "docx",
 	"pptx_read": "pptx",
-	"pdf_read": "pdf", "pdf_write": "pdf", "pdf_watermark": "pdf", "pdf_form_fields": "pdf", "pdf_fill_form": "pdf",
+	"pdf_read":  "pdf", "pdf_write": "pdf", "pdf_watermark": "pdf", "pdf_form_fields": "pdf", "pdf_fill_form": "pdf",
 	"barcode_decode": "barcode",
 }
 
