@@ -41,8 +41,10 @@ func TestDependenciesPointDown(t *testing.T) {
 		{pkg: "internal/git", ours: []string{"pkg/protocol", "pkg/sandbox"}, noDirect: []string{"os/exec", "net", "net/http"}},
 		{pkg: "pkg/provider", ours: []string{"pkg/protocol", "pkg/retry"}, modules: []string{"github.com/sashabaranov/go-openai"}},
 		{pkg: "pkg/retry", ours: []string{"pkg/protocol"}, noDirect: []string{"os", "net", "net/http"}},
-		{pkg: "pkg/trace", ours: []string{"pkg/protocol"}, modules: natsClient},
-		{pkg: "pkg/wire", ours: []string{"pkg/protocol", "pkg/trace"}, modules: natsClient},
+		// The trace's records are decoded by the hot path's decoder.
+		{pkg: "internal/wirejson", ours: []string{"pkg/protocol"}, modules: segmentioJSON},
+		{pkg: "pkg/trace", ours: []string{"pkg/protocol", "internal/wirejson"}, modules: append(natsClient, segmentioJSON...)},
+		{pkg: "pkg/wire", ours: []string{"pkg/protocol", "pkg/trace", "internal/wirejson"}, modules: append(natsClient, segmentioJSON...)},
 		{pkg: "pkg/snapshot", ours: []string{"pkg/protocol"}, noDirect: []string{"os/exec", "net", "net/http"}},
 		// The context assembly is a pure function of the folded run state.
 		{pkg: "pkg/assemble", ours: []string{"pkg/protocol"}, noDirect: []string{"os", "os/exec", "net", "net/http", "syscall", "time", "math/rand", "math/rand/v2"}},
@@ -76,6 +78,9 @@ func TestDependenciesPointDown(t *testing.T) {
 		}
 	}
 }
+
+// segmentioJSON is the module the hot path's decoder is (internal/wirejson).
+var segmentioJSON = []string{"github.com/segmentio/encoding/", "github.com/segmentio/asm/", "golang.org/x/sys/cpu"}
 
 // sandboxBackend is what a sandbox backend may reach of ours: the protocol,
 // the interface package and the helpers the backends share.

@@ -21,7 +21,7 @@ func TestBench(t *testing.T) {
 	for _, re := range []string{
 		`(?m)^bare JetStream publish\+ack \(synced\): p50 \S+  p99 \S+$`,
 		`(?m)^harness step \(scripted provider, read_file, durable trace\): p50 \S+  p99 \S+  \(\S+× a bare publish\)$`,
-		`(?m)^throughput: \d+ steps/s from one coordinator across 3 concurrent runs of 10 steps$`,
+		`(?m)^throughput: \d+ steps/s from one coordinator across 3 concurrent runs of 10 steps \(\S+ of CPU a step, [0-9.]+ of \d+ cores busy\)$`,
 		`(?m)^where a step goes \(medians, by the run's events\):$`,
 		`(?m)^  assembled -> turn back .* \S+  \(\S+× a bare publish\)$`,
 		`(?m)^  observation -> commit done .* \S+  \(\S+× a bare publish\)$`,

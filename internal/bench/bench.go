@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -43,6 +44,8 @@ type Report struct {
 	PublishP50, PublishP99 time.Duration // bare JetStream publish with ack, synced
 	StepP50, StepP99       time.Duration // one step of one run, commit to commit
 	StepsPerSecond         float64       // across Runs concurrent runs
+	CPUPerStep             time.Duration // this process's CPU time (user and system) per step meanwhile
+	Cores                  float64       // the cores that CPU time kept busy, on average
 	Steps, Runs            int
 	// Phases is where a step's time goes, by the run's own events: the
 	// median of each phase over the steps of the latency run.
@@ -62,8 +65,9 @@ func (r *Report) Ratio() float64 { return float64(r.StepP50) / float64(r.Publish
 func (r *Report) String() string {
 	return fmt.Sprintf(`bare JetStream publish+ack (synced): p50 %v  p99 %v
 harness step (scripted provider, read_file, durable trace): p50 %v  p99 %v  (%.1f× a bare publish)
-throughput: %.0f steps/s from one coordinator across %d concurrent runs of %d steps`,
-		round(r.PublishP50), round(r.PublishP99), round(r.StepP50), round(r.StepP99), r.Ratio(), r.StepsPerSecond, r.Runs, r.Steps) + r.phases()
+throughput: %.0f steps/s from one coordinator across %d concurrent runs of %d steps (%v of CPU a step, %.2f of %d cores busy)`,
+		round(r.PublishP50), round(r.PublishP99), round(r.StepP50), round(r.StepP99), r.Ratio(), r.StepsPerSecond, r.Runs, r.Steps,
+		round(r.CPUPerStep), r.Cores, runtime.NumCPU()) + r.phases()
 }
 
 // phases renders the breakdown of a step, each phase as a share of a bare
@@ -143,7 +147,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, nil
 	}
 	// Throughput: many runs at once on the one coordinator.
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Runs)
 	for range cfg.Runs {
@@ -160,7 +164,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep.StepsPerSecond = float64(cfg.Runs*cfg.Steps) / time.Since(start).Seconds()
+	took, cpu := time.Since(start), cpuTime()-cpu0
+	rep.StepsPerSecond = float64(cfg.Runs*cfg.Steps) / took.Seconds()
+	rep.CPUPerStep = cpu / time.Duration(cfg.Runs*cfg.Steps)
+	rep.Cores = cpu.Seconds() / took.Seconds()
 	return rep, nil
 }
 
@@ -342,3 +349,4 @@ func breakdown(_ int, heard map[int]map[string]time.Time) []Phase {
 	}
 	return out
 }
+

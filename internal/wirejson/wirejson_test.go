@@ -2,6 +2,8 @@ package wirejson_test
 
 import (
 	stdjson "encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +18,7 @@ import (
 // times and unknown fields included, and a value of the wrong type is an
 // error as it is there.
 func TestSameAsEncodingJSON(t *testing.T) {
-	task := &protocol.StepTask{Run: "r-1", Step: 7, Attempt: 2, Deadline: time.Date(2026, 12, 3, 10, 0, 0, 5, time.UTC),
-		Request: protocol.CompletionRequest{Model: "m", System: "a <b> & \"c\" \u2028 é",
-			Messages: []protocol.Message{
-				{Role: protocol.RoleUser, Content: "Task: <fix> it & go\n\ttab", Images: []protocol.Image{{MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G', 0, 255}}}},
-				{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "read_file", Arguments: stdjson.RawMessage(`{"path": "a<b>.go"}`)}}},
-				{Role: protocol.RoleTool, ToolCallID: "c1", Content: "line\x00nul and \xff invalid utf-8"},
-			}}}
+	task := sample()
 	want, err := stdjson.Marshal(task)
 	if err != nil {
 		t.Fatal(err)
@@ -42,4 +38,79 @@ func TestSameAsEncodingJSON(t *testing.T) {
 	if err := wirejson.Unmarshal([]byte(`{"run": 5}`), &bad); err == nil {
 		t.Error("a number for a string field decoded without an error")
 	}
+}
+
+// TestMarshalStepTask: a step task encodes to what encoding/json writes,
+// the same fields and values and the same length (a reservation is sized
+// by it), its request byte for byte.
+func TestMarshalStepTask(t *testing.T) {
+	task := sample()
+	got, err := wirejson.MarshalStepTask(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := stdjson.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d bytes, encoding/json writes %d:\n got %s\nwant %s", len(got), len(want), got, want)
+	}
+	var a, b map[string]stdjson.RawMessage
+	if err := stdjson.Unmarshal(got, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := stdjson.Unmarshal(want, &b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(b, a, cmp.Transformer("string", func(r stdjson.RawMessage) string { return string(r) })); diff != "" {
+		t.Errorf("fields differ (-encoding/json +MarshalStepTask):\n%s", diff)
+	}
+	for _, zero := range []*protocol.StepTask{{Run: "r"}, {Run: "r", Request: protocol.CompletionRequest{Messages: []protocol.Message{{}}}}} {
+		got, _ := wirejson.MarshalStepTask(zero)
+		want, _ := stdjson.Marshal(zero)
+		if len(got) != len(want) {
+			t.Errorf("zero task: %s, encoding/json writes %s", got, want)
+		}
+	}
+}
+
+// TestRequestUsesNoOmitzero: segmentio's encoder does not know omitzero,
+// so MarshalStepTask is exact only while no field a completion request
+// holds uses it.
+func TestRequestUsesNoOmitzero(t *testing.T) {
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type, string)
+	walk = func(ty reflect.Type, at string) {
+		for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice || ty.Kind() == reflect.Array || ty.Kind() == reflect.Map {
+			ty = ty.Elem()
+		}
+		if ty.Kind() != reflect.Struct || seen[ty] {
+			return
+		}
+		seen[ty] = true
+		for i := range ty.NumField() {
+			f := ty.Field(i)
+			if strings.Contains(f.Tag.Get("json"), "omitzero") {
+				t.Errorf("%s.%s uses omitzero: encode the request with encoding/json in wirejson.MarshalStepTask, or drop the tag", at, f.Name)
+			}
+			walk(f.Type, at+"."+f.Name)
+		}
+	}
+	walk(reflect.TypeOf(protocol.CompletionRequest{}), "CompletionRequest")
+}
+
+// sample is a step task with the text a transcript can hold: HTML-like
+// characters, a line separator, NUL, invalid UTF-8, raw arguments, an
+// image, a deadline and a policy.
+func sample() *protocol.StepTask {
+	return &protocol.StepTask{Run: "r-1", Step: 7, Attempt: 2, Deadline: time.Date(2026, 12, 3, 10, 0, 0, 5, time.UTC),
+		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Net: "deny"}},
+		Request: protocol.CompletionRequest{Model: "m", System: "a <b> & \"c\" \u2028 é", MaxOutputTokens: 4096,
+			Tools: []protocol.ToolSpec{{Name: "read_file", Description: "Read <a> file.", Parameters: stdjson.RawMessage(`{"type": "object"}`)}},
+			Messages: []protocol.Message{
+				{Role: protocol.RoleUser, Content: "Task: <fix> it & go\n\ttab", Images: []protocol.Image{{MediaType: "image/png", Data: []byte{0x89, 'P', 'N', 'G', 0, 255}}}},
+				{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "read_file", Arguments: stdjson.RawMessage(`{"path": "a<b>.go"}`)}}},
+				{Role: protocol.RoleTool, ToolCallID: "c1", Content: "line\x00nul and \xff invalid utf-8"},
+			}}}
 }

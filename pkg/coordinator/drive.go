@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -75,6 +76,8 @@ type driver struct {
 	// toolNode is a sandboxer found holding the tools the contract names,
 	// which the open of a snapshot workspace goes to.
 	toolNode string
+	// indexed is when the run index last heard of this run's progress.
+	indexed time.Time
 	// workerTools are the tools of the contract the workers hold, found
 	// with toolNode; their calls go to the workers.
 	workerTools map[string]workerTool

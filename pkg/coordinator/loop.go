@@ -183,12 +183,17 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 				return
 			}
 		}
-		if pending == nil {
+		if pending == nil && time.Since(d.indexed) >= indexEvery {
+			// The trace holds the step; the index only shows how far the
+			// run has come, so it is brought up to date at most once every
+			// indexEvery, sparing a synced write on most steps. Every
+			// change of state (paused, finished) is written at once.
 			st := s.status(protocol.StatusRunning, d.c.cfg.ID)
 			st.Updated = time.Now().UTC()
 			if err := d.c.index.Progress(ctx, st); err != nil {
 				d.log.Warn("update run index", "err", err)
 			}
+			d.indexed = time.Now()
 		}
 		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
 		if d.mcpLost != nil {
@@ -342,3 +347,7 @@ func (d *driver) turnFailed(ctx context.Context, err error) (rec *protocol.Recor
 	}
 	return nil, nil, protocol.OutcomeEscalatedTerminal, "provider failed: " + pe.Error()
 }
+
+// indexEvery is how often at most a running run's progress (its steps and
+// tokens so far) is written to the run index.
+const indexEvery = time.Second
