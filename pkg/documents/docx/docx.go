@@ -9,8 +9,9 @@
 //
 // No approved library reads or writes WordprocessingML, so the package
 // does both with archive/zip and encoding/xml from the standard library:
-// a streaming reader that counts what it decompresses and how deep the
-// XML nests, and a writer of a fixed, minimal set of parts. It does not
+// a streaming reader, over package ooxml, which counts what it
+// decompresses and how deep the XML nests, and a writer of a fixed,
+// minimal set of parts. It does not
 // edit a document in place: docx_write always makes a new one.
 package docx
 

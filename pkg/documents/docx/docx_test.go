@@ -3,7 +3,6 @@
 package docx
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ioharness/harness/pkg/documents"
+	"github.com/ioharness/harness/pkg/documents/ooxml/ooxmltest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
 )
@@ -58,11 +58,11 @@ func TestReadFixtures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			got, err := Read(context.Background(), fixture(t, tt.file), documents.DefaultLimits)
+			got, err := Read(context.Background(), ooxmltest.Fixture(t, tt.file), documents.DefaultLimits)
 			if err != nil {
 				t.Fatal(err)
 			}
-			inOrder(t, got, tt.want...)
+			ooxmltest.InOrder(t, got, tt.want...)
 			for _, a := range tt.absent {
 				if strings.Contains(got, a) {
 					t.Errorf("the text holds deleted text %q:\n%s", a, got)
@@ -74,7 +74,7 @@ func TestReadFixtures(t *testing.T) {
 
 // TestReadWhole checks a whole document's text, exactly.
 func TestReadWhole(t *testing.T) {
-	got, err := Read(context.Background(), fixture(t, "test.docx"), documents.DefaultLimits)
+	got, err := Read(context.Background(), ooxmltest.Fixture(t, "test.docx"), documents.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestReadWhole(t *testing.T) {
 func TestReadCut(t *testing.T) {
 	lim := documents.DefaultLimits
 	lim.MaxTextChars = 60
-	got, err := Read(context.Background(), fixture(t, "bug65738.docx"), lim)
+	got, err := Read(context.Background(), ooxmltest.Fixture(t, "bug65738.docx"), lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,8 @@ func TestReadCut(t *testing.T) {
 }
 
 // TestReadRefusals refuses files that are not Word documents, with the
-// reason.
+// reason. What any package is refused for (not a zip, an encrypted file,
+// no content types, no main part) is package ooxml's to test.
 func TestReadRefusals(t *testing.T) {
 	minimal, err := Write([]Block{{Text: "x"}})
 	if err != nil {
@@ -113,79 +114,35 @@ func TestReadRefusals(t *testing.T) {
 		in   []byte
 		want string
 	}{
-		{"text", []byte("just some notes"), "not a zip package"},
-		{"encrypted", append([]byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}, make([]byte, 512)...), "password-protected"},
-		{"spreadsheet", withMember(t, minimal, "[Content_Types].xml", []byte(sheetTypes)), "(a spreadsheet)"},
-		{"plain zip", zipOf(t, member{name: "notes.txt", body: []byte("hello")}), "has no [Content_Types].xml"},
-		{"no main part", withMember(t, minimal, "_rels/.rels", []byte(`<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"/>`)), "names no main document"},
-		{"truncated XML", withMember(t, minimal, "word/document.xml", []byte(`<w:document xmlns:w="`+nsW+`"><w:body><w:p><w:r><w:t>cut`)), "not well-formed XML"},
-		{"no body", withMember(t, minimal, "word/document.xml", []byte(`<w:document xmlns:w="`+nsW+`"/>`)), "has no document body"},
+		{"spreadsheet", ooxmltest.WithMember(t, minimal, "[Content_Types].xml", []byte(sheetTypes)), "(a spreadsheet)"},
+		{"truncated XML", ooxmltest.WithMember(t, minimal, "word/document.xml", []byte(`<w:document xmlns:w="`+nsW+`"><w:body><w:p><w:r><w:t>cut`)), "not well-formed XML"},
+		{"no body", ooxmltest.WithMember(t, minimal, "word/document.xml", []byte(`<w:document xmlns:w="`+nsW+`"/>`)), "has no document body"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Read(context.Background(), tt.in, documents.DefaultLimits)
-			refusal(t, err, tt.want)
+			ooxmltest.Refusal(t, err, tt.want)
 		})
 	}
 	_, err = documents.Call(context.Background(), "docx.text", nil, nil)
-	refusal(t, err, "empty")
+	ooxmltest.Refusal(t, err, "empty")
 }
 
-// TestHostile refuses files built to exhaust a reader, each within its
-// limit, in this process and in an isolated child.
+// TestHostile refuses a document whose body nests past the depth limit,
+// in this process and in an isolated child. The package's own limits (a
+// zip bomb, a member that lies about its size, too many members) are
+// package ooxml's to test.
 func TestHostile(t *testing.T) {
-	body, crc := bomb(t)
 	base, err := Write([]Block{{Text: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	many := []member{}
-	for i := range 20_000 {
-		many = append(many, member{name: fmt.Sprintf("word/media/%d.bin", i)})
-	}
-	tests := []struct {
-		name string
-		in   []byte
-		want []string
-	}{
-		{"bomb", withBomb(t, base, body, crc, bombSize), []string{"expand to more than the document tools' limit of 268435456 bytes"}},
-		// The bomb claims 1000 bytes: the lie is caught as the bytes come.
-		{"lying bomb", withBomb(t, base, body, crc, 1000), []string{"word/document.xml holds more bytes than its zip header declares"}},
-		{"deep document", withMember(t, base, "word/document.xml",
-			[]byte(`<w:document xmlns:w="`+nsW+`"><w:body>`+nested("w:sdt", 10_000)+`</w:body></w:document>`)),
-			[]string{"word/document.xml nests its XML more than 256 elements deep"}},
-		{"deep content types", withMember(t, base, "[Content_Types].xml",
-			[]byte(`<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">`+nested("Default", 10_000)+`</Types>`)),
-			[]string{"[Content_Types].xml nests its XML more than 256 elements deep"}},
-		{"entries", zipOf(t, many...), []string{"20000 zip members, over the document tools' limit of 10000"}},
-	}
-	isolated(t, func(t *testing.T) {
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				_, err := documents.Call(context.Background(), "docx.read", nil, tt.in)
-				refusal(t, err, tt.want...)
-			})
-		}
+	deep := ooxmltest.WithMember(t, base, "word/document.xml",
+		[]byte(`<w:document xmlns:w="`+nsW+`"><w:body>`+ooxmltest.Nested("w:sdt", 10_000)+`</w:body></w:document>`))
+	ooxmltest.Isolated(t, func(t *testing.T) {
+		_, err := documents.Call(context.Background(), "docx.read", nil, deep)
+		ooxmltest.Refusal(t, err, "word/document.xml nests its XML more than 256 elements deep")
 	})
-}
-
-// withBomb returns pkg with word/document.xml replaced by the deflated
-// bomb, its header claiming size bytes.
-func withBomb(t *testing.T, pkg, body []byte, crc uint32, size uint64) []byte {
-	t.Helper()
-	zr, err := zip.NewReader(bytes.NewReader(pkg), int64(len(pkg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ms []member
-	for _, f := range zr.File {
-		if f.Name == "word/document.xml" {
-			ms = append(ms, member{name: f.Name, body: body, raw: true, size: size, crc: crc})
-			continue
-		}
-		ms = append(ms, member{name: f.Name, body: memberOf(t, pkg, f.Name)})
-	}
-	return zipOf(t, ms...)
 }
 
 // TestParseBlocks takes the three shapes of an item and refuses others,
@@ -216,10 +173,10 @@ func TestParseBlocks(t *testing.T) {
 	}
 	for _, b := range bad {
 		_, err := ParseBlocks([]json.RawMessage{json.RawMessage(b.item)})
-		refusal(t, err, b.want)
+		ooxmltest.Refusal(t, err, b.want)
 	}
 	_, err = ParseBlocks(nil)
-	refusal(t, err, "paragraphs is empty")
+	ooxmltest.Refusal(t, err, "paragraphs is empty")
 }
 
 // TestWriteReadBack writes a document, reads it back with Read, and
@@ -266,14 +223,10 @@ func TestWriteReadBack(t *testing.T) {
 // heading styles, and rectangular tables.
 func checkPackage(t *testing.T, b []byte) {
 	t.Helper()
-	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	for _, f := range zr.File {
-		names = append(names, f.Name)
-		wellFormed(t, f.Name, memberOf(t, b, f.Name))
+	for _, m := range ooxmltest.Members(t, b) {
+		names = append(names, m.Name)
+		wellFormed(t, m.Name, m.Body)
 	}
 	if want := "[Content_Types].xml _rels/.rels word/document.xml word/_rels/document.xml.rels word/styles.xml"; strings.Join(names, " ") != want {
 		t.Fatalf("parts %v, want %s", names, want)
@@ -380,31 +333,31 @@ func wellFormed(t *testing.T, name string, body []byte) {
 // unmarshal decodes the member name of the zip b into v.
 func unmarshal(t *testing.T, b []byte, name string, v any) {
 	t.Helper()
-	if err := xml.Unmarshal(memberOf(t, b, name), v); err != nil {
+	if err := xml.Unmarshal(ooxmltest.MemberOf(t, b, name), v); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 }
 
 // TestTools runs docx_write and docx_read against a workspace.
 func TestTools(t *testing.T) {
-	env, dir := newEnv(t, nil)
+	env, dir := ooxmltest.NewEnv(t, nil)
 	paragraphs := []any{
 		map[string]any{"heading": "Plan", "level": 1},
 		"First, measure.",
 		map[string]any{"table": [][]string{{"step", "owner"}, {"measure", "Ana"}}},
 	}
-	out, err := invoke(t, WriteTool{}, env, map[string]any{"path": "out/plan.docx", "paragraphs": paragraphs})
+	out, err := ooxmltest.Invoke(t, WriteTool{}, env, map[string]any{"path": "out/plan.docx", "paragraphs": paragraphs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !out.Changed || !strings.Contains(out.Content, "wrote out/plan.docx") || !strings.Contains(out.Content, "1 paragraphs, 1 headings, 1 tables") {
 		t.Fatalf("docx_write: %+v", out)
 	}
-	out, err = invoke(t, WriteTool{}, env, map[string]any{"path": "out/plan.docx", "paragraphs": paragraphs})
+	out, err = ooxmltest.Invoke(t, WriteTool{}, env, map[string]any{"path": "out/plan.docx", "paragraphs": paragraphs})
 	if err != nil || out.Changed || !strings.HasPrefix(out.Content, "identical:") {
 		t.Fatalf("docx_write again: %+v, %v", out, err)
 	}
-	out, err = invoke(t, ReadTool{}, env, map[string]any{"path": "out/plan.docx"})
+	out, err = ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": "out/plan.docx"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,11 +365,11 @@ func TestTools(t *testing.T) {
 		t.Fatalf("docx_read = %q, want %q", out.Content, want)
 	}
 
-	if err := os.WriteFile(filepath.Join(dir, "bug65738.docx"), fixture(t, "bug65738.docx"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "bug65738.docx"), ooxmltest.Fixture(t, "bug65738.docx"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env.EntryCap = 600
-	out, err = invoke(t, ReadTool{}, env, map[string]any{"path": "bug65738.docx"})
+	out, err = ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": "bug65738.docx"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,12 +391,12 @@ func TestTools(t *testing.T) {
 	}
 	for _, b := range bad {
 		_, err := b.tool.Invoke(context.Background(), env, json.RawMessage(b.args))
-		refusal(t, err, b.want)
+		ooxmltest.Refusal(t, err, b.want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a.docx")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a refused call wrote a.docx (%v)", err)
 	}
-	_, err = invoke(t, ReadTool{}, env, map[string]any{"path": "missing.docx"})
+	_, err = ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": "missing.docx"})
 	if !errors.Is(err, protocol.ErrNotFound) {
 		t.Fatalf("docx_read of a missing file: %v", err)
 	}
@@ -452,23 +405,23 @@ func TestTools(t *testing.T) {
 // TestToolsGate proves every path is put to the policy: a refused file,
 // a link to one, and a write.
 func TestToolsGate(t *testing.T) {
-	env, dir := newEnv(t, refuseUnder("secret/"))
+	env, dir := ooxmltest.NewEnv(t, ooxmltest.RefuseUnder("secret/"))
 	if err := os.MkdirAll(filepath.Join(dir, "secret"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "secret/plan.docx"), fixture(t, "test.docx"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "secret/plan.docx"), ooxmltest.Fixture(t, "test.docx"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("secret/plan.docx", filepath.Join(dir, "link.docx")); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"secret/plan.docx", "link.docx"} {
-		_, err := invoke(t, ReadTool{}, env, map[string]any{"path": p})
+		_, err := ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": p})
 		if !errors.Is(err, protocol.ErrRefused) || !strings.Contains(err.Error(), "secret/plan.docx") {
 			t.Fatalf("docx_read %s: %v, want the policy's refusal of secret/plan.docx", p, err)
 		}
 	}
-	_, err := invoke(t, WriteTool{}, env, map[string]any{"path": "secret/new.docx", "paragraphs": []string{"x"}})
+	_, err := ooxmltest.Invoke(t, WriteTool{}, env, map[string]any{"path": "secret/new.docx", "paragraphs": []string{"x"}})
 	if !errors.Is(err, protocol.ErrRefused) {
 		t.Fatalf("docx_write under secret/: %v, want the policy's refusal", err)
 	}
@@ -476,11 +429,11 @@ func TestToolsGate(t *testing.T) {
 		t.Fatalf("a refused docx_write made the file (%v)", err)
 	}
 	// The link is judged by its target for a write too.
-	_, err = invoke(t, WriteTool{}, env, map[string]any{"path": "link.docx", "paragraphs": []string{"x"}})
+	_, err = ooxmltest.Invoke(t, WriteTool{}, env, map[string]any{"path": "link.docx", "paragraphs": []string{"x"}})
 	if !errors.Is(err, protocol.ErrRefused) {
 		t.Fatalf("docx_write through link.docx: %v, want the policy's refusal", err)
 	}
-	if got := fixture(t, "test.docx"); !bytes.Equal(got, mustRead(t, filepath.Join(dir, "secret/plan.docx"))) {
+	if got := ooxmltest.Fixture(t, "test.docx"); !bytes.Equal(got, mustRead(t, filepath.Join(dir, "secret/plan.docx"))) {
 		t.Fatal("a refused write through a link changed its target")
 	}
 }
@@ -533,10 +486,10 @@ func TestSpecs(t *testing.T) {
 	if !found {
 		t.Fatalf("documents.Formats() = %+v, want the docx format", documents.Formats())
 	}
-	res, err := documents.Call(context.Background(), "docx.text", nil, fixture(t, "test.docx"))
+	res, err := documents.Call(context.Background(), "docx.text", nil, ooxmltest.Fixture(t, "test.docx"))
 	if err != nil || !strings.Contains(res.Text, "python-docx was here too!") {
 		t.Fatalf("docx.text: %+v, %v", res, err)
 	}
-	_, err = documents.Call(context.Background(), "docx.text", json.RawMessage(`{"x": 1}`), fixture(t, "test.docx"))
-	refusal(t, err, `unknown field "x"`)
+	_, err = documents.Call(context.Background(), "docx.text", json.RawMessage(`{"x": 1}`), ooxmltest.Fixture(t, "test.docx"))
+	ooxmltest.Refusal(t, err, `unknown field "x"`)
 }

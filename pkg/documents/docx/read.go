@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ioharness/harness/pkg/documents"
+	"github.com/ioharness/harness/pkg/documents/ooxml"
 )
 
 // errFull stops a read once the text limit is reached.
@@ -30,32 +31,32 @@ var errFull = errors.New("the text limit is reached")
 // over one of lim's bounds, a package whose main part is not a
 // WordprocessingML document (a spreadsheet, say), and damaged XML.
 func Read(ctx context.Context, in []byte, lim documents.Limits) (string, error) {
-	p, err := openOPC(ctx, in, "a Word document (.docx)", lim)
+	p, err := ooxml.Open(ctx, in, "a Word document (.docx)", lim)
 	if err != nil {
 		return "", err
 	}
-	main, err := p.mainPart("wordprocessingml", "ms-word")
+	main, err := p.MainPart("wordprocessingml", "ms-word")
 	if err != nil {
 		return "", err
 	}
-	_, rs, err := p.rels(main)
+	_, rs, err := p.Rels(main)
 	if err != nil {
 		return "", err
 	}
 	st := styles{}
-	if r, ok := relOfType(rs, "styles"); ok && p.has(r.Target) {
+	if r, ok := ooxml.RelOfType(rs, "styles"); ok && p.Has(r.Target) {
 		if st, err = readStyles(p, r.Target); err != nil {
 			return "", err
 		}
 	}
-	x, err := p.xml(main)
+	x, err := p.XML(main)
 	if err != nil {
 		return "", err
 	}
 	defer x.Close()
-	out := &text{max: lim.MaxTextChars}
+	out := ooxml.NewText(lim.MaxTextChars)
 	r := &reader{x: x, styles: st}
-	if err := r.document(out.line); err != nil && err != errFull {
+	if err := r.document(out.Line); err != nil && err != errFull {
 		return "", err
 	}
 	return strings.TrimSuffix(out.String(), "\n"), nil
@@ -63,7 +64,7 @@ func Read(ctx context.Context, in []byte, lim documents.Limits) (string, error) 
 
 // reader walks a document part.
 type reader struct {
-	x      *xmlPart
+	x      *ooxml.XMLPart
 	styles styles
 	cells  int // how many table cells the walk is inside
 }
@@ -71,14 +72,14 @@ type reader struct {
 // document reads the part up to its body and the body's blocks.
 func (r *reader) document(emit func(string) bool) error {
 	for {
-		t, err := r.x.next()
+		e, err := r.x.NextStart()
 		if err == io.EOF {
-			return documents.Errorf("the file is damaged: its main part %s has no document body (w:body)", r.x.name)
+			return documents.Errorf("the file is damaged: its main part %s has no document body (w:body)", r.x.Name())
 		}
 		if err != nil {
 			return err
 		}
-		if e, ok := t.(xml.StartElement); ok && e.Name.Local == "body" {
+		if e.Name.Local == "body" {
 			return r.blocks(emit)
 		}
 	}
@@ -89,11 +90,11 @@ func (r *reader) document(emit func(string) bool) error {
 // paragraph and each table row; it stops with errFull when emit says
 // the text is full.
 func (r *reader) blocks(emit func(string) bool) error {
-	end := r.x.depth - 1
+	end := r.x.Depth() - 1
 	for {
-		t, err := r.x.next()
+		t, err := r.x.Next()
 		if err != nil {
-			return unexpectedEOF(r.x, err)
+			return ooxml.UnexpectedEOF(r.x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
@@ -107,14 +108,14 @@ func (r *reader) blocks(emit func(string) bool) error {
 					return err
 				}
 			case "sectPr", "Fallback", "del", "moveFrom":
-				if err := r.x.skip(); err != nil {
+				if err := r.x.Skip(); err != nil {
 					return err
 				}
 			}
 			// Anything else (a content control, custom XML, an
 			// insertion) wraps blocks: the walk goes on inside it.
 		case xml.EndElement:
-			if r.x.depth == end {
+			if r.x.Depth() == end {
 				return nil
 			}
 		}
@@ -124,7 +125,7 @@ func (r *reader) blocks(emit func(string) bool) error {
 // paragraph reads the paragraph just started and emits its line, then
 // the lines of any text box anchored in it.
 func (r *reader) paragraph(emit func(string) bool) error {
-	end := r.x.depth - 1
+	end := r.x.Depth() - 1
 	var (
 		b       strings.Builder
 		style   string
@@ -133,9 +134,9 @@ func (r *reader) paragraph(emit func(string) bool) error {
 		boxes   []string
 	)
 	for {
-		t, err := r.x.next()
+		t, err := r.x.Next()
 		if err != nil {
-			return unexpectedEOF(r.x, err)
+			return ooxml.UnexpectedEOF(r.x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
@@ -161,12 +162,12 @@ func (r *reader) paragraph(emit func(string) bool) error {
 					return err
 				}
 			case "rPr", "delText", "instrText", "delInstrText", "Fallback", "del", "moveFrom":
-				if err := r.x.skip(); err != nil {
+				if err := r.x.Skip(); err != nil {
 					return err
 				}
 			}
 		case xml.EndElement:
-			if r.x.depth != end {
+			if r.x.Depth() != end {
 				continue
 			}
 			line := strings.TrimRight(b.String(), " \t\n")
@@ -197,29 +198,29 @@ func (r *reader) paragraph(emit func(string) bool) error {
 // paragraphProps reads the paragraph properties just started: the style,
 // the outline level (-1 for none) and whether it is a list item.
 func (r *reader) paragraphProps() (style string, outline int, list bool, err error) {
-	end := r.x.depth - 1
+	end := r.x.Depth() - 1
 	outline = -1
 	for {
-		t, err := r.x.next()
+		t, err := r.x.Next()
 		if err != nil {
-			return "", 0, false, unexpectedEOF(r.x, err)
+			return "", 0, false, ooxml.UnexpectedEOF(r.x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
 			switch e.Name.Local {
 			case "pStyle":
-				style = attr(e, "val")
+				style = ooxml.Attr(e, "val")
 			case "outlineLvl":
-				outline = outlineLevel(attr(e, "val"))
+				outline = outlineLevel(ooxml.Attr(e, "val"))
 			case "numPr":
 				list = true
 			case "rPr", "sectPr", "pPrChange":
-				if err := r.x.skip(); err != nil {
+				if err := r.x.Skip(); err != nil {
 					return "", 0, false, err
 				}
 			}
 		case xml.EndElement:
-			if r.x.depth == end {
+			if r.x.Depth() == end {
 				return style, outline, list, nil
 			}
 		}
@@ -229,18 +230,18 @@ func (r *reader) paragraphProps() (style string, outline int, list bool, err err
 // chars returns the character data of the element just started, which
 // holds text only (w:t).
 func (r *reader) chars() (string, error) {
-	end := r.x.depth - 1
+	end := r.x.Depth() - 1
 	var b strings.Builder
 	for {
-		t, err := r.x.next()
+		t, err := r.x.Next()
 		if err != nil {
-			return "", unexpectedEOF(r.x, err)
+			return "", ooxml.UnexpectedEOF(r.x, err)
 		}
 		switch e := t.(type) {
 		case xml.CharData:
 			b.Write(e)
 		case xml.EndElement:
-			if r.x.depth == end {
+			if r.x.Depth() == end {
 				return b.String(), nil
 			}
 		}
@@ -250,13 +251,13 @@ func (r *reader) chars() (string, error) {
 // table reads the table just started. At the top it emits a line per
 // row; inside a cell it emits the whole table as one bracketed line.
 func (r *reader) table(emit func(string) bool) error {
-	end := r.x.depth - 1
+	end := r.x.Depth() - 1
 	nested := r.cells > 0
 	var rows []string
 	for {
-		t, err := r.x.next()
+		t, err := r.x.Next()
 		if err != nil {
-			return unexpectedEOF(r.x, err)
+			return ooxml.UnexpectedEOF(r.x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
@@ -275,12 +276,12 @@ func (r *reader) table(emit func(string) bool) error {
 					return errFull
 				}
 			case "tblPr", "tblGrid", "tblPrEx", "Fallback", "del":
-				if err := r.x.skip(); err != nil {
+				if err := r.x.Skip(); err != nil {
 					return err
 				}
 			}
 		case xml.EndElement:
-			if r.x.depth != end {
+			if r.x.Depth() != end {
 				continue
 			}
 			if nested && len(rows) > 0 && !emit("["+strings.Join(rows, "; ")+"]") {
@@ -294,12 +295,12 @@ func (r *reader) table(emit func(string) bool) error {
 // row reads the table row just started and returns its cells joined by
 // " | ".
 func (r *reader) row() (string, error) {
-	end := r.x.depth - 1
+	end := r.x.Depth() - 1
 	var cells []string
 	for {
-		t, err := r.x.next()
+		t, err := r.x.Next()
 		if err != nil {
-			return "", unexpectedEOF(r.x, err)
+			return "", ooxml.UnexpectedEOF(r.x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
@@ -314,12 +315,12 @@ func (r *reader) row() (string, error) {
 				}
 				cells = append(cells, strings.Join(lines, " "))
 			case "trPr", "tblPrEx", "Fallback", "del":
-				if err := r.x.skip(); err != nil {
+				if err := r.x.Skip(); err != nil {
 					return "", err
 				}
 			}
 		case xml.EndElement:
-			if r.x.depth == end {
+			if r.x.Depth() == end {
 				return strings.Join(cells, " | "), nil
 			}
 		}
@@ -388,8 +389,8 @@ func outlineLevel(v string) int {
 }
 
 // readStyles reads the paragraph styles of the styles part name.
-func readStyles(p *opc, name string) (styles, error) {
-	x, err := p.xml(name)
+func readStyles(p *ooxml.Package, name string) (styles, error) {
+	x, err := p.XML(name)
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +400,7 @@ func readStyles(p *opc, name string) (styles, error) {
 	var cur styleDef
 	in := false
 	for {
-		t, err := x.next()
+		t, err := x.Next()
 		if err == io.EOF {
 			return st, nil
 		}
@@ -410,22 +411,22 @@ func readStyles(p *opc, name string) (styles, error) {
 		case xml.StartElement:
 			switch e.Name.Local {
 			case "style":
-				in = attr(e, "type") == "paragraph" || attr(e, "type") == ""
-				id, cur = attr(e, "styleId"), styleDef{outline: -1}
+				in = ooxml.Attr(e, "type") == "paragraph" || ooxml.Attr(e, "type") == ""
+				id, cur = ooxml.Attr(e, "styleId"), styleDef{outline: -1}
 			case "name":
-				if in && x.depth == 3 {
-					cur.name = attr(e, "val")
+				if in && x.Depth() == 3 {
+					cur.name = ooxml.Attr(e, "val")
 				}
 			case "basedOn":
-				if in && x.depth == 3 {
-					cur.basedOn = attr(e, "val")
+				if in && x.Depth() == 3 {
+					cur.basedOn = ooxml.Attr(e, "val")
 				}
 			case "outlineLvl":
 				if in {
-					cur.outline = outlineLevel(attr(e, "val"))
+					cur.outline = outlineLevel(ooxml.Attr(e, "val"))
 				}
 			case "rPr", "tblPr", "tcPr", "trPr", "tblStylePr":
-				if err := x.skip(); err != nil {
+				if err := x.Skip(); err != nil {
 					return nil, err
 				}
 			}

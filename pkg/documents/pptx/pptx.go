@@ -7,8 +7,9 @@
 // from init. It writes no presentations.
 //
 // No approved library reads PresentationML, so the package reads it with
-// archive/zip and encoding/xml from the standard library, counting what
-// it decompresses and how deep the XML nests.
+// encoding/xml from the standard library, through package ooxml, which
+// opens the zip under the document limits, counting what it decompresses
+// and how deep the XML nests.
 package pptx
 
 import (

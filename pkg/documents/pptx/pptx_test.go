@@ -3,12 +3,9 @@
 package pptx
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ioharness/harness/pkg/documents"
+	"github.com/ioharness/harness/pkg/documents/ooxml/ooxmltest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
 )
@@ -46,7 +44,7 @@ They’re fun, aren’t they?
 Especially in a different font like Arial Black at 16 point!
 Notes: These are the notes of the 2nd slide
 THIS LINE IS BOLD`
-	if got := read(t, fixture(t, "SampleShow.pptx")); got != want {
+	if got := read(t, ooxmltest.Fixture(t, "SampleShow.pptx")); got != want {
 		t.Fatalf("Read(SampleShow.pptx) =\n%s\nwant\n%s", got, want)
 	}
 }
@@ -76,8 +74,8 @@ func TestReadFixtures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			got := read(t, fixture(t, tt.file))
-			inOrder(t, got, tt.want...)
+			got := read(t, ooxmltest.Fixture(t, tt.file))
+			ooxmltest.InOrder(t, got, tt.want...)
 			for _, a := range tt.absent {
 				if strings.Contains(got, a) {
 					t.Errorf("the text holds %q:\n%s", a, got)
@@ -90,32 +88,32 @@ func TestReadFixtures(t *testing.T) {
 // TestSlideOrder follows presentation.xml's slide list, not the parts'
 // names or the zip's order, and marks a hidden slide.
 func TestSlideOrder(t *testing.T) {
-	in := fixture(t, "dml-line.pptx")
-	pres := string(memberOf(t, in, "ppt/presentation.xml"))
+	in := ooxmltest.Fixture(t, "dml-line.pptx")
+	pres := string(ooxmltest.MemberOf(t, in, "ppt/presentation.xml"))
 	const list = `<p:sldIdLst><p:sldId id="256" r:id="rId2"/><p:sldId id="257" r:id="rId3"/><p:sldId id="258" r:id="rId4"/><p:sldId id="259" r:id="rId5"/></p:sldIdLst>`
 	const reversed = `<p:sldIdLst><p:sldId id="259" r:id="rId5"/><p:sldId id="258" r:id="rId4"/><p:sldId id="257" r:id="rId3"/><p:sldId id="256" r:id="rId2"/></p:sldIdLst>`
 	if !strings.Contains(pres, list) {
 		t.Fatalf("the fixture's slide list is not %s", list)
 	}
-	got := read(t, withMember(t, in, "ppt/presentation.xml", []byte(strings.Replace(pres, list, reversed, 1))))
-	inOrder(t, got, "Slide 1", "Inherited Line", "Slide 2", "No (directly applied) line width",
+	got := read(t, ooxmltest.WithMember(t, in, "ppt/presentation.xml", []byte(strings.Replace(pres, list, reversed, 1))))
+	ooxmltest.InOrder(t, got, "Slide 1", "Inherited Line", "Slide 2", "No (directly applied) line width",
 		"Slide 3", "No (directly-applied)", "Slide 4", "Inherited Outline Format")
 
-	show := fixture(t, "SampleShow.pptx")
-	slide := string(memberOf(t, show, "ppt/slides/slide2.xml"))
-	hidden := withMember(t, show, "ppt/slides/slide2.xml", []byte(strings.Replace(slide, "<p:sld ", `<p:sld show="0" `, 1)))
-	inOrder(t, read(t, hidden), "Slide 1", "Slide 2 (hidden)", "This is the second slide")
+	show := ooxmltest.Fixture(t, "SampleShow.pptx")
+	slide := string(ooxmltest.MemberOf(t, show, "ppt/slides/slide2.xml"))
+	hidden := ooxmltest.WithMember(t, show, "ppt/slides/slide2.xml", []byte(strings.Replace(slide, "<p:sld ", `<p:sld show="0" `, 1)))
+	ooxmltest.InOrder(t, read(t, hidden), "Slide 1", "Slide 2 (hidden)", "This is the second slide")
 
-	rels := string(memberOf(t, show, "ppt/_rels/presentation.xml.rels"))
-	missing := withMember(t, show, "ppt/_rels/presentation.xml.rels", []byte(strings.Replace(rels, `Target="slides/slide1.xml"`, `Target="slides/slide9.xml"`, 1)))
-	inOrder(t, read(t, missing), "Slide 1 (its part is missing from the file)", "Slide 2", "This is the second slide")
+	rels := string(ooxmltest.MemberOf(t, show, "ppt/_rels/presentation.xml.rels"))
+	missing := ooxmltest.WithMember(t, show, "ppt/_rels/presentation.xml.rels", []byte(strings.Replace(rels, `Target="slides/slide1.xml"`, `Target="slides/slide9.xml"`, 1)))
+	ooxmltest.InOrder(t, read(t, missing), "Slide 1 (its part is missing from the file)", "Slide 2", "This is the second slide")
 }
 
 // TestReadCut cuts a long text at the limit, saying so.
 func TestReadCut(t *testing.T) {
 	lim := documents.DefaultLimits
 	lim.MaxTextChars = 40
-	got, err := Read(context.Background(), fixture(t, "SampleShow.pptx"), lim)
+	got, err := Read(context.Background(), ooxmltest.Fixture(t, "SampleShow.pptx"), lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,98 +124,52 @@ func TestReadCut(t *testing.T) {
 }
 
 // TestReadRefusals refuses files that are not presentations, with the
-// reason.
+// reason. What any package is refused for (not a zip, an encrypted file)
+// is package ooxml's to test.
 func TestReadRefusals(t *testing.T) {
 	const types = `<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">` +
 		`<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>` +
 		`<Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>`
 	const rels = `<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">` +
 		`<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>`
-	word := zipOf(t, member{name: "[Content_Types].xml", body: []byte(types)}, member{name: "_rels/.rels", body: []byte(rels)},
-		member{name: "word/document.xml", body: []byte(`<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"/>`)})
-	show := fixture(t, "SampleShow.pptx")
+	word := ooxmltest.Zip(t, ooxmltest.Member{Name: "[Content_Types].xml", Body: []byte(types)}, ooxmltest.Member{Name: "_rels/.rels", Body: []byte(rels)},
+		ooxmltest.Member{Name: "word/document.xml", Body: []byte(`<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"/>`)})
+	show := ooxmltest.Fixture(t, "SampleShow.pptx")
 	tests := []struct {
 		name string
 		in   []byte
 		want string
 	}{
-		{"text", []byte("slide one: hello"), "not a zip package"},
-		{"encrypted", append([]byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}, make([]byte, 512)...), "password-protected"},
 		{"word", word, "(a Word document)"},
-		{"damaged slide", withMember(t, show, "ppt/slides/slide2.xml", []byte(`<p:sld xmlns:p="x"><p:cSld>`)), "ppt/slides/slide2.xml is not well-formed XML"},
+		{"damaged slide", ooxmltest.WithMember(t, show, "ppt/slides/slide2.xml", []byte(`<p:sld xmlns:p="x"><p:cSld>`)), "ppt/slides/slide2.xml is not well-formed XML"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Read(context.Background(), tt.in, documents.DefaultLimits)
-			refusal(t, err, tt.want)
+			ooxmltest.Refusal(t, err, tt.want)
 		})
 	}
 	_, err := documents.Call(context.Background(), "pptx.text", nil, nil)
-	refusal(t, err, "empty")
+	ooxmltest.Refusal(t, err, "empty")
 }
 
-// TestHostile refuses files built to exhaust a reader, each within its
-// limit, in this process and in an isolated child.
+// TestHostile refuses a slide that nests past the depth limit, in this
+// process and in an isolated child. The package's own limits (a zip
+// bomb, a member that lies about its size, too many members) are package
+// ooxml's to test.
 func TestHostile(t *testing.T) {
-	body, crc := bomb(t)
-	show := fixture(t, "SampleShow.pptx")
-	withBomb := func(size uint64) []byte {
-		var ms []member
-		for _, name := range members(t, show) {
-			if name == "ppt/slides/slide1.xml" {
-				ms = append(ms, member{name: name, body: body, raw: true, size: size, crc: crc})
-				continue
-			}
-			ms = append(ms, member{name: name, body: memberOf(t, show, name)})
-		}
-		return zipOf(t, ms...)
-	}
-	many := []member{}
-	for i := range 20_000 {
-		many = append(many, member{name: fmt.Sprintf("ppt/media/%d.bin", i)})
-	}
-	tests := []struct {
-		name string
-		in   []byte
-		want string
-	}{
-		{"bomb", withBomb(bombSize), "expand to more than the document tools' limit of 268435456 bytes"},
-		{"lying bomb", withBomb(1000), "ppt/slides/slide1.xml holds more bytes than its zip header declares"},
-		{"deep slide", withMember(t, show, "ppt/slides/slide1.xml", []byte(`<p:sld xmlns:p="x">`+nested("p:grpSp", 10_000)+`</p:sld>`)),
-			"ppt/slides/slide1.xml nests its XML more than 256 elements deep"},
-		{"deep content types", withMember(t, show, "[Content_Types].xml",
-			[]byte(`<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">`+nested("Default", 10_000)+`</Types>`)),
-			"[Content_Types].xml nests its XML more than 256 elements deep"},
-		{"entries", zipOf(t, many...), "20000 zip members, over the document tools' limit of 10000"},
-	}
-	isolated(t, func(t *testing.T) {
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				_, err := documents.Call(context.Background(), "pptx.read", nil, tt.in)
-				refusal(t, err, tt.want)
-			})
-		}
+	deep := ooxmltest.WithMember(t, ooxmltest.Fixture(t, "SampleShow.pptx"), "ppt/slides/slide1.xml",
+		[]byte(`<p:sld xmlns:p="x">`+ooxmltest.Nested("p:grpSp", 10_000)+`</p:sld>`))
+	ooxmltest.Isolated(t, func(t *testing.T) {
+		_, err := documents.Call(context.Background(), "pptx.read", nil, deep)
+		ooxmltest.Refusal(t, err, "ppt/slides/slide1.xml nests its XML more than 256 elements deep")
 	})
-}
-
-// members lists the names of the zip pkg's members, in order.
-func members(t *testing.T, pkg []byte) []string {
-	t.Helper()
-	zr, err := zip.NewReader(bytes.NewReader(pkg), int64(len(pkg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, f := range zr.File {
-		names = append(names, f.Name)
-	}
-	return names
 }
 
 // TestTool runs pptx_read against a workspace, through the policy.
 func TestTool(t *testing.T) {
-	env, dir := newEnv(t, refuseUnder("secret/"))
-	show := fixture(t, "SampleShow.pptx")
+	env, dir := ooxmltest.NewEnv(t, ooxmltest.RefuseUnder("secret/"))
+	show := ooxmltest.Fixture(t, "SampleShow.pptx")
 	for _, p := range []string{"deck.pptx", "secret/deck.pptx"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
 			t.Fatal(err)
@@ -229,7 +181,7 @@ func TestTool(t *testing.T) {
 	if err := os.Symlink("secret/deck.pptx", filepath.Join(dir, "link.pptx")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := invoke(t, ReadTool{}, env, map[string]any{"path": "deck.pptx"})
+	out, err := ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": "deck.pptx"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,21 +189,21 @@ func TestTool(t *testing.T) {
 		t.Fatalf("pptx_read = %+v", out)
 	}
 	for _, p := range []string{"secret/deck.pptx", "link.pptx"} {
-		_, err := invoke(t, ReadTool{}, env, map[string]any{"path": p})
+		_, err := ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": p})
 		if !errors.Is(err, protocol.ErrRefused) || !strings.Contains(err.Error(), "secret/deck.pptx") {
 			t.Fatalf("pptx_read %s: %v, want the policy's refusal of secret/deck.pptx", p, err)
 		}
 	}
 	env.EntryCap = 512
-	slide := string(memberOf(t, show, "ppt/slides/slide1.xml"))
+	slide := string(ooxmltest.MemberOf(t, show, "ppt/slides/slide1.xml"))
 	if !strings.Contains(slide, "Title of the first slide") {
 		t.Fatal("the fixture's first slide has no title")
 	}
-	long := withMember(t, show, "ppt/slides/slide1.xml", []byte(strings.Replace(slide, "Title of the first slide", strings.Repeat("a long title ", 100), 1)))
+	long := ooxmltest.WithMember(t, show, "ppt/slides/slide1.xml", []byte(strings.Replace(slide, "Title of the first slide", strings.Repeat("a long title ", 100), 1)))
 	if err := os.WriteFile(filepath.Join(dir, "long.pptx"), long, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err = invoke(t, ReadTool{}, env, map[string]any{"path": "long.pptx"})
+	out, err = ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": "long.pptx"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +216,7 @@ func TestTool(t *testing.T) {
 		{`"deck.pptx"`, "give them as"},
 	} {
 		_, err := ReadTool{}.Invoke(context.Background(), env, json.RawMessage(b.args))
-		refusal(t, err, b.want)
+		ooxmltest.Refusal(t, err, b.want)
 	}
 }
 
@@ -292,7 +244,7 @@ func TestSpecs(t *testing.T) {
 	if !found {
 		t.Fatalf("documents.Formats() = %+v, want the pptx format with one tool", documents.Formats())
 	}
-	res, err := documents.Call(context.Background(), "pptx.text", nil, fixture(t, "SampleShow.pptx"))
+	res, err := documents.Call(context.Background(), "pptx.text", nil, ooxmltest.Fixture(t, "SampleShow.pptx"))
 	if err != nil || !strings.Contains(res.Text, "Notes: I am the notes of the first slide") {
 		t.Fatalf("pptx.text: %+v, %v", res, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ioharness/harness/pkg/documents"
+	"github.com/ioharness/harness/pkg/documents/ooxml"
 )
 
 // errFull stops a read once the text limit is reached.
@@ -30,11 +31,11 @@ var errFull = errors.New("the text limit is reached")
 // over one of lim's bounds, a package whose main part is not a
 // presentation (a Word document, say), and damaged XML.
 func Read(ctx context.Context, in []byte, lim documents.Limits) (string, error) {
-	p, err := openOPC(ctx, in, "a PowerPoint presentation (.pptx)", lim)
+	p, err := ooxml.Open(ctx, in, "a PowerPoint presentation (.pptx)", lim)
 	if err != nil {
 		return "", err
 	}
-	main, err := p.mainPart("presentationml", "ms-powerpoint")
+	main, err := p.MainPart("presentationml", "ms-powerpoint")
 	if err != nil {
 		return "", err
 	}
@@ -42,11 +43,11 @@ func Read(ctx context.Context, in []byte, lim documents.Limits) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	byID, _, err := p.rels(main)
+	byID, _, err := p.Rels(main)
 	if err != nil {
 		return "", err
 	}
-	out := &text{max: lim.MaxTextChars}
+	out := ooxml.NewText(lim.MaxTextChars)
 	err = readSlides(p, slides, byID, out)
 	if err != nil && err != errFull {
 		return "", err
@@ -55,14 +56,14 @@ func Read(ctx context.Context, in []byte, lim documents.Limits) (string, error) 
 }
 
 // readSlides writes each slide's text, and its notes', to out.
-func readSlides(p *opc, slides []string, byID map[string]rel, out *text) error {
+func readSlides(p *ooxml.Package, slides []string, byID map[string]ooxml.Rel, out *ooxml.Text) error {
 	for i, id := range slides {
-		if i > 0 && !out.line("") {
+		if i > 0 && !out.Line("") {
 			return errFull
 		}
 		r, ok := byID[id]
-		if !ok || r.External || !p.has(r.Target) {
-			if !out.line(fmt.Sprintf("Slide %d (its part is missing from the file)", i+1)) {
+		if !ok || r.External || !p.Has(r.Target) {
+			if !out.Line(fmt.Sprintf("Slide %d (its part is missing from the file)", i+1)) {
 				return errFull
 			}
 			continue
@@ -75,27 +76,27 @@ func readSlides(p *opc, slides []string, byID map[string]rel, out *text) error {
 		if s.hidden {
 			head += " (hidden)"
 		}
-		if !out.line(head) {
+		if !out.Line(head) {
 			return errFull
 		}
 		for _, l := range s.lines {
-			if !out.line(l) {
+			if !out.Line(l) {
 				return errFull
 			}
 		}
-		_, rs, err := p.rels(r.Target)
+		_, rs, err := p.Rels(r.Target)
 		if err != nil {
 			return err
 		}
-		nr, ok := relOfType(rs, "notesSlide")
-		if !ok || !p.has(nr.Target) {
+		nr, ok := ooxml.RelOfType(rs, "notesSlide")
+		if !ok || !p.Has(nr.Target) {
 			continue
 		}
 		notes, err := readShapes(p, nr.Target)
 		if err != nil {
 			return err
 		}
-		if len(notes.lines) > 0 && !out.line("Notes: "+strings.Join(notes.lines, "\n")) {
+		if len(notes.lines) > 0 && !out.Line("Notes: "+strings.Join(notes.lines, "\n")) {
 			return errFull
 		}
 	}
@@ -104,8 +105,8 @@ func readSlides(p *opc, slides []string, byID map[string]rel, out *text) error {
 
 // slideList returns the relationship ids of the presentation's slides,
 // in the order of its slide list.
-func slideList(p *opc, main string) ([]string, error) {
-	x, err := p.xml(main)
+func slideList(p *ooxml.Package, main string) ([]string, error) {
+	x, err := p.XML(main)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func slideList(p *opc, main string) ([]string, error) {
 	var ids []string
 	in := false
 	for {
-		t, err := x.next()
+		t, err := x.Next()
 		if err == io.EOF {
 			return ids, nil
 		}
@@ -127,7 +128,7 @@ func slideList(p *opc, main string) ([]string, error) {
 				in = true
 			case "sldId":
 				if in {
-					ids = append(ids, relAttr(e, "id"))
+					ids = append(ids, ooxml.RelAttr(e, "id"))
 				}
 			}
 		case xml.EndElement:
@@ -149,28 +150,24 @@ type shapes struct {
 var furniture = map[string]bool{"sldNum": true, "dt": true, "ftr": true, "hdr": true, "sldImg": true}
 
 // readShapes reads the text of the slide or notes part name.
-func readShapes(p *opc, name string) (*shapes, error) {
-	x, err := p.xml(name)
+func readShapes(p *ooxml.Package, name string) (*shapes, error) {
+	x, err := p.XML(name)
 	if err != nil {
 		return nil, err
 	}
 	defer x.Close()
 	s := &shapes{}
 	for {
-		t, err := x.next()
+		e, err := x.NextStart()
 		if err == io.EOF {
 			return s, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		e, ok := t.(xml.StartElement)
-		if !ok {
-			continue
-		}
 		switch e.Name.Local {
 		case "sld":
-			s.hidden = attr(e, "show") == "0"
+			s.hidden = ooxml.Attr(e, "show") == "0"
 		case "sp":
 			lines, err := shape(x)
 			if err != nil {
@@ -184,7 +181,7 @@ func readShapes(p *opc, name string) (*shapes, error) {
 			}
 			s.lines = append(s.lines, rows...)
 		case "Fallback", "extLst":
-			if err := x.skip(); err != nil {
+			if err := x.Skip(); err != nil {
 				return nil, err
 			}
 		}
@@ -193,20 +190,20 @@ func readShapes(p *opc, name string) (*shapes, error) {
 
 // shape reads the shape just started and returns its paragraphs, none
 // for a placeholder of the slide's furniture.
-func shape(x *xmlPart) ([]string, error) {
-	end := x.depth - 1
+func shape(x *ooxml.XMLPart) ([]string, error) {
+	end := x.Depth() - 1
 	var lines []string
 	skip := false
 	for {
-		t, err := x.next()
+		t, err := x.Next()
 		if err != nil {
-			return nil, unexpectedEOF(x, err)
+			return nil, ooxml.UnexpectedEOF(x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
 			switch e.Name.Local {
 			case "ph":
-				skip = furniture[attr(e, "type")]
+				skip = furniture[ooxml.Attr(e, "type")]
 			case "p":
 				l, err := paragraph(x)
 				if err != nil {
@@ -216,12 +213,12 @@ func shape(x *xmlPart) ([]string, error) {
 					lines = append(lines, l)
 				}
 			case "spPr", "style", "extLst", "Fallback":
-				if err := x.skip(); err != nil {
+				if err := x.Skip(); err != nil {
 					return nil, err
 				}
 			}
 		case xml.EndElement:
-			if x.depth == end {
+			if x.Depth() == end {
 				if skip {
 					return nil, nil
 				}
@@ -233,13 +230,13 @@ func shape(x *xmlPart) ([]string, error) {
 
 // paragraph reads the DrawingML paragraph just started and returns its
 // text.
-func paragraph(x *xmlPart) (string, error) {
-	end := x.depth - 1
+func paragraph(x *ooxml.XMLPart) (string, error) {
+	end := x.Depth() - 1
 	var b strings.Builder
 	for {
-		t, err := x.next()
+		t, err := x.Next()
 		if err != nil {
-			return "", unexpectedEOF(x, err)
+			return "", ooxml.UnexpectedEOF(x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
@@ -253,12 +250,12 @@ func paragraph(x *xmlPart) (string, error) {
 			case "br":
 				b.WriteByte('\n')
 			case "pPr", "rPr", "endParaRPr":
-				if err := x.skip(); err != nil {
+				if err := x.Skip(); err != nil {
 					return "", err
 				}
 			}
 		case xml.EndElement:
-			if x.depth == end {
+			if x.Depth() == end {
 				return strings.TrimSpace(b.String()), nil
 			}
 		}
@@ -267,19 +264,19 @@ func paragraph(x *xmlPart) (string, error) {
 
 // chars returns the character data of the element just started, which
 // holds text only (a:t).
-func chars(x *xmlPart) (string, error) {
-	end := x.depth - 1
+func chars(x *ooxml.XMLPart) (string, error) {
+	end := x.Depth() - 1
 	var b strings.Builder
 	for {
-		t, err := x.next()
+		t, err := x.Next()
 		if err != nil {
-			return "", unexpectedEOF(x, err)
+			return "", ooxml.UnexpectedEOF(x, err)
 		}
 		switch e := t.(type) {
 		case xml.CharData:
 			b.Write(e)
 		case xml.EndElement:
-			if x.depth == end {
+			if x.Depth() == end {
 				return b.String(), nil
 			}
 		}
@@ -288,13 +285,13 @@ func chars(x *xmlPart) (string, error) {
 
 // table reads the DrawingML table just started and returns a line per
 // row, its cells' text joined by " | ".
-func table(x *xmlPart) ([]string, error) {
-	end := x.depth - 1
+func table(x *ooxml.XMLPart) ([]string, error) {
+	end := x.Depth() - 1
 	var rows, cells, cell []string
 	for {
-		t, err := x.next()
+		t, err := x.Next()
 		if err != nil {
-			return nil, unexpectedEOF(x, err)
+			return nil, ooxml.UnexpectedEOF(x, err)
 		}
 		switch e := t.(type) {
 		case xml.StartElement:
@@ -312,13 +309,13 @@ func table(x *xmlPart) ([]string, error) {
 					cell = append(cell, strings.ReplaceAll(l, "\n", " "))
 				}
 			case "tblPr", "tblGrid", "tcPr", "extLst":
-				if err := x.skip(); err != nil {
+				if err := x.Skip(); err != nil {
 					return nil, err
 				}
 			}
 		case xml.EndElement:
 			switch {
-			case x.depth == end:
+			case x.Depth() == end:
 				return rows, nil
 			case e.Name.Local == "tc":
 				cells = append(cells, strings.Join(cell, " "))

@@ -14,6 +14,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/ioharness/harness/pkg/documents"
+	"github.com/ioharness/harness/pkg/documents/ooxml"
 )
 
 // Sheets lists the workbook in's sheets in their order, a line each: the
@@ -65,7 +66,7 @@ func Read(ctx context.Context, in []byte, sheet string, lim documents.Limits) (s
 	if sheet, err = sheetName(f, sheet); err != nil {
 		return "", err
 	}
-	out := &text{max: lim.MaxTextChars}
+	out := ooxml.NewText(lim.MaxTextChars)
 	if err := render(ctx, f, sheet, bk.formulas[sheet], out); err != nil {
 		return "", err
 	}
@@ -81,15 +82,15 @@ func Text(ctx context.Context, in []byte, lim documents.Limits) (string, error) 
 		return "", err
 	}
 	defer f.Close()
-	out := &text{max: lim.MaxTextChars}
+	out := ooxml.NewText(lim.MaxTextChars)
 	for i, name := range f.GetSheetList() {
-		if i > 0 && !out.line("") {
+		if i > 0 && !out.Line("") {
 			break
 		}
 		if err := render(ctx, f, name, bk.formulas[name], out); err != nil {
 			return "", err
 		}
-		if out.full {
+		if out.Full() {
 			break
 		}
 	}
@@ -193,12 +194,12 @@ func (g *grid) describe() string {
 
 // render writes the sheet name of f, whose cells formulas hold a
 // formula, to out, as Read describes.
-func render(ctx context.Context, f *excelize.File, name string, formulas map[string]bool, out *text) error {
+func render(ctx context.Context, f *excelize.File, name string, formulas map[string]bool, out *ooxml.Text) error {
 	g, err := load(f, name, formulas, true)
 	if err != nil {
 		return err
 	}
-	if !out.line(fmt.Sprintf("Sheet %q (%s)", name, g.describe())) {
+	if !out.Line(fmt.Sprintf("Sheet %q (%s)", name, g.describe())) {
 		return nil
 	}
 	var cells []string
@@ -224,7 +225,7 @@ func render(ctx context.Context, f *excelize.File, name string, formulas map[str
 			}
 			cells = append(cells, ref+": "+cellText(v, g.rawAt(r, c), formula))
 		}
-		if len(cells) > 0 && !out.line(strings.Join(cells, " | ")) {
+		if len(cells) > 0 && !out.Line(strings.Join(cells, " | ")) {
 			return nil
 		}
 	}

@@ -5,7 +5,6 @@ package xlsx
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"io"
 	"path"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/ioharness/harness/pkg/documents"
+	"github.com/ioharness/harness/pkg/documents/ooxml"
 )
 
 // cellBytes is about what excelize holds in memory for one cell of a
@@ -67,18 +67,18 @@ func open(ctx context.Context, in []byte, lim documents.Limits) (*excelize.File,
 // check reads every member of the package in through, under lim, and
 // returns what it learnt of the workbook.
 func check(ctx context.Context, in []byte, lim documents.Limits) (*book, error) {
-	p, err := openOPC(ctx, in, "an Excel workbook (.xlsx)", lim)
+	p, err := ooxml.Open(ctx, in, "an Excel workbook (.xlsx)", lim)
 	if err != nil {
 		return nil, err
 	}
-	main, err := p.mainPart("spreadsheetml", "ms-excel")
+	main, err := p.MainPart("spreadsheetml", "ms-excel")
 	if err != nil {
 		return nil, err
 	}
 	maxCells := lim.MaxExpandedBytes / cellBytes
 	var cells int64
 	formulas := map[string]map[string]bool{} // by part name
-	for name := range p.parts {
+	for _, name := range p.Names() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func check(ctx context.Context, in []byte, lim documents.Limits) (*book, error) 
 				formulas[name] = refs
 			}
 		default:
-			rc, err := p.open(name)
+			rc, err := p.Part(name)
 			if err != nil {
 				return nil, err
 			}
@@ -120,28 +120,28 @@ func check(ctx context.Context, in []byte, lim documents.Limits) (*book, error) 
 
 // sheetParts returns the part of each sheet of the workbook part main,
 // by sheet name.
-func sheetParts(p *opc, main string) (map[string]string, error) {
-	byID, _, err := p.rels(main)
+func sheetParts(p *ooxml.Package, main string) (map[string]string, error) {
+	byID, _, err := p.Rels(main)
 	if err != nil {
 		return nil, err
 	}
-	x, err := p.xml(main)
+	x, err := p.XML(main)
 	if err != nil {
 		return nil, err
 	}
 	defer x.Close()
 	parts := map[string]string{}
 	for {
-		t, err := x.next()
+		e, err := x.NextStart()
 		if err == io.EOF {
 			return parts, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		if e, ok := t.(xml.StartElement); ok && e.Name.Local == "sheet" {
-			if r, ok := byID[relAttr(e, "id")]; ok {
-				parts[attr(e, "name")] = r.Target
+		if e.Name.Local == "sheet" {
+			if r, ok := byID[ooxml.RelAttr(e, "id")]; ok {
+				parts[ooxml.Attr(e, "name")] = r.Target
 			}
 		}
 	}
@@ -151,8 +151,8 @@ func sheetParts(p *opc, main string) (map[string]string, error) {
 // deep. Of a worksheet it returns the size of the grid excelize would
 // fill out for it (the cells of each row up to its last, and a cell for
 // each row up to the last) and the cells holding a formula.
-func scanXML(p *opc, name string, sheet bool) (int64, map[string]bool, error) {
-	x, err := p.xml(name)
+func scanXML(p *ooxml.Package, name string, sheet bool) (int64, map[string]bool, error) {
+	x, err := p.XML(name)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -165,15 +165,14 @@ func scanXML(p *opc, name string, sheet bool) (int64, map[string]bool, error) {
 		refs               map[string]bool
 	)
 	for {
-		t, err := x.next()
+		e, err := x.NextStart()
 		if err == io.EOF {
 			return grid + int64(cols) + int64(lastRow), refs, nil
 		}
 		if err != nil {
 			return 0, nil, err
 		}
-		e, ok := t.(xml.StartElement)
-		if !ok || !sheet {
+		if !sheet {
 			continue
 		}
 		switch e.Name.Local {
@@ -181,21 +180,21 @@ func scanXML(p *opc, name string, sheet bool) (int64, map[string]bool, error) {
 			grid += int64(cols)
 			cols = 0
 			row++
-			if n, err := strconv.Atoi(attr(e, "r")); err == nil && n > 0 {
+			if n, err := strconv.Atoi(ooxml.Attr(e, "r")); err == nil && n > 0 {
 				row = n
 			}
 			lastRow = max(lastRow, row)
 		case "c":
 			cols++
-			if c, r, err := excelize.CellNameToCoordinates(attr(e, "r")); err == nil {
+			if c, r, err := excelize.CellNameToCoordinates(ooxml.Attr(e, "r")); err == nil {
 				cols = max(cols, c)
 				cell, _ = excelize.CoordinatesToCellName(c, r)
 			} else {
 				cell, _ = excelize.CoordinatesToCellName(cols, max(row, 1))
 			}
-			cellDepth = x.depth
+			cellDepth = x.Depth()
 		case "f":
-			if x.depth == cellDepth+1 && cell != "" {
+			if x.Depth() == cellDepth+1 && cell != "" {
 				if refs == nil {
 					refs = map[string]bool{}
 				}

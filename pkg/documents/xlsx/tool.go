@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/ioharness/harness/pkg/documents/ooxml"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
 )
@@ -56,5 +57,5 @@ func capped(env *tools.Env, s string) string {
 		return fmt.Sprintf("\n…[cut: left out the last %d of %d characters; the observation limit is %d]", cut, n, limit)
 	}
 	keep := max(limit-utf8.RuneCountInString(note(n)), 0)
-	return s[:runeOffset(s, keep)] + note(n-keep)
+	return s[:ooxml.RuneOffset(s, keep)] + note(n-keep)
 }

@@ -10,9 +10,10 @@
 // keeps the parts of a workbook it does not model (styles, charts, other
 // sheets) when it saves one, so xlsx_set_cell changes one cell and
 // nothing else. Before excelize sees a file the package reads every
-// member of its zip itself, under the document limits: the members'
-// count and sizes, declared and real, the depth of each XML part, and
-// the size of the cell grid excelize would build (see open).
+// member of its zip itself, through package ooxml, under the document
+// limits: the members' count and sizes, declared and real, the depth of
+// each XML part, and the size of the cell grid excelize would build (see
+// open).
 package xlsx
 
 import (

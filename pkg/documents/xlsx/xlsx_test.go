@@ -3,7 +3,6 @@
 package xlsx
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,6 +20,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/ioharness/harness/pkg/documents"
+	"github.com/ioharness/harness/pkg/documents/ooxml/ooxmltest"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
 )
@@ -47,7 +47,7 @@ func TestSheets(t *testing.T) {
 		{"SampleSS.strict.xlsx", "First Sheet: A1:B4, 4 rows × 2 columns\nSheet Number 2: A1:D7, 7 rows × 4 columns\nSheet3: empty"},
 	}
 	for _, tt := range tests {
-		got, err := Sheets(ctx, fixture(t, tt.file), documents.DefaultLimits)
+		got, err := Sheets(ctx, ooxmltest.Fixture(t, tt.file), documents.DefaultLimits)
 		if err != nil || got != tt.want {
 			t.Errorf("Sheets(%s) = %q, %v; want %q", tt.file, got, err, tt.want)
 		}
@@ -57,7 +57,7 @@ func TestSheets(t *testing.T) {
 // TestRead reads sheets as text: references, formulas with their cached
 // values (or none), dates with the number stored.
 func TestRead(t *testing.T) {
-	got, err := Read(ctx, fixture(t, "SampleSS.xlsx"), "Sheet Number 2", documents.DefaultLimits)
+	got, err := Read(ctx, ooxmltest.Fixture(t, "SampleSS.xlsx"), "Sheet Number 2", documents.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,34 +70,34 @@ A7: 1 | B7: 10 | C7: 2 | D7: =SUM(A7:C7) → 13`
 	if got != want {
 		t.Fatalf("Read(SampleSS.xlsx, Sheet Number 2) =\n%s\nwant\n%s", got, want)
 	}
-	first, err := Read(ctx, fixture(t, "SampleSS.xlsx"), "", documents.DefaultLimits)
+	first, err := Read(ctx, ooxmltest.Fixture(t, "SampleSS.xlsx"), "", documents.DefaultLimits)
 	if err != nil || !strings.HasPrefix(first, `Sheet "First Sheet" (A1:B4, 4 rows × 2 columns)`+"\nA1: Test spreadsheet\n") {
 		t.Fatalf("Read of the first sheet = %q, %v", first, err)
 	}
-	dates, err := Read(ctx, fixture(t, "DateFormatTests.xlsx"), "Tests", documents.DefaultLimits)
+	dates, err := Read(ctx, ooxmltest.Fixture(t, "DateFormatTests.xlsx"), "Tests", documents.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inOrder(t, dates, "A1: Result (expected) | B1: Format | C1: Value | D1: Categories",
+	ooxmltest.InOrder(t, dates, "A1: Result (expected) | B1: Format | C1: Value | D1: Categories",
 		"A2: =TEXT(C2,B2) → 11-10-52 | B2: d-m-y | C2: 11-Oct-1952 14:35:27.000 (stored 17816.607951388887) | D2: Date")
-	book, err := Read(ctx, fixture(t, "Book1.xlsx"), "Sheet2", documents.DefaultLimits)
+	book, err := Read(ctx, ooxmltest.Fixture(t, "Book1.xlsx"), "Sheet2", documents.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inOrder(t, book, "A2: > 23 Inch | B2: 19 | C2: HP | D2: 200",
+	ooxmltest.InOrder(t, book, "A2: > 23 Inch | B2: 19 | C2: HP | D2: 200",
 		"C11: Other | D11: 37 | E11: =B2+B3 → (not calculated) | F11: =IF(B2>0,(D2/B2)*100,0) → (not calculated) | "+
 			"G11: =IF(B2>0,(D2/B2)*100,0) → (not calculated) | H11: =IF(D2>0,(F2/D2)*100,0) → (not calculated) | I11: =IF(D2>0,(F2/D2)*100,0) → (not calculated)")
 
-	other, err := Read(ctx, fixture(t, "Book1.xlsx"), "sheet2", documents.DefaultLimits)
+	other, err := Read(ctx, ooxmltest.Fixture(t, "Book1.xlsx"), "sheet2", documents.DefaultLimits)
 	if err != nil || other != book {
 		t.Fatalf("Read of sheet2 (Sheet2 in another case) = %q, %v; want Sheet2's text", other, err)
 	}
-	_, err = Read(ctx, fixture(t, "Book1.xlsx"), "Sheet9", documents.DefaultLimits)
-	refusal(t, err, `no sheet "Sheet9"; its sheets are "Sheet1", "Sheet2"`)
+	_, err = Read(ctx, ooxmltest.Fixture(t, "Book1.xlsx"), "Sheet9", documents.DefaultLimits)
+	ooxmltest.Refusal(t, err, `no sheet "Sheet9"; its sheets are "Sheet1", "Sheet2"`)
 
 	lim := documents.DefaultLimits
 	lim.MaxTextChars = 100
-	cut, err := Read(ctx, fixture(t, "DateFormatTests.xlsx"), "Tests", lim)
+	cut, err := Read(ctx, ooxmltest.Fixture(t, "DateFormatTests.xlsx"), "Tests", lim)
 	body, note, ok := strings.Cut(cut, "\n…[cut:")
 	if err != nil || !ok || utf8.RuneCountInString(body) > 100 || !strings.Contains(note, "limit of 100 characters") {
 		t.Fatalf("Read with a 100-character limit = %q, %v", cut, err)
@@ -107,83 +107,71 @@ A7: 1 | B7: 10 | C7: 2 | D7: =SUM(A7:C7) → 13`
 // TestText gives every sheet, and the same text for a workbook saved
 // strict and transitional.
 func TestText(t *testing.T) {
-	got, err := Text(ctx, fixture(t, "Book1.xlsx"), documents.DefaultLimits)
+	got, err := Text(ctx, ooxmltest.Fixture(t, "Book1.xlsx"), documents.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inOrder(t, got, `Sheet "Sheet1" (A19:D22, 4 rows × 4 columns)`, "A19: Total: | B19: =SUM(Sheet2!D2,Sheet2!D11) → 237",
+	ooxmltest.InOrder(t, got, `Sheet "Sheet1" (A19:D22, 4 rows × 4 columns)`, "A19: Total: | B19: =SUM(Sheet2!D2,Sheet2!D11) → 237",
 		"", `Sheet "Sheet2" (A1:I11, 11 rows × 9 columns)`, "A1: Monitor | C1: Brand | E1: inlineStr")
-	plain, err := Text(ctx, fixture(t, "SampleSS.xlsx"), documents.DefaultLimits)
+	plain, err := Text(ctx, ooxmltest.Fixture(t, "SampleSS.xlsx"), documents.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	strict, err := Text(ctx, fixture(t, "SampleSS.strict.xlsx"), documents.DefaultLimits)
+	strict, err := Text(ctx, ooxmltest.Fixture(t, "SampleSS.strict.xlsx"), documents.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if plain != strict || !strings.Contains(plain, "A4: This one is red") {
 		t.Fatalf("transitional and strict differ:\n%s\n---\n%s", plain, strict)
 	}
-	res, err := documents.Call(ctx, "xlsx.text", nil, fixture(t, "SampleSS.xlsx"))
+	res, err := documents.Call(ctx, "xlsx.text", nil, ooxmltest.Fixture(t, "SampleSS.xlsx"))
 	if err != nil || res.Text != plain {
 		t.Fatalf("xlsx.text = %+v, %v", res, err)
 	}
 }
 
-// TestRefusals refuses files that are not workbooks, with the reason.
+// TestRefusals refuses files that are not workbooks, with the reason,
+// before excelize sees them. What any package is refused for (not a zip,
+// an encrypted file) is package ooxml's to test.
 func TestRefusals(t *testing.T) {
 	const types = `<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">` +
 		`<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>` +
 		`<Override PartName="/ppt/presentation.xml" ContentType="application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml"/></Types>`
 	const rels = `<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">` +
 		`<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="ppt/presentation.xml"/></Relationships>`
-	deck := zipOf(t, member{name: "[Content_Types].xml", body: []byte(types)}, member{name: "_rels/.rels", body: []byte(rels)},
-		member{name: "ppt/presentation.xml", body: []byte(`<p:presentation xmlns:p="x"/>`)})
+	deck := ooxmltest.Zip(t, ooxmltest.Member{Name: "[Content_Types].xml", Body: []byte(types)}, ooxmltest.Member{Name: "_rels/.rels", Body: []byte(rels)},
+		ooxmltest.Member{Name: "ppt/presentation.xml", Body: []byte(`<p:presentation xmlns:p="x"/>`)})
 	tests := []struct {
 		name string
 		in   []byte
 		want string
 	}{
 		{"empty", nil, "empty (0 bytes)"},
-		{"csv", []byte("a,b\n1,2\n"), "not a zip package"},
-		{"encrypted", append([]byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}, make([]byte, 512)...), "password-protected"},
 		{"presentation", deck, "(a presentation)"},
-		{"excelize's bad workbook", fixture(t, "BadWorkbook.xlsx"), "lists no sheets"},
+		{"excelize's bad workbook", ooxmltest.Fixture(t, "BadWorkbook.xlsx"), "lists no sheets"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := documents.Call(ctx, "xlsx.text", nil, tt.in)
-			refusal(t, err, tt.want)
+			ooxmltest.Refusal(t, err, tt.want)
 			_, err = documents.Call(ctx, "xlsx.set_cell", json.RawMessage(`{"sheet": "S", "cell": "A1", "value": "1"}`), tt.in)
-			refusal(t, err, tt.want)
+			ooxmltest.Refusal(t, err, tt.want)
 		})
 	}
 }
 
 // TestHostile refuses files built to exhaust a reader, each within its
-// limit, in this process and in an isolated child.
+// limit, in this process and in an isolated child, before excelize sees
+// them: check reads every member through, the XML parts and the others
+// (a picture no part refers to), and sizes the worksheets' grids. The
+// package's own limits (a zip bomb declaring its size, too many members)
+// are package ooxml's to test.
 func TestHostile(t *testing.T) {
-	body, crc := bomb(t)
 	base, err := Write("S", [][]string{{"x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const sheet = "xl/worksheets/sheet1.xml"
-	withBomb := func(size uint64) []byte {
-		zr, err := zip.NewReader(bytes.NewReader(base), int64(len(base)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ms []member
-		for _, f := range zr.File {
-			if f.Name == sheet {
-				ms = append(ms, member{name: f.Name, body: body, raw: true, size: size, crc: crc})
-				continue
-			}
-			ms = append(ms, member{name: f.Name, body: memberOf(t, base, f.Name)})
-		}
-		return zipOf(t, ms...)
-	}
 	const ns = `xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"`
 	var wide strings.Builder // 2,000 rows whose one cell is in the last column: 32 million cells to excelize
 	wide.WriteString(`<worksheet ` + ns + `><sheetData>`)
@@ -191,32 +179,24 @@ func TestHostile(t *testing.T) {
 		fmt.Fprintf(&wide, `<row r="%d"><c r="XFD%d"><v>1</v></c></row>`, r, r)
 	}
 	wide.WriteString(`</sheetData></worksheet>`)
-	many := []member{}
-	for i := range 20_000 {
-		many = append(many, member{name: fmt.Sprintf("xl/media/%d.bin", i)})
-	}
 	tests := []struct {
 		name string
 		in   []byte
 		want string
 	}{
-		{"bomb", withBomb(bombSize), "expand to more than the document tools' limit of 268435456 bytes"},
-		{"lying bomb", withBomb(1000), "xl/worksheets/sheet1.xml holds more bytes than its zip header declares"},
-		{"deep sheet", withMember(t, base, sheet, []byte(`<worksheet `+ns+`><sheetData>`+nested("row", 10_000)+`</sheetData></worksheet>`)),
+		{"lying sheet", ooxmltest.WithBomb(t, base, sheet, 1000), "xl/worksheets/sheet1.xml holds more bytes than its zip header declares"},
+		{"lying picture", ooxmltest.WithBomb(t, base, "xl/media/image1.png", 1000), "xl/media/image1.png holds more bytes than its zip header declares"},
+		{"deep sheet", ooxmltest.WithMember(t, base, sheet, []byte(`<worksheet `+ns+`><sheetData>`+ooxmltest.Nested("row", 10_000)+`</sheetData></worksheet>`)),
 			"xl/worksheets/sheet1.xml nests its XML more than 256 elements deep"},
-		{"deep content types", withMember(t, base, "[Content_Types].xml",
-			[]byte(`<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">`+nested("Default", 10_000)+`</Types>`)),
-			"[Content_Types].xml nests its XML more than 256 elements deep"},
-		{"entries", zipOf(t, many...), "20000 zip members, over the document tools' limit of 10000"},
-		{"wide grid", withMember(t, base, sheet, []byte(wide.String())), "span more than 2097152 cells"},
+		{"wide grid", ooxmltest.WithMember(t, base, sheet, []byte(wide.String())), "span more than 2097152 cells"},
 	}
-	isolated(t, func(t *testing.T) {
+	ooxmltest.Isolated(t, func(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				_, err := documents.Call(ctx, "xlsx.read", nil, tt.in)
-				refusal(t, err, tt.want)
+				ooxmltest.Refusal(t, err, tt.want)
 				_, err = documents.Call(ctx, "xlsx.set_cell", json.RawMessage(`{"sheet": "S", "cell": "A1", "value": "1"}`), tt.in)
-				refusal(t, err, tt.want)
+				ooxmltest.Refusal(t, err, tt.want)
 			})
 		}
 	})
@@ -303,7 +283,7 @@ A6: =not a formula | B6: =`
 			}
 			continue
 		}
-		refusal(t, err, bad.want)
+		ooxmltest.Refusal(t, err, bad.want)
 	}
 }
 
@@ -311,7 +291,7 @@ A6: =not a formula | B6: =`
 // two sheets, a formula, charts, a comment, a table, a picture) and
 // checks that nothing else moved.
 func TestSetCell(t *testing.T) {
-	in := fixture(t, "Book1.xlsx")
+	in := ooxmltest.Fixture(t, "Book1.xlsx")
 	before := openBytes(t, in)
 	out, ref, err := SetCell(ctx, in, "Sheet2", "b2", "99", documents.DefaultLimits)
 	if err != nil || ref != "B2" {
@@ -360,7 +340,7 @@ func TestSetCell(t *testing.T) {
 		t.Errorf("comments %q, were %q", c1, c0)
 	}
 	for _, part := range []string{"xl/charts/chart1.xml", "xl/charts/chart2.xml", "xl/media/image1.jpeg", "xl/tables/table1.xml", "xl/drawings/drawing1.xml"} {
-		if !bytes.Equal(memberOf(t, in, part), memberOf(t, out, part)) {
+		if !bytes.Equal(ooxmltest.MemberOf(t, in, part), ooxmltest.MemberOf(t, out, part)) {
 			t.Errorf("%s changed", part)
 		}
 	}
@@ -384,7 +364,7 @@ func TestSetCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inOrder(t, got, "A2: > 23 Inch | B2: 19 | C2: HP | D2: 200 | J2: =B2*2 → (not calculated)")
+	ooxmltest.InOrder(t, got, "A2: > 23 Inch | B2: 19 | C2: HP | D2: 200 | J2: =B2*2 → (not calculated)")
 
 	for _, bad := range []struct{ sheet, cell, want string }{
 		{"Sheet9", "A1", `no sheet "Sheet9"; its sheets are "Sheet1", "Sheet2"`},
@@ -393,7 +373,7 @@ func TestSetCell(t *testing.T) {
 		{"Sheet1", "XFE1", "not an A1 reference"},
 	} {
 		_, _, err := SetCell(ctx, in, bad.sheet, bad.cell, "1", documents.DefaultLimits)
-		refusal(t, err, bad.want)
+		ooxmltest.Refusal(t, err, bad.want)
 	}
 }
 
@@ -401,7 +381,7 @@ func TestSetCell(t *testing.T) {
 // opened.
 func recalcs(t *testing.T, b []byte) bool {
 	t.Helper()
-	return regexp.MustCompile(`<calcPr[^>]* fullCalcOnLoad="(1|true)"`).Match(memberOf(t, b, "xl/workbook.xml"))
+	return regexp.MustCompile(`<calcPr[^>]* fullCalcOnLoad="(1|true)"`).Match(ooxmltest.MemberOf(t, b, "xl/workbook.xml"))
 }
 
 // comments lists Sheet1's comments: cell, author, text.
@@ -434,33 +414,33 @@ func mustStyle(t *testing.T, f *excelize.File, sheet, cell string) int {
 
 // TestTools runs the four tools against a workspace.
 func TestTools(t *testing.T) {
-	env, dir := newEnv(t, nil)
-	out, err := invoke(t, WriteTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1", "rows": [][]string{{"Item", "Cost"}, {"Tea", "4"}}})
+	env, dir := ooxmltest.NewEnv(t, nil)
+	out, err := ooxmltest.Invoke(t, WriteTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1", "rows": [][]string{{"Item", "Cost"}, {"Tea", "4"}}})
 	if err != nil || !out.Changed || !strings.Contains(out.Content, `wrote books/q1.xlsx`) || !strings.Contains(out.Content, `sheet "Q1", 2 rows × 2 columns`) {
 		t.Fatalf("xlsx_write: %+v, %v", out, err)
 	}
-	out, err = invoke(t, WriteTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1", "rows": [][]string{{"Item", "Cost"}, {"Tea", "4"}}})
+	out, err = ooxmltest.Invoke(t, WriteTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1", "rows": [][]string{{"Item", "Cost"}, {"Tea", "4"}}})
 	if err != nil || out.Changed || !strings.HasPrefix(out.Content, "identical:") {
 		t.Fatalf("xlsx_write again: %+v, %v", out, err)
 	}
-	out, err = invoke(t, SheetsTool{}, env, map[string]any{"path": "books/q1.xlsx"})
+	out, err = ooxmltest.Invoke(t, SheetsTool{}, env, map[string]any{"path": "books/q1.xlsx"})
 	if err != nil || out.Content != "Q1: A1:B2, 2 rows × 2 columns" {
 		t.Fatalf("xlsx_sheets: %+v, %v", out, err)
 	}
-	out, err = invoke(t, SetCellTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1", "cell": "B3", "value": "=SUM(B2:B2)"})
+	out, err = ooxmltest.Invoke(t, SetCellTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1", "cell": "B3", "value": "=SUM(B2:B2)"})
 	if err != nil || !out.Changed || !strings.Contains(out.Content, "Q1!B3 = =SUM(B2:B2) (a formula") {
 		t.Fatalf("xlsx_set_cell: %+v, %v", out, err)
 	}
-	out, err = invoke(t, ReadTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1"})
+	out, err = ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": "books/q1.xlsx", "sheet": "Q1"})
 	if want := "Sheet \"Q1\" (A1:B3, 3 rows × 2 columns)\nA1: Item | B1: Cost\nA2: Tea | B2: 4\nB3: =SUM(B2:B2) → (not calculated)"; err != nil || out.Content != want {
 		t.Fatalf("xlsx_read = %+v, %v; want %q", out, err, want)
 	}
 
-	if err := os.WriteFile(filepath.Join(dir, "dates.xlsx"), fixture(t, "DateFormatTests.xlsx"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "dates.xlsx"), ooxmltest.Fixture(t, "DateFormatTests.xlsx"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env.EntryCap = 700
-	out, err = invoke(t, ReadTool{}, env, map[string]any{"path": "dates.xlsx", "sheet": "Tests"})
+	out, err = ooxmltest.Invoke(t, ReadTool{}, env, map[string]any{"path": "dates.xlsx", "sheet": "Tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,12 +466,12 @@ func TestTools(t *testing.T) {
 	}
 	for _, b := range bad {
 		_, err := b.tool.Invoke(ctx, env, json.RawMessage(b.args))
-		refusal(t, err, b.want)
+		ooxmltest.Refusal(t, err, b.want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a.xlsx")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a refused call wrote a.xlsx (%v)", err)
 	}
-	_, err = invoke(t, SetCellTool{}, env, map[string]any{"path": "none.xlsx", "sheet": "S", "cell": "A1", "value": "1"})
+	_, err = ooxmltest.Invoke(t, SetCellTool{}, env, map[string]any{"path": "none.xlsx", "sheet": "S", "cell": "A1", "value": "1"})
 	if !errors.Is(err, protocol.ErrNotFound) {
 		t.Fatalf("xlsx_set_cell on a missing file: %v, want not found", err)
 	}
@@ -506,8 +486,8 @@ func TestToolsGate(t *testing.T) {
 		}
 		return nil
 	}
-	env, dir := newEnv(t, judge)
-	book := fixture(t, "Book1.xlsx")
+	env, dir := ooxmltest.NewEnv(t, judge)
+	book := ooxmltest.Fixture(t, "Book1.xlsx")
 	for _, p := range []string{"secret/book.xlsx", "locked/book.xlsx"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
 			t.Fatal(err)
@@ -531,7 +511,7 @@ func TestToolsGate(t *testing.T) {
 		{SetCellTool{}, map[string]any{"path": "locked/book.xlsx", "sheet": "Sheet1", "cell": "A1", "value": "x"}},
 		{WriteTool{}, map[string]any{"path": "locked/new.xlsx", "sheet": "S", "rows": [][]string{{"x"}}}},
 	} {
-		_, err := invoke(t, call.tool, env, call.args)
+		_, err := ooxmltest.Invoke(t, call.tool, env, call.args)
 		if !errors.Is(err, protocol.ErrRefused) {
 			t.Errorf("%s %v: %v, want the policy's refusal", call.tool.Spec().Name, call.args, err)
 		}
