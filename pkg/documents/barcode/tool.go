@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -71,38 +70,7 @@ func (DecodeTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessag
 		}
 		return nil, err
 	}
-	return &tools.Output{Content: keepHead(a.Path+": "+res.Text, entryCap(env))}, nil
+	return &tools.Output{Content: documents.Capped(env, a.Path+": "+res.Text)}, nil
 }
 
-// entryCap is env's EntryCap with the tools' default and floor.
-func entryCap(env *tools.Env) int {
-	switch {
-	case env == nil || env.EntryCap == 0:
-		return tools.DefaultEntryCap
-	case env.EntryCap < 512:
-		return 512
-	}
-	return env.EntryCap
-}
 
-// keepHead returns s if it has at most limit characters, else its start
-// and a line saying how much was cut, limit characters in all.
-func keepHead(s string, limit int) string {
-	n := utf8.RuneCountInString(s)
-	if n <= limit {
-		return s
-	}
-	note := func(cut int) string {
-		return fmt.Sprintf("\n…[cut: %d of %d characters left out]", cut, n)
-	}
-	keep := max(limit-utf8.RuneCountInString(note(n)), 0)
-	i := 0
-	for k := range s {
-		if keep == 0 {
-			i = k
-			break
-		}
-		keep--
-	}
-	return s[:i] + note(n-utf8.RuneCountInString(s[:i]))
-}

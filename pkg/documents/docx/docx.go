@@ -42,7 +42,7 @@ func init() {
 // no arguments.
 func readOp(ctx context.Context, args json.RawMessage, in []byte) (*documents.Result, error) {
 	var a struct{}
-	if err := decodeArgs("docx.read", args, &a, "{}"); err != nil {
+	if err := documents.DecodeArgs("docx.read", args, &a, "{}"); err != nil {
 		return nil, err
 	}
 	if len(in) == 0 {
@@ -64,7 +64,7 @@ type writeArgs struct {
 // reads no file.
 func writeOp(_ context.Context, args json.RawMessage, _ []byte) (*documents.Result, error) {
 	var a writeArgs
-	if err := decodeArgs("docx.write", args, &a, `{"paragraphs": [...]}`); err != nil {
+	if err := documents.DecodeArgs("docx.write", args, &a, `{"paragraphs": [...]}`); err != nil {
 		return nil, err
 	}
 	blocks, err := ParseBlocks(a.Paragraphs)
@@ -124,7 +124,7 @@ func (ReadTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage)
 	var a struct {
 		Path string `json:"path"`
 	}
-	if err := decodeArgs("docx_read", raw, &a, readUsage); err != nil {
+	if err := documents.DecodeArgs("docx_read", raw, &a, readUsage); err != nil {
 		return nil, err
 	}
 	if a.Path == "" {
@@ -141,7 +141,7 @@ func (ReadTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage)
 	if strings.TrimSpace(res.Text) == "" {
 		return &tools.Output{Content: fmt.Sprintf("%s is a Word document with no text in its body.", a.Path)}, nil
 	}
-	return &tools.Output{Content: capped(env, res.Text)}, nil
+	return &tools.Output{Content: documents.Capped(env, res.Text)}, nil
 }
 
 // WriteTool is docx_write.
@@ -180,7 +180,7 @@ func (WriteTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage
 		Path string `json:"path"`
 		writeArgs
 	}
-	if err := decodeArgs("docx_write", raw, &a, writeUsage); err != nil {
+	if err := documents.DecodeArgs("docx_write", raw, &a, writeUsage); err != nil {
 		return nil, err
 	}
 	if a.Path == "" {

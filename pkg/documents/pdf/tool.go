@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -248,7 +247,7 @@ func readAndRun(ctx context.Context, env *tools.Env, tool, path, op string, args
 		}
 		return nil, err
 	}
-	return &tools.Output{Content: keepHead(path+": "+res.Text, entryCap(env))}, nil
+	return &tools.Output{Content: documents.Capped(env, path+": "+res.Text)}, nil
 }
 
 // runAndWrite runs op on in and writes the file it makes to path.
@@ -268,38 +267,7 @@ func runAndWrite(ctx context.Context, env *tools.Env, tool, path, op string, arg
 	if !changed {
 		msg = fmt.Sprintf("%s: %s; the file already held these bytes", path, res.Text)
 	}
-	return &tools.Output{Content: keepHead(msg, entryCap(env)), Changed: changed}, nil
+	return &tools.Output{Content: documents.Capped(env, msg), Changed: changed}, nil
 }
 
-// entryCap is env's EntryCap with the tools' default and floor.
-func entryCap(env *tools.Env) int {
-	switch {
-	case env == nil || env.EntryCap == 0:
-		return tools.DefaultEntryCap
-	case env.EntryCap < 512:
-		return 512
-	}
-	return env.EntryCap
-}
 
-// keepHead returns s if it has at most limit characters, else its start
-// and a line saying how much was cut, limit characters in all.
-func keepHead(s string, limit int) string {
-	n := utf8.RuneCountInString(s)
-	if n <= limit {
-		return s
-	}
-	note := func(cut int) string {
-		return fmt.Sprintf("\n…[cut: %d of %d characters left out]", cut, n)
-	}
-	keep := max(limit-utf8.RuneCountInString(note(n)), 0)
-	i := 0
-	for k := range s {
-		if keep == 0 {
-			i = k
-			break
-		}
-		keep--
-	}
-	return s[:i] + note(n-utf8.RuneCountInString(s[:i]))
-}

@@ -38,7 +38,7 @@ func init() {
 // takes no arguments.
 func readOp(ctx context.Context, args json.RawMessage, in []byte) (*documents.Result, error) {
 	var a struct{}
-	if err := decodeArgs("pptx.read", args, &a, "{}"); err != nil {
+	if err := documents.DecodeArgs("pptx.read", args, &a, "{}"); err != nil {
 		return nil, err
 	}
 	if len(in) == 0 {
@@ -81,7 +81,7 @@ func (ReadTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage)
 	var a struct {
 		Path string `json:"path"`
 	}
-	if err := decodeArgs("pptx_read", raw, &a, readUsage); err != nil {
+	if err := documents.DecodeArgs("pptx_read", raw, &a, readUsage); err != nil {
 		return nil, err
 	}
 	if a.Path == "" {
@@ -98,5 +98,5 @@ func (ReadTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage)
 	if strings.TrimSpace(res.Text) == "" {
 		return &tools.Output{Content: fmt.Sprintf("%s is a presentation with no slides.", a.Path)}, nil
 	}
-	return &tools.Output{Content: capped(env, res.Text)}, nil
+	return &tools.Output{Content: documents.Capped(env, res.Text)}, nil
 }

@@ -45,14 +45,14 @@ func (SheetsTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessag
 		Path string `json:"path"`
 	}
 	const usage = `{"path": "book.xlsx"}`
-	if err := decodeArgs("xlsx_sheets", raw, &a, usage); err != nil {
+	if err := documents.DecodeArgs("xlsx_sheets", raw, &a, usage); err != nil {
 		return nil, err
 	}
 	res, err := readAndCall(ctx, env, "xlsx_sheets", a.Path, usage, "xlsx.sheets", nil)
 	if err != nil {
 		return nil, err
 	}
-	return &tools.Output{Content: capped(env, res.Text)}, nil
+	return &tools.Output{Content: documents.Capped(env, res.Text)}, nil
 }
 
 // ReadTool is xlsx_read.
@@ -85,14 +85,14 @@ func (ReadTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage)
 		readArgs
 	}
 	const usage = `{"path": "book.xlsx", "sheet": "Sheet1"} (sheet optional)`
-	if err := decodeArgs("xlsx_read", raw, &a, usage); err != nil {
+	if err := documents.DecodeArgs("xlsx_read", raw, &a, usage); err != nil {
 		return nil, err
 	}
 	res, err := readAndCall(ctx, env, "xlsx_read", a.Path, usage, "xlsx.read", a.readArgs)
 	if err != nil {
 		return nil, err
 	}
-	return &tools.Output{Content: capped(env, res.Text)}, nil
+	return &tools.Output{Content: documents.Capped(env, res.Text)}, nil
 }
 
 // WriteTool is xlsx_write.
@@ -122,7 +122,7 @@ func (WriteTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage
 		writeArgs
 	}
 	const usage = `{"path": "book.xlsx", "sheet": "Sheet1", "rows": [["Item", "Price"], ["Tea", "3.5"]]}`
-	if err := decodeArgs("xlsx_write", raw, &a, usage); err != nil {
+	if err := documents.DecodeArgs("xlsx_write", raw, &a, usage); err != nil {
 		return nil, err
 	}
 	if a.Path == "" {
@@ -174,7 +174,7 @@ func (SetCellTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessa
 		setCellArgs
 	}
 	const usage = `{"path": "book.xlsx", "sheet": "Sheet1", "cell": "B2", "value": "42"}`
-	if err := decodeArgs("xlsx_set_cell", raw, &a, usage); err != nil {
+	if err := documents.DecodeArgs("xlsx_set_cell", raw, &a, usage); err != nil {
 		return nil, err
 	}
 	if a.Path == "" {

@@ -43,7 +43,7 @@ func init() {
 // sheetsOp is xlsx.sheets (Sheets); it takes no arguments.
 func sheetsOp(ctx context.Context, args json.RawMessage, in []byte) (*documents.Result, error) {
 	var a struct{}
-	if err := decodeArgs("xlsx.sheets", args, &a, "{}"); err != nil {
+	if err := documents.DecodeArgs("xlsx.sheets", args, &a, "{}"); err != nil {
 		return nil, err
 	}
 	s, err := Sheets(ctx, in, documents.DefaultLimits)
@@ -61,7 +61,7 @@ type readArgs struct {
 // readOp is xlsx.read (Read).
 func readOp(ctx context.Context, args json.RawMessage, in []byte) (*documents.Result, error) {
 	var a readArgs
-	if err := decodeArgs("xlsx.read", args, &a, `{"sheet": "Sheet1"}`); err != nil {
+	if err := documents.DecodeArgs("xlsx.read", args, &a, `{"sheet": "Sheet1"}`); err != nil {
 		return nil, err
 	}
 	s, err := Read(ctx, in, a.Sheet, documents.DefaultLimits)
@@ -74,7 +74,7 @@ func readOp(ctx context.Context, args json.RawMessage, in []byte) (*documents.Re
 // textOp is xlsx.text (Text); it takes no arguments.
 func textOp(ctx context.Context, args json.RawMessage, in []byte) (*documents.Result, error) {
 	var a struct{}
-	if err := decodeArgs("xlsx.text", args, &a, "{}"); err != nil {
+	if err := documents.DecodeArgs("xlsx.text", args, &a, "{}"); err != nil {
 		return nil, err
 	}
 	s, err := Text(ctx, in, documents.DefaultLimits)
@@ -93,7 +93,7 @@ type writeArgs struct {
 // writeOp is xlsx.write (Write); it reads no file.
 func writeOp(_ context.Context, args json.RawMessage, _ []byte) (*documents.Result, error) {
 	var a writeArgs
-	if err := decodeArgs("xlsx.write", args, &a, `{"sheet": "Sheet1", "rows": [["a", "b"]]}`); err != nil {
+	if err := documents.DecodeArgs("xlsx.write", args, &a, `{"sheet": "Sheet1", "rows": [["a", "b"]]}`); err != nil {
 		return nil, err
 	}
 	if err := a.check(); err != nil {
@@ -144,7 +144,7 @@ func (a setCellArgs) check() error {
 // setCellOp is xlsx.set_cell (SetCell).
 func setCellOp(ctx context.Context, args json.RawMessage, in []byte) (*documents.Result, error) {
 	var a setCellArgs
-	if err := decodeArgs("xlsx.set_cell", args, &a, `{"sheet": "Sheet1", "cell": "B2", "value": "42"}`); err != nil {
+	if err := documents.DecodeArgs("xlsx.set_cell", args, &a, `{"sheet": "Sheet1", "cell": "B2", "value": "42"}`); err != nil {
 		return nil, err
 	}
 	if err := a.check(); err != nil {

@@ -1,6 +1,4 @@
-//go:build xlsx || documents
-
-package xlsx
+package documents
 
 import (
 	"bytes"
@@ -8,16 +6,16 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/ioharness/harness/pkg/documents/ooxml"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
 )
 
-// decodeArgs decodes raw, one JSON object, into v strictly: a field v
-// does not have, a value of the wrong type or anything after the object
-// is refused with a CodeBadArguments error showing usage, the right
-// shape. Empty or null raw decodes as {}.
-func decodeArgs(tool string, raw json.RawMessage, v any, usage string) error {
+// DecodeArgs decodes raw, one JSON object, into v strictly, as every
+// document tool reads its arguments: a field v does not have, a value of
+// the wrong type or anything after the object is refused with a
+// CodeBadArguments error showing usage, the right shape. Empty or null
+// raw decodes as {}.
+func DecodeArgs(tool string, raw json.RawMessage, v any, usage string) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
@@ -33,9 +31,10 @@ func decodeArgs(tool string, raw json.RawMessage, v any, usage string) error {
 	return nil
 }
 
-// entryCap is the most characters one observation of env may hold, as
-// the built-in tools count it.
-func entryCap(env *tools.Env) int {
+// EntryCap is the most characters one observation of env may hold, as
+// the built-in tools count it: env's EntryCap with the default and the
+// floor.
+func EntryCap(env *tools.Env) int {
 	switch {
 	case env == nil || env.EntryCap == 0:
 		return tools.DefaultEntryCap
@@ -45,10 +44,10 @@ func entryCap(env *tools.Env) int {
 	return env.EntryCap
 }
 
-// capped returns s cut to env's observation size, saying how much of it
-// was left out.
-func capped(env *tools.Env, s string) string {
-	limit := entryCap(env)
+// Capped returns s cut to env's observation size (EntryCap), its start
+// kept and a last line saying how much was left out.
+func Capped(env *tools.Env, s string) string {
+	limit := EntryCap(env)
 	n := utf8.RuneCountInString(s)
 	if n <= limit {
 		return s
@@ -57,5 +56,13 @@ func capped(env *tools.Env, s string) string {
 		return fmt.Sprintf("\n…[cut: left out the last %d of %d characters; the observation limit is %d]", cut, n, limit)
 	}
 	keep := max(limit-utf8.RuneCountInString(note(n)), 0)
-	return s[:ooxml.RuneOffset(s, keep)] + note(n-keep)
+	i, k := len(s), 0
+	for j := range s {
+		if k == keep {
+			i = j
+			break
+		}
+		k++
+	}
+	return s[:i] + note(n-keep)
 }
