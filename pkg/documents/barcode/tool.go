@@ -72,5 +72,3 @@ func (DecodeTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessag
 	}
 	return &tools.Output{Content: documents.Capped(env, a.Path+": "+res.Text)}, nil
 }
-
-

@@ -269,5 +269,3 @@ func runAndWrite(ctx context.Context, env *tools.Env, tool, path, op string, arg
 	}
 	return &tools.Output{Content: documents.Capped(env, msg), Changed: changed}, nil
 }
-
-
