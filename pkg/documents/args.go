@@ -2,8 +2,10 @@ package documents
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ioharness/harness/pkg/protocol"
@@ -65,4 +67,34 @@ func Capped(env *tools.Env, s string) string {
 		k++
 	}
 	return s[:i] + note(n-keep)
+}
+
+// ReadPath is the whole of a read-only document tool whose only argument
+// is the file's path: it decodes {"path": ...} as tool's arguments (usage
+// shows their shape), reads the file through env (the policy judging its
+// path and every link on it), runs the operation op on its bytes and
+// returns its text cut to env's observation size; empty says what an
+// empty text means, with the path put in for its %s.
+func ReadPath(ctx context.Context, env *tools.Env, tool, op, usage, empty string, raw json.RawMessage) (*tools.Output, error) {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if err := DecodeArgs(tool, raw, &a, usage); err != nil {
+		return nil, err
+	}
+	if a.Path == "" {
+		return nil, protocol.FieldError(protocol.CodeBadArguments, "path", "", "%s needs the file's path; give it as %s", tool, usage)
+	}
+	in, err := env.ReadFile(a.Path)
+	if err != nil {
+		return nil, err
+	}
+	res, err := Call(ctx, op, nil, in)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(res.Text) == "" {
+		return &tools.Output{Content: fmt.Sprintf(empty, a.Path)}, nil
+	}
+	return &tools.Output{Content: Capped(env, res.Text)}, nil
 }

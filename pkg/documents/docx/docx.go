@@ -19,7 +19,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -121,27 +120,7 @@ func (ReadTool) ReadOnly() {}
 // Env.ReadFile (the policy's refusal among them); a file that is not a
 // Word document, is damaged or is over the document limits.
 func (ReadTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage) (*tools.Output, error) {
-	var a struct {
-		Path string `json:"path"`
-	}
-	if err := documents.DecodeArgs("docx_read", raw, &a, readUsage); err != nil {
-		return nil, err
-	}
-	if a.Path == "" {
-		return nil, protocol.FieldError(protocol.CodeBadArguments, "path", "", "docx_read needs the file's path; give it as %s", readUsage)
-	}
-	in, err := env.ReadFile(a.Path)
-	if err != nil {
-		return nil, err
-	}
-	res, err := documents.Call(ctx, "docx.read", nil, in)
-	if err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(res.Text) == "" {
-		return &tools.Output{Content: fmt.Sprintf("%s is a Word document with no text in its body.", a.Path)}, nil
-	}
-	return &tools.Output{Content: documents.Capped(env, res.Text)}, nil
+	return documents.ReadPath(ctx, env, "docx_read", "docx.read", readUsage, "%s is a Word document with no text in its body.", raw)
 }
 
 // WriteTool is docx_write.

@@ -15,8 +15,6 @@ package pptx
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 
 	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -78,25 +76,5 @@ func (ReadTool) ReadOnly() {}
 // Env.ReadFile (the policy's refusal among them); a file that is not a
 // presentation, is damaged or is over the document limits.
 func (ReadTool) Invoke(ctx context.Context, env *tools.Env, raw json.RawMessage) (*tools.Output, error) {
-	var a struct {
-		Path string `json:"path"`
-	}
-	if err := documents.DecodeArgs("pptx_read", raw, &a, readUsage); err != nil {
-		return nil, err
-	}
-	if a.Path == "" {
-		return nil, protocol.FieldError(protocol.CodeBadArguments, "path", "", "pptx_read needs the file's path; give it as %s", readUsage)
-	}
-	in, err := env.ReadFile(a.Path)
-	if err != nil {
-		return nil, err
-	}
-	res, err := documents.Call(ctx, "pptx.read", nil, in)
-	if err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(res.Text) == "" {
-		return &tools.Output{Content: fmt.Sprintf("%s is a presentation with no slides.", a.Path)}, nil
-	}
-	return &tools.Output{Content: documents.Capped(env, res.Text)}, nil
+	return documents.ReadPath(ctx, env, "pptx_read", "pptx.read", readUsage, "%s is a presentation with no slides.", raw)
 }
