@@ -25,20 +25,30 @@ import (
 // Unmarshal is json.Unmarshal.
 func Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// stepTask is a step task whose request is encoded already; its own
-// Request field hides the embedded one.
-type stepTask struct {
+// envelope is a step task without its request: its own Request field,
+// nil and left out, hides the embedded one.
+type envelope struct {
 	*protocol.StepTask
-	Request stdjson.RawMessage `json:"request"`
+	Request *struct{} `json:"request,omitempty"`
 }
 
 // MarshalStepTask encodes t as encoding/json does, up to the order of its
 // fields (the request comes last): its request, the whole transcript,
-// through segmentio's encoder, the rest through encoding/json.
+// through segmentio's encoder, and the rest through encoding/json, the
+// two joined as they are (encoding/json would scan and compact the
+// request's bytes once more).
 func MarshalStepTask(t *protocol.StepTask) ([]byte, error) {
 	req, err := json.Marshal(&t.Request)
 	if err != nil {
 		return nil, err
 	}
-	return stdjson.Marshal(stepTask{StepTask: t, Request: req})
+	head, err := stdjson.Marshal(envelope{StepTask: t})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+len(req)+len(`,"request":`))
+	out = append(out, head[:len(head)-1]...) // without its closing brace
+	out = append(out, `,"request":`...)
+	out = append(out, req...)
+	return append(out, '}'), nil
 }
