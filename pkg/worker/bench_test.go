@@ -110,3 +110,62 @@ func BenchmarkBareHTTP(b *testing.B) {
 		resp.Body.Close()
 	}
 }
+
+// BenchmarkBareJetStreamHop is the JetStream half of BenchmarkWorkerTurn
+// with no worker: the same step task published, taken by a plain pull
+// consumer of the pool, and answered with a turn of the same size
+// published durably, seen by a subscriber. BenchmarkWorkerTurn's time
+// less this and BenchmarkBareHTTP is the worker's own overhead.
+func BenchmarkBareJetStreamHop(b *testing.B) {
+	nc := testkit.Conn(b, testkit.NATS(b))
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	assets, err := wire.Ensure(ctx, js, wire.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := wire.EnsureWorkerConsumer(ctx, assets, "default", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer, _ := json.Marshal(&protocol.TurnResult{Run: "bench", Turn: &protocol.Turn{Text: "done", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		var task protocol.StepTask
+		if err := json.Unmarshal(m.Data(), &task); err != nil {
+			b.Error(err)
+			return
+		}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn(task.Run, task.Step, task.Attempt), Data: answer}, jetstream.WithMsgID(task.Key())); err != nil && ctx.Err() == nil {
+			b.Error(err)
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Stop()
+	turns := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(wire.Turns("bench"), turns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	hop := func(i int) {
+		task := &protocol.StepTask{Run: "bench", Step: i + 1, Attempt: 1, Request: *request()}
+		data, _ := json.Marshal(task)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-turns:
+		case <-time.After(10 * time.Second):
+			b.Fatal("no turn")
+		}
+	}
+	hop(-1000)
+	b.ResetTimer()
+	for i := range b.N {
+		hop(i)
+	}
+}
