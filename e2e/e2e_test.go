@@ -329,7 +329,7 @@ type events struct {
 	// firstAsk is when each run's first request was assembled and sent
 	// to the workers: its first step started.
 	firstAsk map[string]time.Time
-	steps     map[string]map[int]bool // run -> steps whose commit was announced
+	steps    map[string]map[int]bool // run -> steps whose commit was announced
 }
 
 func watch(t *testing.T, c *Cluster) *events {

@@ -349,4 +349,3 @@ func breakdown(_ int, heard map[int]map[string]time.Time) []Phase {
 	}
 	return out
 }
-
