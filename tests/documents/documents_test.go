@@ -15,6 +15,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
@@ -259,5 +262,29 @@ func TestDocumentCheckOfTheWrongKind(t *testing.T) {
 	}
 	if res.Outcome == protocol.OutcomeSuccess || !strings.Contains(detail, "cannot be read as a pdf document") {
 		t.Errorf("run = %s (%s), check %q; want no success and a check saying the file cannot be read as a pdf", res.Outcome, res.Reason, detail)
+	}
+}
+
+// TestSandboxerAdvertisesDocuments: a sandboxer built with the documents
+// tag says so in its micro service's metadata, the formats it reads and
+// the document tools among its tools, where `nats micro info
+// harness-sandboxer` shows them and a coordinator looks.
+func TestSandboxerAdvertisesDocuments(t *testing.T) {
+	cl := clustertest.Start(t, harness.Config{Roots: []string{t.TempDir()}, Provider: provider.NewScripted(), NoTakeover: true})
+	m, err := cl.Conn().Request("$SRV.INFO.harness-sandboxer", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info micro.Info
+	if err := json.Unmarshal(m.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Metadata["documents"]; got != "barcode,docx,pdf,pptx,xlsx" {
+		t.Errorf("documents = %q, want the five formats", got)
+	}
+	for _, tool := range []string{"xlsx_set_cell", "docx_write", "pptx_read", "pdf_fill_form", "barcode_decode"} {
+		if !strings.Contains(","+info.Metadata["tools"]+",", ","+tool+",") {
+			t.Errorf("tools = %q, want %s among them", info.Metadata["tools"], tool)
+		}
 	}
 }
