@@ -194,7 +194,7 @@ func (c *Client) submit(ctx context.Context, contract []byte, id string) (string
 			}
 			return reply.Run, nil
 		case ctx.Err() != nil:
-			return "", fmt.Errorf("no coordinator answered (the contract is queued as run %s if the submit stream took it): %w", run, ctx.Err())
+			return "", fmt.Errorf("no coordinator answered before the wait ended (the contract is queued as run %s if the submit stream took it, and runs when a coordinator starts): see whether one runs (nats micro ls, or harness status %s), and wait on the run rather than submit it again: %w", run, run, ctx.Err())
 		}
 	}
 }
