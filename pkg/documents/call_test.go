@@ -56,8 +56,11 @@ func TestCallIsolated(t *testing.T) {
 	if !errors.Is(err, protocol.ErrBadArguments) || !strings.Contains(err.Error(), "not a spreadsheet") {
 		t.Fatalf("refusal: %v", err)
 	}
-	_, err = Call(context.Background(), "test.hog", nil, nil)
-	if !errors.Is(err, protocol.ErrBadArguments) || !strings.Contains(err.Error(), "limits") {
+	if raceBuild {
+		// The child has no address-space limit under the race detector;
+		// scripts/test runs this package again without it.
+		t.Log("the memory limit is not applied in a race build")
+	} else if _, err = Call(context.Background(), "test.hog", nil, nil); !errors.Is(err, protocol.ErrBadArguments) || !strings.Contains(err.Error(), "limits") {
 		t.Fatalf("memory hog: %v, want a refusal naming the limits", err)
 	}
 	_, err = Call(context.Background(), "test.spin", nil, nil)
