@@ -275,12 +275,14 @@ type Sandboxer struct {
 	stopMu    sync.Mutex // guards stopping and every wg.Add
 	stopping  bool
 
-	// snapMu serialises materialising and removing snapshot workspaces,
-	// skillsMu unpacking and removing skills snapshots (a snapshot
-	// workspace's open unpacks its run's skills holding snapMu). The order
-	// is snapMu, skillsMu, mu: neither is taken while a later one is held.
-	snapMu   sync.Mutex
-	skillsMu sync.Mutex
+	// snapLocks serialise materialising and removing one run's snapshot
+	// workspace (different runs' go side by side: a burst of runs on one
+	// snapshot fetches and unpacks it for each at once), skillsMu
+	// unpacking and removing skills snapshots (a snapshot workspace's open
+	// unpacks its run's skills holding its run's lock). The order is a
+	// run's lock, skillsMu, mu: none is taken while a later one is held.
+	snapLocks runLocks
+	skillsMu  sync.Mutex
 	m        *metrics.Sandboxer
 
 	mu         sync.Mutex            // guards workspaces, byDir, skillSets, ops (and their entries' reply and waiters) and opOrder

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -71,8 +72,7 @@ func (s *Sandboxer) openSnapshot(ctx context.Context, op *protocol.SandboxOp, re
 		reply.Error = protocol.FieldError(protocol.CodeInvalidField, "workspace.snapshot", `a snapshot ref is "sha256-" and 64 hex digits`, "%q is not a snapshot ref", op.Snapshot)
 		return reply
 	}
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
+	defer s.snapLocks.lock(op.Run)()
 	dir := s.snapPath(op.Run)
 	had := exists(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -406,8 +406,7 @@ func (s *Sandboxer) closeSnapshot(ctx context.Context, run string) {
 	if s.cfg.SnapshotDir == "" || !exists(filepath.Join(dir, snapCollected)) || s.cfg.KeepSnapshots {
 		return
 	}
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
+	defer s.snapLocks.lock(run)()
 	if err := os.RemoveAll(dir); err != nil {
 		s.log.Warn("remove collected snapshot workspace", "run", run, "err", err)
 		return
@@ -462,4 +461,40 @@ func (c *Config) snapshotDefaults() error {
 	}
 	c.SnapshotDir = dir
 	return nil
+}
+
+// runLocks are mutexes by run id, each there while someone holds or waits
+// for it.
+type runLocks struct {
+	mu    sync.Mutex
+	locks map[string]*runLock
+}
+
+type runLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes run's lock and returns its release.
+func (l *runLocks) lock(run string) (unlock func()) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*runLock{}
+	}
+	rl := l.locks[run]
+	if rl == nil {
+		rl = &runLock{}
+		l.locks[run] = rl
+	}
+	rl.users++
+	l.mu.Unlock()
+	rl.Lock()
+	return func() {
+		rl.Unlock()
+		l.mu.Lock()
+		if rl.users--; rl.users == 0 {
+			delete(l.locks, run)
+		}
+		l.mu.Unlock()
+	}
 }
