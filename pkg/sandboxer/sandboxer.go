@@ -283,7 +283,7 @@ type Sandboxer struct {
 	// run's lock, skillsMu, mu: none is taken while a later one is held.
 	snapLocks runLocks
 	skillsMu  sync.Mutex
-	m        *metrics.Sandboxer
+	m         *metrics.Sandboxer
 
 	mu         sync.Mutex            // guards workspaces, byDir, skillSets, ops (and their entries' reply and waiters) and opOrder
 	workspaces map[string]*workspace // by run
