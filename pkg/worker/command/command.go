@@ -96,12 +96,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	return c, nil
 }
 
-// run is the command from its arguments to its exit code: it parses the
-// configuration, builds the provider and the metrics server, and answers
-// step tasks until SIGINT or SIGTERM.
-// Run is Main's body: it parses args (args[0] is the program's name) and
-// the environment, serves until SIGINT or SIGTERM, and returns the exit
-// code.
+// Run is Main's body, the command from its arguments to its exit code:
+// it parses args (args[0] is the program's name) and the environment,
+// builds the provider and the metrics server, and answers step tasks and
+// calls of extra, its tools, until SIGINT or SIGTERM.
 func Run(args []string, getenv func(string) string, stdout, stderr io.Writer, extra ...tools.Tool) int {
 	// The worker holds the provider keys: keep them out of its
 	// /proc/PID/environ and out of reach of ptrace, before anything else.
