@@ -15,6 +15,7 @@ import (
 
 	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/tools"
 	"github.com/ioharness/harness/pkg/wire"
 )
 
@@ -179,8 +180,9 @@ func (c *Coordinator) workersWith(ctx context.Context, want []string) (map[strin
 		seen = append(seen, "worker "+info.Metadata["id"]+": "+info.Metadata["tools"])
 		for _, ep := range info.Endpoints {
 			var spec protocol.ToolSpec
-			if !strings.HasPrefix(ep.Subject, wire.WorkerToolPrefix) || json.Unmarshal([]byte(ep.Metadata[wire.ToolSpecMetadata]), &spec) != nil {
-				continue
+			if !strings.HasPrefix(ep.Subject, wire.WorkerToolPrefix) || json.Unmarshal([]byte(ep.Metadata[wire.ToolSpecMetadata]), &spec) != nil ||
+				tools.Reserved(spec.Name) {
+				continue // a worker never stands in for a tool of the harness's own
 			}
 			if _, ok := found[spec.Name]; !ok && slices.Contains(want, spec.Name) && ep.Subject == wire.WorkerTool(spec.Name) {
 				found[spec.Name] = workerTool{spec: spec, readOnly: ep.Metadata[wire.ToolReadOnlyMetadata] == "true"}
@@ -212,6 +214,11 @@ func (d *driver) workerCall(ctx context.Context, op *protocol.SandboxOp, wt work
 				obs.Content = "[indeterminate] this call was cut off when its coordinator stopped: it may or may not have taken effect. Find out before you repeat it."
 				return obs
 			}
+		case errors.Is(err, jetstream.ErrKeyExists) && !wt.readOnly:
+			// An earlier attempt began it; what became of it cannot be read.
+			obs.Status, obs.IsError = protocol.CallIndeterminate, true
+			obs.Content = "[indeterminate] this call was begun before and what became of it cannot be read now: it may or may not have taken effect. Find out before you repeat it."
+			return obs
 		case !wt.readOnly:
 			obs.Status, obs.IsError = protocol.CallUnanswered, true
 			obs.Content = "[tool failed] the call could not be recorded before it ran, so it did not run: " + err.Error() + ". Try it again."

@@ -337,3 +337,47 @@ func TestDocumentsNeedTheirTag(t *testing.T) {
 		t.Errorf("the refused runs asked the model %d times", calls.Load())
 	}
 }
+
+// TestWorkerToolPanics: a worker tool that panics fails its call, saying
+// so, and the worker goes on serving the run's turns.
+func TestWorkerToolPanics(t *testing.T) {
+	ws := t.TempDir()
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, _ int) (*protocol.Turn, error) {
+		for _, m := range req.Messages {
+			if m.Role == protocol.RoleTool {
+				return &protocol.Turn{Text: "done"}, nil
+			}
+		}
+		return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "b", Name: "boom", Arguments: json.RawMessage(`{}`)}}}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true, WorkerTools: []tools.Tool{panicky{named{"boom"}}}})
+	c := contract(ws)
+	c.Tools = []string{"boom"}
+	c.Policy.Layers = []protocol.Layer{{Name: "team", Rules: []protocol.Rule{{Act: "exec", Effect: "allow", Pattern: "boom"}}}}
+	h, err := cl.Submit(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs []protocol.Observation
+	for _, r := range recs {
+		obs = append(obs, r.Observations...)
+	}
+	if res.Outcome != protocol.OutcomeFinished || len(obs) != 1 || !obs[0].IsError || !strings.Contains(obs[0].Content, "failed inside") {
+		t.Fatalf("a panicking worker tool: run %s (%s), observations %+v; want the call failed and the run finished", res.Outcome, res.Reason, obs)
+	}
+}
+
+// panicky panics when called.
+type panicky struct{ named }
+
+func (panicky) Invoke(context.Context, *tools.Env, json.RawMessage) (*tools.Output, error) {
+	panic("the tool's own bug")
+}

@@ -162,8 +162,12 @@ func callChild(ctx context.Context, name string, args json.RawMessage, in []byte
 	cmd.Env = []string{childEnv + "=1", fmt.Sprintf("%s_LIMITS=%d,%d", childEnv, lim.MemoryBytes, int(lim.Timeout.Seconds())+1)}
 	cmd.Stdin = bytes.NewReader(req)
 	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &limitedWriter{w: &errOut, n: 4096}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The answer holds at most a file's bytes, base64, and its text; what
+	// goes past that is not an answer.
+	cmd.Stdout = &limitedWriter{w: &out, n: 2*lim.MaxFileBytes + 4*lim.MaxTextChars + 1<<20}
+	cmd.Stderr = &limitedWriter{w: &errOut, n: 4096}
+	cmd.SysProcAttr = childAttr()
+	cmd.WaitDelay = time.Second // a grandchild holding the pipes does not hold the call
 	err = cmd.Run()
 	if ctx.Err() != nil {
 		return nil, timedOut(name, lim, ctx)
@@ -190,6 +194,9 @@ func RunChildIfRequested() {
 	if os.Getenv(childEnv) != "1" {
 		return
 	}
+	// Not to be read or traced by a command of the same user (a floor
+	// sandbox's) while it holds a run's document.
+	hideChild()
 	var mem uint64
 	var cpu uint64
 	fmt.Sscanf(os.Getenv(childEnv+"_LIMITS"), "%d,%d", &mem, &cpu)

@@ -724,6 +724,9 @@ func (c *Contract) fillDefaults() {
 		if f := c.Verification.FileEquals; f != nil {
 			f.Path = c.Workspace.FileName()
 		}
+		if f := c.Verification.DocumentContains; f != nil {
+			f.Path = c.Workspace.FileName()
+		}
 	}
 }
 

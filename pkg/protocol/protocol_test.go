@@ -337,3 +337,19 @@ func TestThinkingFitsUnderTheOutput(t *testing.T) {
 		t.Errorf("provider = %+v, want thinking 10000 and effort high", c.Provider)
 	}
 }
+
+// TestSingleFileDocumentCheck: a single-file contract's document_contains
+// reads its file, by its name in the run's workspace, its path left out or
+// given whole.
+func TestSingleFileDocumentCheck(t *testing.T) {
+	for _, path := range []string{"", "/data/report.pdf", "report.pdf"} {
+		c, err := DecodeContract([]byte(`{"schema":"harness.contract/v1","task":"t","workspace":{"file":"/data/report.pdf"},` +
+			`"verification":{"document_contains":{"path":"` + path + `","needle":"total"}}}`))
+		if err != nil {
+			t.Fatalf("path %q: %v", path, err)
+		}
+		if got := c.Verification.CheckedFile(); got != "report.pdf" || DocumentKind(got) != "pdf" {
+			t.Errorf("path %q: checks %q (kind %q), want report.pdf, a pdf", path, got, DocumentKind(got))
+		}
+	}
+}

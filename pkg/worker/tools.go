@@ -51,8 +51,10 @@ func checkTools(ts []tools.Tool) (*tools.Set, error) {
 	return set, nil
 }
 
-// addTools registers an endpoint for each of the worker's tools.
-func (w *Worker) addTools(ctx context.Context, svc micro.Service) error {
+// addTools registers an endpoint for each of the worker's tools. Each
+// call runs on ctx, once admit lets it (release ends it); a call admit
+// refuses is answered at once, not run.
+func (w *Worker) addTools(ctx context.Context, svc micro.Service, admit func() bool, release func()) error {
 	for _, name := range w.tools.Names() {
 		spec := w.tools.Offered([]string{name})[0]
 		b, err := json.Marshal(spec)
@@ -65,7 +67,14 @@ func (w *Worker) addTools(ctx context.Context, svc micro.Service) error {
 		}
 		t, _ := w.tools.Get(name)
 		if err := svc.AddEndpoint("tool-"+name, micro.HandlerFunc(func(r micro.Request) {
-			go w.callTool(ctx, r, t, spec.Gate)
+			if !admit() {
+				w.answerTool(r, &protocol.SandboxReply{Error: protocol.Errorf(protocol.CodeUnavailable, "the worker %s is stopping; the call did not run", w.cfg.ID)})
+				return
+			}
+			go func() {
+				defer release()
+				w.callTool(ctx, r, t, spec.Gate)
+			}()
 		}), micro.WithEndpointSubject(wire.WorkerTool(name)), micro.WithEndpointMetadata(md)); err != nil {
 			return fmt.Errorf("register tool %s: %w", name, err)
 		}
@@ -93,8 +102,13 @@ func (w *Worker) callTool(ctx context.Context, r micro.Request, t tools.Tool, g 
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
-	out, err := t.Invoke(cctx, &tools.Env{}, op.Call.Arguments)
+	out, err := invoke(cctx, t, op.Call.Arguments)
 	switch {
+	case cctx.Err() != nil:
+		// Cut off (the worker's drain ran out, or the call's time): it may
+		// have had its effect.
+		obs.Status, obs.IsError = protocol.CallIndeterminate, true
+		obs.Content = "[indeterminate] this call was cut off before it finished: it may or may not have taken effect. Find out before you repeat it."
 	case err != nil:
 		obs.Status, obs.IsError, obs.Content = protocol.CallFailed, true, tools.Failure(op.Call.Name, err)
 	case out == nil:
@@ -139,3 +153,14 @@ func covered(op *protocol.SandboxOp, g *protocol.ToolGate) string {
 
 // toolNames is the metadata value naming the worker's tools.
 func (w *Worker) toolNames() string { return strings.Join(w.tools.Names(), ",") }
+
+// invoke runs one call of t, a panic in it taken for its failure rather
+// than the end of the worker and of every turn it holds.
+func invoke(ctx context.Context, t tools.Tool, args json.RawMessage) (out *tools.Output, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, protocol.Errorf(protocol.CodeInternal, "the tool failed inside (%v); it may or may not have taken effect", p)
+		}
+	}()
+	return t.Invoke(ctx, &tools.Env{}, args)
+}

@@ -235,9 +235,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	}), micro.WithEndpointSubject(wire.WorkerStatus(w.cfg.ID))); err != nil {
 		return fmt.Errorf("register status endpoint: %w", err)
 	}
-	if err := w.addTools(ctx, svc); err != nil {
-		return err
-	}
 
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	// The calls run on a context of their own, which ends Drain after ctx
@@ -247,6 +244,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var stopMu sync.Mutex // guards stopping and every wg.Add
 	stopping := false
+	// A call of one of the worker's tools runs as a provider call does:
+	// on calls, counted in wg, so that a drain lets it finish; one that
+	// comes once the worker is stopping is refused, and did not run.
+	admit := func() bool {
+		stopMu.Lock()
+		defer stopMu.Unlock()
+		if stopping {
+			return false
+		}
+		wg.Add(1)
+		return true
+	}
+	if err := w.addTools(calls, svc, admit, wg.Done); err != nil {
+		return err
+	}
 	handle := func(msg jetstream.Msg) {
 		// The callback blocks while every slot is busy, which holds back
 		// the next pull: at most Concurrency calls run, and at most as many
