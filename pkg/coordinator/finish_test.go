@@ -174,6 +174,20 @@ func observation(t *testing.T, h *harness.RunHandle, id string) *protocol.Observ
 	return nil
 }
 
+// observations returns every observation in h's trace, in order.
+func observations(t *testing.T, h *harness.RunHandle) []protocol.Observation {
+	t.Helper()
+	recs, err := h.Trace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs []protocol.Observation
+	for _, r := range recs {
+		obs = append(obs, r.Observations...)
+	}
+	return obs
+}
+
 func lastMessage(req *protocol.CompletionRequest) protocol.Message {
 	return req.Messages[len(req.Messages)-1]
 }

@@ -195,14 +195,7 @@ func TestWorkerTools(t *testing.T) {
 		if res.Outcome != protocol.OutcomeFinished {
 			t.Fatalf("run %s = %s (%s), want finished", id, res.Outcome, res.Reason)
 		}
-		recs, err := h.Trace(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var obs []protocol.Observation
-		for _, r := range recs {
-			obs = append(obs, r.Observations...)
-		}
+		obs := observations(t, h)
 		if len(obs) != 2 {
 			t.Fatalf("run %s observed %+v, want the two calls", id, obs)
 		}
@@ -362,14 +355,7 @@ func TestWorkerToolPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := h.Trace(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var obs []protocol.Observation
-	for _, r := range recs {
-		obs = append(obs, r.Observations...)
-	}
+	obs := observations(t, h)
 	if res.Outcome != protocol.OutcomeFinished || len(obs) != 1 || !obs[0].IsError || !strings.Contains(obs[0].Content, "failed inside") {
 		t.Fatalf("a panicking worker tool: run %s (%s), observations %+v; want the call failed and the run finished", res.Outcome, res.Reason, obs)
 	}
