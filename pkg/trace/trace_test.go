@@ -3,6 +3,8 @@ package trace_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,6 +145,53 @@ func TestReadRefusesNewerOrDamagedRecords(t *testing.T) {
 	}
 	if _, _, err := tr.Read(ctx, "damaged"); !errors.Is(err, protocol.ErrInternal) {
 		t.Errorf("Read(damaged) = %v, want internal", err)
+	}
+}
+
+// TestReadKeepsOrderAndStopsAtTheDamage reads a long trace, whose records
+// are decoded side by side as they come, in the order they were written,
+// and one damaged in the middle as the error it is, with where it is.
+func TestReadKeepsOrderAndStopsAtTheDamage(t *testing.T) {
+	js, tr, _ := open(t)
+	ctx := t.Context()
+	w := tr.Writer("long", 0)
+	const n = 700 // past the read-ahead and a pull's batch
+	for i := range n {
+		if err := w.Append(ctx, &protocol.Record{Kind: protocol.RecordStep, Step: i + 1, Reason: strconv.Itoa(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, last, err := tr.Read(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n || last != w.LastSeq() {
+		t.Fatalf("Read = %d records to %d, want %d to %d", len(got), last, n, w.LastSeq())
+	}
+	for i, rec := range got {
+		if rec.Step != i+1 || rec.Reason != strconv.Itoa(i+1) {
+			t.Fatalf("record %d is step %d (%q): out of order", i, rec.Step, rec.Reason)
+		}
+	}
+	for i := range 300 {
+		data := fmt.Appendf(nil, `{"format":1,"kind":"step","step":%d}`, i+1)
+		if i == 150 {
+			data = []byte(`{"format":1,"kind":`)
+		}
+		if _, err := js.Publish(ctx, trace.Subject("torn"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := 0
+	_, err = tr.Each(ctx, "torn", func(rec *protocol.Record) error {
+		if rec.Step != seen+1 {
+			t.Errorf("record %d is step %d", seen, rec.Step)
+		}
+		seen++
+		return nil
+	})
+	if !errors.Is(err, protocol.ErrInternal) || seen != 150 {
+		t.Errorf("Each over a damaged record = %v after %d records, want internal after 150", err, seen)
 	}
 }
 
