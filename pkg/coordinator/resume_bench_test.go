@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,10 +22,12 @@ import (
 
 // BenchmarkResume is the cost of resuming a run whose trace holds 100,
 // 1,000 and 10,000 committed steps: Cluster.Resume takes the lease, reads
-// and folds the trace, opens the workspace, has a worker answer the next
-// step (whose request carries the whole transcript) and commits it, which
-// finishes the run. Beside it, bare reads the same records with an ordered
-// consumer and nothing else, in the same cluster. The traces are
+// and folds the trace, opens the workspace and assembles the next request
+// (ms-ready, the median, and ready/bare, its ratio to a bare read of the
+// same records in the same iteration), then has a worker answer that step
+// (whose request carries the whole transcript) and commits it, which
+// finishes the run (ns/op). Beside it, bare reads the same records with an
+// ordered consumer and nothing else, in the same cluster. The traces are
 // synthesized outside the timer with trace.Writer: a small read per step,
 // as an agent exploring a workspace leaves.
 //
@@ -48,20 +51,55 @@ func BenchmarkResume(b *testing.B) {
 	runs := 0
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("steps=%d/resume", n), func(b *testing.B) {
+			var ready, bare []time.Duration
 			for b.Loop() {
 				b.StopTimer()
 				runs++
 				run := fmt.Sprintf("bench-%d-%d", n, runs)
 				synthesize(b, tr, run, ws, n)
+				t0 := time.Now()
+				if got := bareRead(b, assets.Trace, run); got != n+1 {
+					b.Fatalf("read %d records, want %d", got, n+1)
+				}
+				bare = append(bare, time.Since(t0))
+				assembled := make(chan time.Time, 1)
+				sub, err := nc.Subscribe(wire.Event(run, protocol.EventAssembled), func(*nats.Msg) {
+					select {
+					case assembled <- time.Now():
+					default:
+					}
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := nc.Flush(); err != nil {
+					b.Fatal(err)
+				}
 				b.StartTimer()
+				t0 = time.Now()
 				res, err := cl.Run(run).Resume(b.Context())
 				if err != nil {
 					b.Fatal(err)
 				}
+				b.StopTimer()
 				if res.Outcome != protocol.OutcomeFinished || res.Steps != n+1 {
 					b.Fatalf("resumed run = %s after %d steps (%s), want finished after %d", res.Outcome, res.Steps, res.Reason, n+1)
 				}
+				ready = append(ready, (<-assembled).Sub(t0))
+				_ = sub.Unsubscribe()
+				b.StartTimer()
 			}
+			// ready is the resume itself: the lease taken, the trace read
+			// and folded, the workspace open and the next request
+			// assembled; ns/op runs on to the end of that step and of the
+			// run. Both beside a bare read of the same records in the
+			// same iteration.
+			slices.Sort(ready)
+			slices.Sort(bare)
+			r, bb := ready[len(ready)/2], bare[len(bare)/2]
+			b.ReportMetric(float64(r.Microseconds())/1000, "ms-ready")
+			b.ReportMetric(float64(bb.Microseconds())/1000, "ms-bare")
+			b.ReportMetric(float64(r)/float64(bb), "ready/bare")
 		})
 		b.Run(fmt.Sprintf("steps=%d/bare", n), func(b *testing.B) {
 			b.StopTimer()
