@@ -142,6 +142,7 @@ type loopReport struct {
 	replayBranch  int // runs whose replay had to try a cut-off call both ways
 	anomalies     int
 	takeovers     []time.Duration
+	leasesTaken   []time.Duration // coordinator killed to its run's lease taken by another
 }
 
 func (r *loopReport) add(o *loopReport) {
@@ -159,6 +160,7 @@ func (r *loopReport) add(o *loopReport) {
 	r.replayBranch += o.replayBranch
 	r.anomalies += o.anomalies
 	r.takeovers = append(r.takeovers, o.takeovers...)
+	r.leasesTaken = append(r.leasesTaken, o.leasesTaken...)
 }
 
 func (r *loopReport) String() string {
@@ -188,12 +190,17 @@ func (r *loopReport) String() string {
 	b.WriteString(strings.TrimSuffix(outcomes, ","))
 	fmt.Fprintf(&b, "\n  calls cut off: %d indeterminate, %d unanswered; the agent looked %d times and made %d changes again; %d replays tried a cut-off call both ways",
 		r.indeterminate, r.unanswered, r.looks, r.again, r.replayBranch)
-	if len(r.takeovers) > 0 {
-		d := slices.Clone(r.takeovers)
+	spread := func(what string, d []time.Duration) {
+		if len(d) == 0 {
+			return
+		}
+		d = slices.Clone(d)
 		slices.Sort(d)
-		fmt.Fprintf(&b, "\n  takeover (coordinator killed to its run's next record by another): %d runs, min %s, median %s, max %s",
+		fmt.Fprintf(&b, "\n  takeover (coordinator killed to %s): %d runs, min %s, median %s, max %s", what,
 			len(d), d[0].Round(time.Millisecond), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
 	}
+	spread("its run's lease taken by another", r.leasesTaken)
+	spread("its run's next record by the coordinator that took it", r.takeovers)
 	fmt.Fprintf(&b, "\n  anomalies: %d", r.anomalies)
 	return b.String()
 }
@@ -245,7 +252,11 @@ type faultLoop struct {
 	kills     map[string]int
 	anomalies []string
 	takeovers []time.Duration
-	measuring sync.WaitGroup
+	// leasesTaken is, for each run a killed coordinator held, how long
+	// until another took its lease: the takeover itself, before the
+	// interrupted step is done again.
+	leasesTaken []time.Duration
+	measuring   sync.WaitGroup
 
 	// The NATS killer: the trigger it waits for and how often it has been
 	// seen since the last restart.
@@ -396,7 +407,7 @@ func runFaultLoop(t *testing.T, env *faultEnv, target string, index uint64) *loo
 	l.natsSettled()
 	l.stop()
 
-	rep := &loopReport{target: target, runs: len(l.runs), took: took, kills: l.kills, outcomes: map[string]int{}, takeovers: l.takeovers}
+	rep := &loopReport{target: target, runs: len(l.runs), took: took, kills: l.kills, outcomes: map[string]int{}, takeovers: l.takeovers, leasesTaken: l.leasesTaken}
 	l.mu.Lock()
 	for _, k := range l.plan {
 		t.Logf("%s loop: the kill %s was not reached before the runs ended", target, k.Spec())
@@ -598,14 +609,39 @@ func (l *faultLoop) measureTakeover(id string, died time.Time) {
 		}
 		l.measuring.Go(func() {
 			deadline := time.Now().Add(2 * time.Minute)
+			// taken is the time to the lease's next revision, which only
+			// a take writes; takes counts the takes seen: a taker killed
+			// in its turn before it recorded anything makes a second,
+			// and the wait for the run's next record is then its death's
+			// takeover, measured from it, not this one's.
+			var taken time.Duration
+			rev, takes := e.Revision(), 0
 			for time.Now().Before(deadline) {
+				if le, err := kv.Get(ctx, run); err == nil && le.Revision() != rev {
+					if takes == 0 {
+						taken = le.Created().Sub(died)
+					}
+					rev, takes = le.Revision(), takes+1
+				}
 				m, err := stream.GetLastMsgForSubject(ctx, trace.Subject(run))
 				if err == nil && m.Sequence != last.Sequence {
 					var rec protocol.Record
 					if json.Unmarshal(m.Data, &rec) == nil && rec.Kind != protocol.RecordPaused {
+						next := m.Time.Sub(died)
+						if takes == 0 {
+							taken = next // taken and stepped between two looks
+						}
 						l.mu.Lock()
-						l.takeovers = append(l.takeovers, m.Time.Sub(died))
+						l.leasesTaken = append(l.leasesTaken, taken)
+						if takes <= 1 {
+							l.takeovers = append(l.takeovers, next)
+						}
 						l.mu.Unlock()
+						if takes <= 1 && next > 6*time.Second {
+							l.t.Logf("slow takeover of run %s after %s died: lease taken at %s, next record (%s, step %d) at %s; the record before it was %s of step %d",
+								run, id, taken.Round(time.Millisecond), rec.Kind, rec.Step, next.Round(time.Millisecond), lastRec.Kind, lastRec.Step)
+							l.t.Logf("what the processes logged of run %s:\n%s", run, l.logged(run))
+						}
 					}
 					return
 				}
@@ -617,6 +653,25 @@ func (l *faultLoop) measureTakeover(id string, died time.Time) {
 			l.anomaly("run %s, held by the killed %s, was not taken over within 2 minutes", run, id)
 		})
 	}
+}
+
+// logged is every line of the role processes' logs that names run, each
+// after the name of its log, for a takeover slow enough to look into.
+func (l *faultLoop) logged(run string) string {
+	logs, _ := filepath.Glob(filepath.Join(l.logs, "*.log"))
+	var b strings.Builder
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			if strings.Contains(line, run) {
+				b.WriteString(filepath.Base(f) + ": " + line)
+			}
+		}
+	}
+	return b.String()
 }
 
 // watchEvents counts the live events that trigger the NATS kills.
