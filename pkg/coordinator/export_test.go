@@ -10,3 +10,11 @@ func SetSweepInterval(d time.Duration) (restore func()) {
 	sweepInterval = d
 	return func() { sweepInterval = was }
 }
+
+// SetNodeGone sets how long a run's sandboxer may be gone before the run
+// goes on with another serving its root; the returned func restores it.
+func SetNodeGone(d time.Duration) (restore func()) {
+	was := nodeGone
+	nodeGone = d
+	return func() { nodeGone = was }
+}

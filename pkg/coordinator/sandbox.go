@@ -24,6 +24,17 @@ var requestBackoff = backoff{wait: 250 * time.Millisecond}
 
 // request sends a sandbox operation and decodes the reply.
 func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.SandboxOp, timeout time.Duration) (*protocol.SandboxReply, error) {
+	return c.requestUntilGone(ctx, subject, op, timeout, 0)
+}
+
+// errNodeGone is requestUntilGone's: the node gave no sign of life for
+// as long as it was given.
+var errNodeGone = errors.New("the sandboxer does not answer")
+
+// requestUntilGone is request to one node that gives up, with
+// errNodeGone, once nobody has listened on its subject for gone (it died,
+// or lost its connection); 0 waits for it until the op's time is up.
+func (c *Coordinator) requestUntilGone(ctx context.Context, subject string, op *protocol.SandboxOp, timeout, gone time.Duration) (*protocol.SandboxReply, error) {
 	data, err := json.Marshal(op)
 	if err != nil {
 		return nil, err
@@ -39,6 +50,7 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 	// every sandboxer or a queue group, and are asked again by open.
 	direct := subject != wire.SandboxOpenSubject && subject != wire.SandboxSnapshotSubject
 	var m *nats.Msg
+	var unheard time.Time // since when the subject has had no responders
 	_ = retrying(rctx, requestBackoff, func() error {
 		actx, acancel := rctx, context.CancelFunc(func() {})
 		if direct {
@@ -50,7 +62,16 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 			return done(err)
 		}
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			unheard = time.Time{}
 			return again(0) // unanswered within resendInterval: ask again
+		}
+		if errors.Is(err, nats.ErrNoResponders) && gone > 0 {
+			if unheard.IsZero() {
+				unheard = time.Now()
+			} else if time.Since(unheard) >= gone {
+				err = errNodeGone
+				return done(err)
+			}
 		}
 		if !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) ||
 			errors.Is(err, nats.ErrDisconnected)) {
@@ -66,6 +87,37 @@ func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.
 		return nil, fmt.Errorf("undecodable sandbox reply: %w", err)
 	}
 	return &reply, nil
+}
+
+// nodeGone is how long the sandboxer holding a run's root may have
+// nobody listening on its subject before the run goes on with another.
+var nodeGone = 5 * time.Second
+
+// nodeRequest sends op to the sandboxer holding the run's workspace. A
+// root is served by every sandboxer whose roots include it, so when its
+// holder has been gone for nodeGone (killed, or cut off from NATS) the
+// workspace is opened on another and the op sent there under the same
+// id: the ops bucket they share answers for a change the first began,
+// as it does for a run taken over. A snapshot's workspace lives on its
+// holder alone, which is waited for until the op's time is up.
+func (d *driver) nodeRequest(ctx context.Context, op *protocol.SandboxOp, timeout time.Duration) (*protocol.SandboxReply, error) {
+	if d.s.contract.Workspace.Snapshot != "" {
+		return d.c.request(ctx, wire.SandboxOps(d.node), op, timeout)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		reply, err := d.c.requestUntilGone(ctx, wire.SandboxOps(d.node), op, time.Until(deadline), nodeGone)
+		if !errors.Is(err, errNodeGone) {
+			return reply, err
+		}
+		d.log.Warn("the sandboxer holding the workspace is gone; opening it on another", "sandboxer", d.node, "op", op.OpID)
+		if err := d.open(ctx); err != nil {
+			return nil, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, errNodeGone
+		}
+	}
 }
 
 // opTimeout bounds a tool call's or a verification's op: the contract's
@@ -97,7 +149,7 @@ func (d *driver) dispatch(ctx context.Context, step int, opID string, call *prot
 	if wt, ok := d.workerTools[call.Name]; ok {
 		return d.workerCall(ctx, op, wt, obs)
 	}
-	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
+	reply, err := d.nodeRequest(ctx, op, d.opTimeout())
 	if err == nil {
 		d.mcpLostIn(step, reply.MCP)
 	}
@@ -122,7 +174,7 @@ func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
 	v := d.s.contract.Verification
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
 		Workspace: d.s.contract.Workspace.Dir(), Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
-	reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, d.opTimeout())
+	reply, err := d.nodeRequest(ctx, op, d.opTimeout())
 	if err == nil {
 		d.mcpLostIn(step, reply.MCP)
 	}
