@@ -52,6 +52,11 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
+	// The workspace's notes are read while the lease is taken and the
+	// trace looked at: they do not depend on either, and a burst of
+	// contracts waits on each of those reads in turn.
+	notes := make(chan []protocol.Note, 1)
+	go func() { notes <- c.admissionNotes(ctx, run, contract) }()
 	ls, err := c.leases.acquire(ctx, run)
 	if err != nil {
 		// Another coordinator holds the run. If it got as far as starting
@@ -117,7 +122,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		// the run's sub-agents.
 		started := &protocol.Record{Kind: protocol.RecordStarted, Contract: contract.Redacted(), Coordinator: c.cfg.ID, Time: time.Now().UTC(),
 			Tree: tree, Depth: depth, Policy: eff, ParentPolicy: parentEff}
-		started.Memory = c.admissionNotes(ctx, run, contract)
+		started.Memory = <-notes
 		w := c.trace.Writer(run, 0)
 		if err := w.Append(ctx, started); err != nil {
 			c.log.Error("start run", "run", run, "err", err)
@@ -127,11 +132,20 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		}
 		recs, last = []protocol.Record{*started}, w.LastSeq()
 		c.secrets.keep(run, contract)
-		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
+		// The index's first entry is written while the run starts: the
+		// driver's own writes to it come later on the same connection,
+		// which keeps them in order, and the submitter hears of the run
+		// once the entry is stored, so that its status can be read.
+		indexed := c.putStateAsync(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
 			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
 			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run)})
 		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
 		c.metrics.RunStarted()
+		c.start(ctx, run, recs, last, ls, sl.pass())
+		indexed()
+		c.answer(msg, reply, &protocol.SubmitReply{Run: run})
+		_ = msg.Ack()
+		return
 	}
 	c.answer(msg, reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()
