@@ -329,12 +329,15 @@ type events struct {
 	// firstAsk is when each run's first request was assembled and sent
 	// to the workers: its first step started.
 	firstAsk map[string]time.Time
+	// admitted is when each run was admitted: its lease taken, its first
+	// record written.
+	admitted map[string]time.Time
 	steps    map[string]map[int]bool // run -> steps whose commit was announced
 }
 
 func watch(t *testing.T, c *Cluster) *events {
 	t.Helper()
-	ev := &events{firstStep: map[string]time.Time{}, firstAsk: map[string]time.Time{}, steps: map[string]map[int]bool{}}
+	ev := &events{firstStep: map[string]time.Time{}, firstAsk: map[string]time.Time{}, admitted: map[string]time.Time{}, steps: map[string]map[int]bool{}}
 	nc := c.Client().Conn()
 	sub, err := nc.Subscribe("harness.events.*.*", func(m *nats.Msg) {
 		now := time.Now()
@@ -345,6 +348,10 @@ func watch(t *testing.T, c *Cluster) *events {
 		ev.mu.Lock()
 		defer ev.mu.Unlock()
 		switch e.Kind {
+		case protocol.EventStarted:
+			if _, ok := ev.admitted[e.Run]; !ok {
+				ev.admitted[e.Run] = now
+			}
 		case protocol.EventAssembled:
 			if _, ok := ev.firstAsk[e.Run]; !ok {
 				ev.firstAsk[e.Run] = now
@@ -627,6 +634,52 @@ func TestCluster(t *testing.T) {
 		}
 		t.Logf("REPORT one at a time: submit-to-first-step p50 %s p99 %s (the replayed model thinks %s a turn)", percentile(lat, 0.5).Round(time.Millisecond), percentile(lat, 0.99).Round(time.Millisecond), replayDelay())
 		t.Logf("REPORT one at a time: submit-to-first-request p50 %s p99 %s", percentile(ask, 0.5).Round(time.Millisecond), percentile(ask, 0.99).Round(time.Millisecond))
+
+		// A hundred at once, from this process's own connection, each on
+		// a root of its own that the sandboxers serve, each timed from its
+		// own publish to its first request.
+		write1 := kind{name: "write", n: 1, maxSteps: 4, outcome: protocol.OutcomeSuccess, steps: 2}
+		var ids []string
+		msgs := map[string]*nats.Msg{}
+		for i := range 100 {
+			id := fmt.Sprintf("hundred-%03d", i)
+			newWorkspace(t, wsDir, id)
+			m := nats.NewMsg(wire.SubjectSubmit)
+			m.Data, m.Header = contract(write1, id, "default"), nats.Header{"Nats-Msg-Id": []string{id}}
+			ids, msgs[id] = append(ids, id), m
+		}
+		sent := map[string]time.Time{}
+		for _, id := range ids {
+			sent[id] = time.Now()
+			if err := c.Client().Conn().PublishMsg(msgs[id]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for id, res := range waitRuns(t, c, ids, 3*time.Minute) {
+			if res.Outcome != write1.outcome || res.Steps != write1.steps {
+				t.Errorf("run %s: %s after %d steps (%s), want %s after %d", id, res.Outcome, res.Steps, res.Reason, write1.outcome, write1.steps)
+			}
+		}
+		var admit, open []time.Duration // submit to admitted, admitted to the first request
+		ask = nil
+		ev.mu.Lock()
+		for _, id := range ids {
+			first, ok := ev.firstAsk[id]
+			if ok {
+				ask = append(ask, first.Sub(sent[id]))
+			}
+			if in, ok2 := ev.admitted[id]; ok && ok2 {
+				admit, open = append(admit, in.Sub(sent[id])), append(open, first.Sub(in))
+			}
+		}
+		ev.mu.Unlock()
+		if len(ask) != len(ids) {
+			t.Errorf("heard the first request of %d of the %d runs", len(ask), len(ids))
+		}
+		t.Logf("REPORT burst of %d from one connection: submit-to-first-request p50 %s p99 %s (submit to admitted p50 %s p99 %s, admitted to first request p50 %s p99 %s)",
+			len(ask), percentile(ask, 0.5).Round(time.Millisecond), percentile(ask, 0.99).Round(time.Millisecond),
+			percentile(admit, 0.5).Round(time.Millisecond), percentile(admit, 0.99).Round(time.Millisecond),
+			percentile(open, 0.5).Round(time.Millisecond), percentile(open, 0.99).Round(time.Millisecond))
 	})
 
 	t.Run("scale", func(t *testing.T) {
