@@ -64,11 +64,13 @@ const probeTimeout = 10 * time.Second
 //     second later); open files through RLIMIT_NOFILE; wall clock by a
 //     timer. A command whose first process exits after a cap was hit is
 //     still reported as not exited, with the cap.
-//   - Teardown: when the command's first process ends, the init exits and
-//     the kernel kills everything left in the PID namespace, including
-//     processes that daemonised or called setsid; the cgroups are then
-//     emptied and removed. No temporary directory is created on the host
-//     and every mount lives and dies in the sandbox's mount namespace.
+//   - Teardown: when the command's first process ends, the init kills
+//     and reaps everything left in the PID namespace, including processes
+//     that daemonised or called setsid, before it reports; Run returns
+//     then, and the init's own exit, the unmounting and the removal of the
+//     cgroups follow in the background. No temporary directory is created
+//     on the host and every mount lives and dies in the sandbox's mount
+//     namespace.
 //
 // A Backend has no per-command state outside Run; one value runs any number
 // of commands at once.
@@ -578,11 +580,21 @@ func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Lim
 		tick = t.C
 	}
 	done := ctx.Done()
+	var report []byte
 wait:
 	for {
 		select {
 		case <-exited:
 			break wait
+		case report = <-reportc:
+			// The shim writes its report once nothing else runs in the
+			// sandbox (endAll): the command is over, and the shim's own
+			// exit is left to the reaper.
+			reportc = nil
+			if len(report) > 0 && json.Unmarshal(report, &o.report) == nil {
+				o.reported = true
+				break wait
+			}
 		case <-wall.C:
 			o.killedBy = sandbox.CapWall
 			kill()
@@ -599,24 +611,24 @@ wait:
 		}
 	}
 	o.duration = time.Since(sp.started)
-	o.shimState = sp.cmd.ProcessState
-
-	if b := <-reportc; len(b) > 0 {
-		o.reported = json.Unmarshal(b, &o.report) == nil
+	if !o.reported {
+		// The shim ended without reporting, or reported after a kill.
+		o.shimState = sp.cmd.ProcessState
+		if reportc != nil {
+			report = <-reportc
+		}
+		o.reported = len(report) > 0 && json.Unmarshal(report, &o.report) == nil
 	}
 	if o.reported && o.report.Ran && o.killedBy == sandbox.CapWall {
 		o.killedBy = "" // the command ended on its own before the kill landed
 	}
 	o.capHit = o.killedBy
 	if cg != nil {
-		if cg.populated() {
-			cg.killAll() // nothing should be left: the PID namespace is gone
-		}
 		if c := cg.capHit(); o.capHit == "" && c != "" {
 			o.capHit = c
 		}
 	}
-	n.release(cg, sp.mntNS)
+	n.release(cg, sp.mntNS, exited)
 	sp.mntNS = nil
 
 	o.escaped = !process.WaitTimeout(&readers, process.PipeGrace)
@@ -745,15 +757,19 @@ const reapQueue = 64
 type remains struct {
 	cg    *cgroup  // nil without cgroups
 	mntNS *os.File // nil if it could not be held
+	// exited is closed once the sandbox's init has exited and been
+	// reaped; nil when it already has.
+	exited <-chan struct{}
 }
 
-// release removes what is left of a finished command's sandbox: through
-// the reaper, so that Run waits neither for the kernel's cgroup_mutex
+// release removes what is left of a finished command's sandbox once its
+// init has exited (exited closed; nil if it has): through the reaper, so
+// that Run waits neither for the init's exit, nor for the kernel's cgroup_mutex
 // (which another sandbox's cgroup placement may hold across an RCU grace
 // period) nor for the unmounting of the sandbox's mounts; here when the
 // reaper is stopped or its queue is full.
-func (n *Backend) release(cg *cgroup, mntNS *os.File) {
-	r := remains{cg, mntNS}
+func (n *Backend) release(cg *cgroup, mntNS *os.File, exited <-chan struct{}) {
+	r := remains{cg, mntNS, exited}
 	n.mu.Lock()
 	if !n.closed {
 		select {
@@ -767,8 +783,14 @@ func (n *Backend) release(cg *cgroup, mntNS *os.File) {
 	n.clear(r)
 }
 
-// clear removes r.
+// clear waits for r's init to exit and removes r.
 func (n *Backend) clear(r remains) {
+	if r.exited != nil {
+		<-r.exited
+	}
+	if r.cg != nil && r.cg.populated() {
+		r.cg.killAll() // nothing should be left: the PID namespace is gone
+	}
 	if r.mntNS != nil {
 		r.mntNS.Close() // the last reference: the kernel unmounts everything now
 	}

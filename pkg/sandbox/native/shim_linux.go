@@ -123,8 +123,12 @@ func runShim() int {
 	syscall.CloseOnExec(shimConfigFD)
 	syscall.CloseOnExec(shimReportFD)
 	report := func(r shimReport) int {
+		endAll()
 		b, _ := json.Marshal(r)
 		_, _ = syscall.Write(shimReportFD, b)
+		// The report is the parent's sign that the sandbox is over: it
+		// does not wait for the shim's own exit.
+		syscall.Close(shimReportFD)
 		if r.Err != "" {
 			return 1
 		}
@@ -231,6 +235,40 @@ func reapUntil(pid int) (uint32, int64) {
 		}
 	}
 }
+
+// endAll kills and reaps every process left in the sandbox (daemons,
+// orphans: all of them descendants of the shim, PID 1 of the namespace),
+// then closes the shim's standard streams, the last holders of the
+// command's pipes. Once it returns, nothing of the command runs and its
+// output has ended, so the parent may return the result before the shim
+// has exited.
+func endAll() {
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|wALL, nil); err != syscall.ECHILD {
+		// kill(-1) from PID 1 reaches every other process of its PID
+		// namespace, those being forked included.
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		for {
+			if _, err := syscall.Wait4(-1, &ws, wALL, nil); err != nil && err != syscall.EINTR {
+				break // ECHILD: none left
+			}
+		}
+	}
+	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	for fd := range 3 {
+		if err == nil {
+			_ = syscall.Dup3(null, fd, 0)
+		} else {
+			syscall.Close(fd)
+		}
+	}
+	if err == nil {
+		syscall.Close(null)
+	}
+}
+
+// wALL is __WALL for wait4(2): children of any kind, clones included.
+const wALL = 0x40000000
 
 // pAll is P_ALL for waitid(2).
 const pAll = 0

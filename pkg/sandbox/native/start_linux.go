@@ -141,7 +141,7 @@ wait:
 			capHit = c
 		}
 	}
-	n.release(cg, sp.mntNS)
+	n.release(cg, sp.mntNS, nil)
 	sp.mntNS = nil
 	switch {
 	case capHit != "":
