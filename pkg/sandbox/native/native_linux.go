@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -90,15 +91,21 @@ type Backend struct {
 	enforces    []string
 	unenforced  []string // caps no command gets (cgroups missing)
 
-	warm      chan *shimProc // started shims, network denied; nil without a pool
+	warm      chan *shimProc // started shims with their root ready, network denied; nil without a pool
 	stopFill  context.CancelFunc
 	filling   sync.WaitGroup
 	closeOnce sync.Once
+	// kick wakes fill when a Run begins or ends (capacity 1).
+	kick chan struct{}
+	// parked is set while fill holds a ready shim it cannot hand over,
+	// the pool being full: the pool has nothing left to do.
+	parked atomic.Bool
 
 	reap    chan remains // what finished commands left, for the reaper to remove
 	reaping sync.WaitGroup
 
 	mu      sync.Mutex
+	busy    int             // Runs under way, which fill lets go first
 	closed  bool            // Close ran: no reaper, no pool
 	stale   []*cgroup       // cgroups whose removal failed; retried by the reaper
 	waiting map[string]bool // cgroup directories of the warm shims
@@ -179,6 +186,7 @@ func New(cfg Config) (*Backend, error) {
 	n.reaping.Go(n.reaper)
 	if warm := cmp.Or(cfg.Warm, defaultWarm); warm > 0 {
 		n.warm = make(chan *shimProc, warm)
+		n.kick = make(chan struct{}, 1)
 		n.waiting = map[string]bool{}
 		ctx, cancel := context.WithCancel(context.Background())
 		n.stopFill = cancel
@@ -507,6 +515,8 @@ var defaultTmpBytes = protocol.Limits{}.WithDefaults().MemoryBytes
 // it runs, and tears everything down. It returns an error only when the
 // sandbox could not be started.
 func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Limits, network bool) (*outcome, error) {
+	n.setBusy(1)
+	defer n.setBusy(-1)
 	var sp *shimProc
 	if !network && !cfg.Probe {
 		select {
@@ -694,12 +704,66 @@ func (n *Backend) removeCgroup(cg *cgroup) {
 	}
 }
 
+// refillDelay is how long fill waits at most, once a Run has taken a
+// warm shim and the pool is still full (fill's spare took its place),
+// for the Runs under way to end before it starts the next shim. Starting
+// one (the binary's start-up, the root's mounts, the cgroup moves) costs
+// several milliseconds of CPU and some of the same kernel locks a
+// command's setup and teardown take; a short command should not share
+// the machine with it, and a long one should not leave the pool short
+// for long. Once the pool is short of one, fill refills at once.
+const refillDelay = 20 * time.Millisecond
+
+// setBusy counts a Run beginning (+1) or ending (-1), and wakes fill.
+func (n *Backend) setBusy(d int) {
+	if n.kick == nil {
+		return
+	}
+	n.mu.Lock()
+	n.busy += d
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitQuiet returns true once no Run is under way, the pool is not full,
+// or refillDelay has passed; false when ctx ends first.
+func (n *Backend) waitQuiet(ctx context.Context) bool {
+	t := time.NewTimer(refillDelay)
+	defer t.Stop()
+	for {
+		n.mu.Lock()
+		quiet := n.busy == 0 || len(n.warm) < cap(n.warm)
+		n.mu.Unlock()
+		if quiet {
+			return true
+		}
+		select {
+		case <-n.kick:
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // fill keeps n.warm full of started shims, each in fresh cgroups with the
-// default caps (a command with other limits sets its own), until ctx ends.
+// default caps (a command with other limits sets its own) and with its
+// root assembled, until ctx ends.
 func (n *Backend) fill(ctx context.Context) {
 	def := sandbox.LimitsOf(protocol.Limits{})
 	for {
+		if !n.waitQuiet(ctx) {
+			return
+		}
 		sp, err := n.newShim(func(cg *cgroup) error { return cg.setLimits(def.MemoryBytes, def.Pids) }, nil)
+		if err == nil && !sp.awaitReady(ctx) {
+			n.discard(sp) // it failed to assemble its root, or ctx ended
+			sp, err = nil, errors.New("not ready")
+		}
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -709,14 +773,27 @@ func (n *Backend) fill(ctx context.Context) {
 			}
 		}
 		n.setWaiting(sp, true)
+		n.parked.Store(true)
 		select {
 		case n.warm <- sp:
+			n.parked.Store(false)
 		case <-ctx.Done():
+			n.parked.Store(false)
 			n.setWaiting(sp, false)
 			n.discard(sp)
 			return
 		}
 	}
+}
+
+// awaitReady waits for the shim's sign that its root is assembled (a
+// newline on its report pipe, before any report), and reports whether it
+// came before ctx ended.
+func (sp *shimProc) awaitReady(ctx context.Context) bool {
+	stop := context.AfterFunc(ctx, func() { _ = sp.repR.SetReadDeadline(time.Now()) })
+	var b [1]byte
+	k, err := sp.repR.Read(b[:])
+	return stop() && k == 1 && b[0] == '\n' && err == nil // stop false: the deadline is set
 }
 
 // Close kills the warm sandboxes and waits until the cgroups of finished

@@ -25,8 +25,8 @@ const shimEnv = "HARNESS_SANDBOX_SHIM"
 
 // The shim's inherited descriptors besides stdio: it reads its shimConfig
 // from shimConfigFD (the parent writes it once the shim is in its
-// cgroups, then closes the pipe) and writes one shimReport to
-// shimReportFD before it exits.
+// cgroups, then closes the pipe) and writes to shimReportFD a newline
+// once its root is assembled, then one shimReport.
 const (
 	shimConfigFD = 3
 	shimReportFD = 4
@@ -155,6 +155,9 @@ func runShim() int {
 	if err := prepareRoot(&rc); err != nil {
 		return report(shimReport{Err: err.Error()})
 	}
+	// The root is ready: a newline, which the report's JSON may follow,
+	// tells the pool so.
+	_, _ = syscall.Write(shimReportFD, []byte{'\n'})
 	var cfg shimConfig
 	if err := dec.Decode(&cfg); err != nil {
 		return report(shimReport{Err: "read the command's configuration: " + err.Error()})
