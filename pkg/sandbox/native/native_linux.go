@@ -84,12 +84,16 @@ type Backend struct {
 	// unreachable are the prefixes every sandbox routes nowhere
 	// (Config.Unreachable).
 	unreachable []string
-	landlock    int // Landlock ABI, 0 without
-	seccomp     bool
-	readOnly    []string
-	hide        []string
-	enforces    []string
-	unenforced  []string // caps no command gets (cgroups missing)
+	// detachHost: the sandboxer may clone mount trees (cloneTree), so
+	// each sandbox gets its workspace passed and detaches the host's root
+	// before its command is known (rootConfig.DetachHost).
+	detachHost bool
+	landlock   int // Landlock ABI, 0 without
+	seccomp    bool
+	readOnly   []string
+	hide       []string
+	enforces   []string
+	unenforced []string // caps no command gets (cgroups missing)
 
 	warm      chan *shimProc // started shims with their root ready, network denied; nil without a pool
 	stopFill  context.CancelFunc
@@ -179,7 +183,15 @@ func New(cfg Config) (*Backend, error) {
 	slices.Sort(n.enforces)
 	slices.Sort(n.unenforced)
 
-	if err := n.probe(); err != nil {
+	n.detachHost = canCloneTrees()
+	err = n.probe()
+	if err != nil && n.detachHost {
+		// The sandbox could not take a workspace passed to it: bind it
+		// from the host's root instead.
+		n.detachHost = false
+		err = n.probe()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	n.reap = make(chan remains, reapQueue)
@@ -200,12 +212,22 @@ func (n *Backend) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cfg := &shimConfig{Landlock: n.landlock, Seccomp: n.seccomp, Probe: true, TmpBytes: 1 << 20}
+	if n.detachHost {
+		// Pass a workspace too, as every command will: the temporary
+		// directory, where the probe writes nothing. It may cover the
+		// sandbox's /tmp, which is then left at its size.
+		cfg.Dir, _ = filepath.EvalSymlinks(os.TempDir())
+		cfg.TmpBytes = defaultTmpBytes
+	}
 	lim := sandbox.LimitsOf(protocol.Limits{WallSecs: int(probeTimeout / time.Second)})
 	o, err := n.sandbox(ctx, cfg, lim, false)
 	if err != nil {
 		return fmt.Errorf("trial sandbox: %w", err)
 	}
-	if !o.reported || o.report.Err != "" {
+	if o.reported && o.report.Err != "" {
+		return fmt.Errorf("trial sandbox: %s", o.report.Err)
+	}
+	if !o.reported {
 		return fmt.Errorf("trial sandbox: the sandbox's init ended without reporting (%v); its output: %s", o.shimState, strings.TrimSpace(o.stderr))
 	}
 	return nil
@@ -392,6 +414,7 @@ type shimProc struct {
 	errR    *os.File // the command's stderr
 	cfgW    *os.File // shimConfigFD
 	repR    *os.File // shimReportFD
+	treeW   *os.File // shimTreeFD; nil without detachHost
 	started time.Time
 }
 
@@ -403,7 +426,7 @@ func (sp *shimProc) ended() bool {
 }
 
 func (sp *shimProc) closeAll() {
-	for _, f := range []*os.File{sp.outR, sp.errR, sp.cfgW, sp.repR, sp.mntNS} {
+	for _, f := range []*os.File{sp.outR, sp.errR, sp.cfgW, sp.repR, sp.treeW, sp.mntNS} {
 		if f != nil {
 			f.Close()
 		}
@@ -429,7 +452,16 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	errR, errW := pipe()
 	cfgR, cfgW := pipe()
 	repR, repW := pipe()
-	if len(files) != 8 {
+	extra := []*os.File{cfgR, repW} // shimConfigFD, shimReportFD
+	var treeR, treeW *os.File
+	if n.detachHost {
+		if fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0); err == nil {
+			treeR, treeW = os.NewFile(uintptr(fds[0]), "tree"), os.NewFile(uintptr(fds[1]), "tree")
+			files = append(files, treeR, treeW)
+			extra = append(extra, treeR) // shimTreeFD
+		}
+	}
+	if len(files) != 8 && len(files) != 10 || n.detachHost && treeR == nil {
 		for _, f := range files {
 			f.Close()
 		}
@@ -447,7 +479,7 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	sp := &shimProc{outR: outR, errR: errR, cfgW: cfgW, repR: repR}
+	sp := &shimProc{outR: outR, errR: errR, cfgW: cfgW, repR: repR, treeW: treeW}
 	if cg != nil && cg.fd != nil {
 		attr.UseCgroupFD, attr.CgroupFD, sp.inV2 = true, int(cg.fd.Fd()), true
 	}
@@ -459,7 +491,7 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 			Stdin:       stdin, // nil or an *os.File: passed to the child as is
 			Stdout:      outW,
 			Stderr:      errW,
-			ExtraFiles:  []*os.File{cfgR, repW}, // shimConfigFD, shimReportFD
+			ExtraFiles:  extra,
 			SysProcAttr: attr,
 		}
 	}
@@ -477,16 +509,34 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	errW.Close()
 	cfgR.Close()
 	repW.Close()
+	if treeR != nil {
+		treeR.Close()
+	}
 	if err != nil {
 		sp.closeAll()
 		return nil, err
 	}
 	sp.mntNS, _ = os.Open(fmt.Sprintf("/proc/%d/ns/mnt", sp.cmd.Process.Pid)) // nil: torn down at exit instead
 	// The shim assembles the root while it waits for the command.
-	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache, Unreachable: n.unreachable}
+	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache, Unreachable: n.unreachable, DetachHost: n.detachHost}
 	b, _ := json.Marshal(rc)
 	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
 	return sp, nil
+}
+
+// configure hands the shim its command: the workspace first, when the
+// shim takes it passed (treeW), then cfg. The error is the workspace's:
+// a shim that died early shows in its exit status instead.
+func (sp *shimProc) configure(cfg *shimConfig) error {
+	if sp.treeW != nil && cfg.Dir != "" {
+		if err := sendWorkspace(sp.treeW, cfg.Dir); err != nil {
+			return err
+		}
+	}
+	b, _ := json.Marshal(cfg)
+	_, _ = sp.cfgW.Write(b)
+	sp.cfgW.Close()
+	return nil
 }
 
 // withVar returns env with key set to value, replacing any setting of it.
@@ -561,9 +611,10 @@ func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Lim
 			cg.killAll()
 		}
 	}
-	b, _ := json.Marshal(cfg)
-	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
-	sp.cfgW.Close()
+	if err := sp.configure(cfg); err != nil {
+		n.discard(sp)
+		return nil, protocol.Errorf(protocol.CodeSandbox, "could not set up the sandbox for %s: %v", process.Argv0(cfg.Argv), err)
+	}
 
 	stdout, stderr := sandbox.NewCapture(lim.OutputBytes), sandbox.NewCapture(lim.OutputBytes)
 	var readers sync.WaitGroup

@@ -27,9 +27,14 @@ const shimEnv = "HARNESS_SANDBOX_SHIM"
 // from shimConfigFD (the parent writes it once the shim is in its
 // cgroups, then closes the pipe) and writes to shimReportFD a newline
 // once its root is assembled, then one shimReport.
+//
+// With rootConfig.DetachHost, shimTreeFD is a socket on which the parent
+// passes the workspace, a clone of its mounts (cloneTree), just before
+// the command's configuration.
 const (
 	shimConfigFD = 3
 	shimReportFD = 4
+	shimTreeFD   = 5
 )
 
 // newRootDir is where the shim assembles the sandbox's root filesystem
@@ -87,6 +92,11 @@ type rootConfig struct {
 	// a command that may use the network reaches neither through its route
 	// out.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// DetachHost: the parent passes the workspace on shimTreeFD, so the
+	// host's root is detached with the rest of the root's assembly,
+	// before the command is known, rather than kept to bind the
+	// workspace from.
+	DetachHost bool `json:"detach_host,omitempty"`
 }
 
 // shimConfig is the second JSON value on shimConfigFD, written once the
@@ -122,6 +132,7 @@ type shimReport struct {
 func runShim() int {
 	syscall.CloseOnExec(shimConfigFD)
 	syscall.CloseOnExec(shimReportFD)
+	syscall.CloseOnExec(shimTreeFD)
 	report := func(r shimReport) int {
 		endAll()
 		b, _ := json.Marshal(r)
@@ -545,15 +556,31 @@ func prepareRoot(rc *rootConfig) error {
 	if err := unreachableRoutes(rc.Unreachable); err != nil {
 		return err
 	}
+	if rc.DetachHost {
+		return detachHost()
+	}
 	return nil
 }
 
+// detachHost detaches the host's root, left at hostRoot by the pivot.
+func detachHost() error {
+	if err := syscall.Unmount(hostRoot, syscall.MNT_DETACH); err != nil {
+		return mountErr("detach the host's root from", hostRoot, err)
+	}
+	return os.Remove(hostRoot)
+}
+
 // finishRoot completes the root for one command: the workspace cfg.Dir
-// bound read-write, nosuid, nodev, at its host path; the host's root
-// detached; /tmp and /dev/shm resized to cfg.TmpBytes; the root made
-// read-only.
+// (none when it is empty) read-write, nosuid, nodev, at its host path,
+// received from the parent (rc.DetachHost) or bound from the host's root,
+// which is then detached; /tmp and /dev/shm resized to cfg.TmpBytes; the
+// root made read-only.
 func finishRoot(rc *rootConfig, cfg *shimConfig) error {
-	if !cfg.Probe {
+	if rc.DetachHost && cfg.Dir != "" {
+		if err := receiveWorkspace(cfg.Dir); err != nil {
+			return err
+		}
+	} else if cfg.Dir != "" {
 		ws, err := openSource(hostRoot + cfg.Dir)
 		if err != nil {
 			return mountErr("open the workspace", cfg.Dir, err)
@@ -566,11 +593,10 @@ func finishRoot(rc *rootConfig, cfg *shimConfig) error {
 			return err
 		}
 	}
-	if err := syscall.Unmount(hostRoot, syscall.MNT_DETACH); err != nil {
-		return mountErr("detach the host's root from", hostRoot, err)
-	}
-	if err := os.Remove(hostRoot); err != nil {
-		return err
+	if !rc.DetachHost {
+		if err := detachHost(); err != nil {
+			return err
+		}
 	}
 	if cfg.TmpBytes != rc.TmpBytes {
 		opts := "size=" + strconv.FormatInt(max(cfg.TmpBytes, 1<<20), 10)
