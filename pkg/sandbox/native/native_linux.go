@@ -524,18 +524,18 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	return sp, nil
 }
 
-// configure hands the shim its command: the workspace first, when the
-// shim takes it passed (treeW), then cfg. The error is the workspace's:
-// a shim that died early shows in its exit status instead.
+// configure hands the shim its command: cfg, then, when the shim takes
+// it passed (treeW), the workspace, which the shim waits for only once it
+// has woken up and read cfg. The error is the workspace's (the shim then
+// waits for it: discard it); a shim that died early shows in its exit
+// status instead.
 func (sp *shimProc) configure(cfg *shimConfig) error {
-	if sp.treeW != nil && cfg.Dir != "" {
-		if err := sendWorkspace(sp.treeW, cfg.Dir); err != nil {
-			return err
-		}
-	}
 	b, _ := json.Marshal(cfg)
 	_, _ = sp.cfgW.Write(b)
 	sp.cfgW.Close()
+	if sp.treeW != nil && cfg.Dir != "" {
+		return sendWorkspace(sp.treeW, cfg.Dir)
+	}
 	return nil
 }
 

@@ -173,10 +173,12 @@ func runShim() int {
 	if err := dec.Decode(&cfg); err != nil {
 		return report(shimReport{Err: "read the command's configuration: " + err.Error()})
 	}
-	if err := finishRoot(&rc, &cfg); err != nil {
+	// The rlimits first: with rc.DetachHost the workspace follows the
+	// configuration, and is on its way meanwhile.
+	if err := setRlimits(&cfg); err != nil {
 		return report(shimReport{Err: err.Error()})
 	}
-	if err := setRlimits(&cfg); err != nil {
+	if err := finishRoot(&rc, &cfg); err != nil {
 		return report(shimReport{Err: err.Error()})
 	}
 	prog, errno := "", 0
@@ -570,12 +572,20 @@ func detachHost() error {
 	return os.Remove(hostRoot)
 }
 
-// finishRoot completes the root for one command: the workspace cfg.Dir
-// (none when it is empty) read-write, nosuid, nodev, at its host path,
-// received from the parent (rc.DetachHost) or bound from the host's root,
-// which is then detached; /tmp and /dev/shm resized to cfg.TmpBytes; the
-// root made read-only.
+// finishRoot completes the root for one command: /tmp and /dev/shm
+// resized to cfg.TmpBytes; the workspace cfg.Dir (none when it is empty)
+// read-write, nosuid, nodev, at its host path, received from the parent
+// (rc.DetachHost) or bound from the host's root, which is then detached;
+// the root made read-only.
 func finishRoot(rc *rootConfig, cfg *shimConfig) error {
+	if cfg.TmpBytes != rc.TmpBytes {
+		opts := "size=" + strconv.FormatInt(max(cfg.TmpBytes, 1<<20), 10)
+		for _, p := range []string{"/tmp", "/dev/shm"} {
+			if err := syscall.Mount("", p, "", syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+				return mountErr("resize", p, err)
+			}
+		}
+	}
 	if rc.DetachHost && cfg.Dir != "" {
 		if err := receiveWorkspace(cfg.Dir); err != nil {
 			return err
@@ -596,14 +606,6 @@ func finishRoot(rc *rootConfig, cfg *shimConfig) error {
 	if !rc.DetachHost {
 		if err := detachHost(); err != nil {
 			return err
-		}
-	}
-	if cfg.TmpBytes != rc.TmpBytes {
-		opts := "size=" + strconv.FormatInt(max(cfg.TmpBytes, 1<<20), 10)
-		for _, p := range []string{"/tmp", "/dev/shm"} {
-			if err := syscall.Mount("", p, "", syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
-				return mountErr("resize", p, err)
-			}
 		}
 	}
 	if err := setAttr("/", attrReadOnly, false); err != nil {
