@@ -370,6 +370,11 @@ type cgroup struct {
 	v2c  map[string]bool
 	v1   map[string]string // controller -> directory
 
+	// memEvents and pidsEvents are the open files that count the memory
+	// cap's OOM kills and the pids cap's refused forks (-1: none), read
+	// with pread at every check rather than opened each time.
+	memEvents, pidsEvents int
+
 	limited bool  // setLimits ran, with these values:
 	memory  int64 //
 	pids    int   //
@@ -380,7 +385,7 @@ type cgroup struct {
 // On error nothing is left behind.
 func newCgroup(l *cgroupLayout, owner string, cpus float64) (cg *cgroup, err error) {
 	name := fmt.Sprintf("%s%s-%d", cgroupPrefix, owner, cgroupSeq.Add(1))
-	cg = &cgroup{kill: l.kill, v2c: l.v2, v1: map[string]string{}}
+	cg = &cgroup{kill: l.kill, v2c: l.v2, v1: map[string]string{}, memEvents: -1, pidsEvents: -1}
 	defer func() {
 		if err != nil {
 			cg.remove()
@@ -405,6 +410,25 @@ func newCgroup(l *cgroupLayout, owner string, cpus float64) (cg *cgroup, err err
 			return nil, err
 		}
 		cg.v1[c] = dir
+	}
+	open := func(p string) (int, error) { return syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) }
+	switch {
+	case cg.v2c["memory"]:
+		cg.memEvents, err = open(filepath.Join(cg.v2, "memory.events"))
+	case cg.v1["memory"] != "":
+		cg.memEvents, err = open(filepath.Join(cg.v1["memory"], "memory.oom_control"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cg.v2c["pids"]:
+		cg.pidsEvents, err = open(filepath.Join(cg.v2, "pids.events"))
+	case cg.v1["pids"] != "":
+		cg.pidsEvents, err = open(filepath.Join(cg.v1["pids"], "pids.events"))
+	}
+	if err != nil {
+		return nil, err
 	}
 	if cpus > 0 {
 		const period = 100000
@@ -525,13 +549,9 @@ func (cg *cgroup) populated() bool {
 // "memory" after an OOM kill, "pids" after a refused fork, else "".
 func (cg *cgroup) capHit() string {
 	switch {
-	case cg.v2c["memory"] && keyedValue(filepath.Join(cg.v2, "memory.events"), "oom_kill") > 0:
+	case cg.memEvents >= 0 && keyedValueAt(cg.memEvents, "oom_kill") > 0:
 		return sandbox.CapMemory
-	case cg.v1["memory"] != "" && keyedValue(filepath.Join(cg.v1["memory"], "memory.oom_control"), "oom_kill") > 0:
-		return sandbox.CapMemory
-	case cg.v2c["pids"] && keyedValue(filepath.Join(cg.v2, "pids.events"), "max") > 0:
-		return sandbox.CapPids
-	case cg.v1["pids"] != "" && keyedValue(filepath.Join(cg.v1["pids"], "pids.events"), "max") > 0:
+	case cg.pidsEvents >= 0 && keyedValueAt(cg.pidsEvents, "max") > 0:
 		return sandbox.CapPids
 	}
 	return ""
@@ -544,6 +564,12 @@ func (cg *cgroup) remove() error {
 	if cg.fd != nil {
 		cg.fd.Close()
 		cg.fd = nil
+	}
+	for _, fd := range []*int{&cg.memEvents, &cg.pidsEvents} {
+		if *fd >= 0 {
+			syscall.Close(*fd)
+			*fd = -1
+		}
 	}
 	dirs := cg.dirs()
 	deadline := time.Now().Add(5 * time.Second)
@@ -594,7 +620,7 @@ func sweepCgroups(l *cgroupLayout) []string {
 				_ = os.Remove(dir) // fails, harmlessly, while processes live in it
 				continue
 			}
-			stale := &cgroup{v1: map[string]string{"stale": dir}}
+			stale := &cgroup{v1: map[string]string{"stale": dir}, memEvents: -1, pidsEvents: -1}
 			if err := stale.remove(); err != nil {
 				left = append(left, dir)
 			}
@@ -690,6 +716,24 @@ func keyedValue(path, key string) int64 {
 		if ok && string(k) == key {
 			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// keyedValueAt is keyedValue of the open file fd, read from its start.
+func keyedValueAt(fd int, key string) int64 {
+	var buf [512]byte
+	k, err := syscall.Pread(fd, buf[:], 0)
+	if err != nil || k <= 0 {
+		return -1
+	}
+	for line := range bytes.Lines(buf[:k]) {
+		f, v, ok := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
+		if ok && string(f) == key {
+			if n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64); err == nil {
 				return n
 			}
 		}

@@ -72,9 +72,12 @@ type Config struct {
 	// started and waiting, each used by one command only, so that a
 	// command does not wait for the sandbox's init to start (the
 	// sandboxer's binary starting up again: several milliseconds). A
-	// waiting sandbox has its namespaces but no filesystem, cgroup or
-	// limit yet; it gets them from the command that takes it. Close stops
-	// them. Default 0 means 2; a negative value keeps none.
+	// waiting sandbox has its namespaces, its cgroups and its root (all
+	// but the workspace) ready; it gets the workspace and its caps from
+	// the command that takes it. A sandbox taken is replaced once the
+	// Runs under way end (after 20 ms at most), at once when fewer than
+	// Warm are left waiting. Close stops them. Default 0 means 2; a
+	// negative value keeps none.
 	Warm int
 }
 

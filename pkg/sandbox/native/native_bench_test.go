@@ -15,13 +15,16 @@ import (
 // BenchmarkNativeTrue measures a request to /bin/true through the native
 // backend, from Run to its return: the sandbox's cgroups given their
 // caps, its root completed with the workspace, the command confined, run
-// and reaped, and the sandbox torn down. Compare BenchmarkForkExecTrue of
+// and reaped, and whatever it left in the sandbox killed and reaped (the
+// init's exit, the unmounting and the cgroups' removal follow in the
+// background, as Run leaves them). Compare BenchmarkForkExecTrue of
 // package floor, a plain fork/exec (go test -bench . ./pkg/sandbox/...
 // runs both). Besides the mean it reports the median and the 99th
 // percentile.
 //
-//   - idle: each request finds the warm pool full, as when an agent's
-//     commands come between model calls (the pause to refill is not timed);
+//   - idle: each request finds the warm pool full and at rest (no shim
+//     being started), as when an agent's commands come between model
+//     calls (the pause to refill is not timed);
 //   - back-to-back: requests follow each other at once, so that the pool's
 //     refill competes with them for the CPUs;
 //   - cold: no warm pool; every request starts the sandbox's init.
@@ -45,10 +48,10 @@ func BenchmarkNativeTrue(b *testing.B) {
 			for b.Loop() {
 				if bb.idle {
 					b.StopTimer()
-					for len(n.warm) < cap(n.warm) {
+					// Full, every root assembled, and no shim being started.
+					for len(n.warm) < cap(n.warm) || !n.parked.Load() {
 						time.Sleep(time.Millisecond)
 					}
-					time.Sleep(5 * time.Millisecond) // the last one's root is being assembled
 					b.StartTimer()
 				}
 				start := time.Now()

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -64,11 +65,13 @@ const probeTimeout = 10 * time.Second
 //     second later); open files through RLIMIT_NOFILE; wall clock by a
 //     timer. A command whose first process exits after a cap was hit is
 //     still reported as not exited, with the cap.
-//   - Teardown: when the command's first process ends, the init exits and
-//     the kernel kills everything left in the PID namespace, including
-//     processes that daemonised or called setsid; the cgroups are then
-//     emptied and removed. No temporary directory is created on the host
-//     and every mount lives and dies in the sandbox's mount namespace.
+//   - Teardown: when the command's first process ends, the init kills
+//     and reaps everything left in the PID namespace, including processes
+//     that daemonised or called setsid, before it reports; Run returns
+//     then, and the init's own exit, the unmounting and the removal of the
+//     cgroups follow in the background. No temporary directory is created
+//     on the host and every mount lives and dies in the sandbox's mount
+//     namespace.
 //
 // A Backend has no per-command state outside Run; one value runs any number
 // of commands at once.
@@ -81,22 +84,32 @@ type Backend struct {
 	// unreachable are the prefixes every sandbox routes nowhere
 	// (Config.Unreachable).
 	unreachable []string
-	landlock    int // Landlock ABI, 0 without
-	seccomp     bool
-	readOnly    []string
-	hide        []string
-	enforces    []string
-	unenforced  []string // caps no command gets (cgroups missing)
+	// detachHost: the sandboxer may clone mount trees (cloneTree), so
+	// each sandbox gets its workspace passed and detaches the host's root
+	// before its command is known (rootConfig.DetachHost).
+	detachHost bool
+	landlock   int // Landlock ABI, 0 without
+	seccomp    bool
+	readOnly   []string
+	hide       []string
+	enforces   []string
+	unenforced []string // caps no command gets (cgroups missing)
 
-	warm      chan *shimProc // started shims, network denied; nil without a pool
+	warm      chan *shimProc // started shims with their root ready, network denied; nil without a pool
 	stopFill  context.CancelFunc
 	filling   sync.WaitGroup
 	closeOnce sync.Once
+	// kick wakes fill when a Run begins or ends (capacity 1).
+	kick chan struct{}
+	// parked is set while fill holds a ready shim it cannot hand over,
+	// the pool being full: the pool has nothing left to do.
+	parked atomic.Bool
 
 	reap    chan remains // what finished commands left, for the reaper to remove
 	reaping sync.WaitGroup
 
 	mu      sync.Mutex
+	busy    int             // Runs under way, which fill lets go first
 	closed  bool            // Close ran: no reaper, no pool
 	stale   []*cgroup       // cgroups whose removal failed; retried by the reaper
 	waiting map[string]bool // cgroup directories of the warm shims
@@ -170,13 +183,22 @@ func New(cfg Config) (*Backend, error) {
 	slices.Sort(n.enforces)
 	slices.Sort(n.unenforced)
 
-	if err := n.probe(); err != nil {
+	n.detachHost = canCloneTrees()
+	err = n.probe()
+	if err != nil && n.detachHost {
+		// The sandbox could not take a workspace passed to it: bind it
+		// from the host's root instead.
+		n.detachHost = false
+		err = n.probe()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	n.reap = make(chan remains, reapQueue)
 	n.reaping.Go(n.reaper)
 	if warm := cmp.Or(cfg.Warm, defaultWarm); warm > 0 {
 		n.warm = make(chan *shimProc, warm)
+		n.kick = make(chan struct{}, 1)
 		n.waiting = map[string]bool{}
 		ctx, cancel := context.WithCancel(context.Background())
 		n.stopFill = cancel
@@ -190,12 +212,22 @@ func (n *Backend) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cfg := &shimConfig{Landlock: n.landlock, Seccomp: n.seccomp, Probe: true, TmpBytes: 1 << 20}
+	if n.detachHost {
+		// Pass a workspace too, as every command will: the temporary
+		// directory, where the probe writes nothing. It may cover the
+		// sandbox's /tmp, which is then left at its size.
+		cfg.Dir, _ = filepath.EvalSymlinks(os.TempDir())
+		cfg.TmpBytes = defaultTmpBytes
+	}
 	lim := sandbox.LimitsOf(protocol.Limits{WallSecs: int(probeTimeout / time.Second)})
 	o, err := n.sandbox(ctx, cfg, lim, false)
 	if err != nil {
 		return fmt.Errorf("trial sandbox: %w", err)
 	}
-	if !o.reported || o.report.Err != "" {
+	if o.reported && o.report.Err != "" {
+		return fmt.Errorf("trial sandbox: %s", o.report.Err)
+	}
+	if !o.reported {
 		return fmt.Errorf("trial sandbox: the sandbox's init ended without reporting (%v); its output: %s", o.shimState, strings.TrimSpace(o.stderr))
 	}
 	return nil
@@ -382,6 +414,7 @@ type shimProc struct {
 	errR    *os.File // the command's stderr
 	cfgW    *os.File // shimConfigFD
 	repR    *os.File // shimReportFD
+	treeW   *os.File // shimTreeFD; nil without detachHost
 	started time.Time
 }
 
@@ -393,7 +426,7 @@ func (sp *shimProc) ended() bool {
 }
 
 func (sp *shimProc) closeAll() {
-	for _, f := range []*os.File{sp.outR, sp.errR, sp.cfgW, sp.repR, sp.mntNS} {
+	for _, f := range []*os.File{sp.outR, sp.errR, sp.cfgW, sp.repR, sp.treeW, sp.mntNS} {
 		if f != nil {
 			f.Close()
 		}
@@ -419,7 +452,16 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	errR, errW := pipe()
 	cfgR, cfgW := pipe()
 	repR, repW := pipe()
-	if len(files) != 8 {
+	extra := []*os.File{cfgR, repW} // shimConfigFD, shimReportFD
+	var treeR, treeW *os.File
+	if n.detachHost {
+		if fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0); err == nil {
+			treeR, treeW = os.NewFile(uintptr(fds[0]), "tree"), os.NewFile(uintptr(fds[1]), "tree")
+			files = append(files, treeR, treeW)
+			extra = append(extra, treeR) // shimTreeFD
+		}
+	}
+	if len(files) != 8 && len(files) != 10 || n.detachHost && treeR == nil {
 		for _, f := range files {
 			f.Close()
 		}
@@ -437,7 +479,7 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	sp := &shimProc{outR: outR, errR: errR, cfgW: cfgW, repR: repR}
+	sp := &shimProc{outR: outR, errR: errR, cfgW: cfgW, repR: repR, treeW: treeW}
 	if cg != nil && cg.fd != nil {
 		attr.UseCgroupFD, attr.CgroupFD, sp.inV2 = true, int(cg.fd.Fd()), true
 	}
@@ -449,7 +491,7 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 			Stdin:       stdin, // nil or an *os.File: passed to the child as is
 			Stdout:      outW,
 			Stderr:      errW,
-			ExtraFiles:  []*os.File{cfgR, repW}, // shimConfigFD, shimReportFD
+			ExtraFiles:  extra,
 			SysProcAttr: attr,
 		}
 	}
@@ -467,16 +509,34 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	errW.Close()
 	cfgR.Close()
 	repW.Close()
+	if treeR != nil {
+		treeR.Close()
+	}
 	if err != nil {
 		sp.closeAll()
 		return nil, err
 	}
 	sp.mntNS, _ = os.Open(fmt.Sprintf("/proc/%d/ns/mnt", sp.cmd.Process.Pid)) // nil: torn down at exit instead
 	// The shim assembles the root while it waits for the command.
-	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache, Unreachable: n.unreachable}
+	rc := rootConfig{ReadOnly: n.readOnly, Hide: n.hide, TmpBytes: defaultTmpBytes, GoCache: n.cfg.GoCache, Unreachable: n.unreachable, DetachHost: n.detachHost}
 	b, _ := json.Marshal(rc)
 	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
 	return sp, nil
+}
+
+// configure hands the shim its command: cfg, then, when the shim takes
+// it passed (treeW), the workspace, which the shim waits for only once it
+// has woken up and read cfg. The error is the workspace's (the shim then
+// waits for it: discard it); a shim that died early shows in its exit
+// status instead.
+func (sp *shimProc) configure(cfg *shimConfig) error {
+	b, _ := json.Marshal(cfg)
+	_, _ = sp.cfgW.Write(b)
+	sp.cfgW.Close()
+	if sp.treeW != nil && cfg.Dir != "" {
+		return sendWorkspace(sp.treeW, cfg.Dir)
+	}
+	return nil
 }
 
 // withVar returns env with key set to value, replacing any setting of it.
@@ -505,6 +565,8 @@ var defaultTmpBytes = protocol.Limits{}.WithDefaults().MemoryBytes
 // it runs, and tears everything down. It returns an error only when the
 // sandbox could not be started.
 func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Limits, network bool) (*outcome, error) {
+	n.setBusy(1)
+	defer n.setBusy(-1)
 	var sp *shimProc
 	if !network && !cfg.Probe {
 		select {
@@ -549,9 +611,10 @@ func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Lim
 			cg.killAll()
 		}
 	}
-	b, _ := json.Marshal(cfg)
-	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
-	sp.cfgW.Close()
+	if err := sp.configure(cfg); err != nil {
+		n.discard(sp)
+		return nil, protocol.Errorf(protocol.CodeSandbox, "could not set up the sandbox for %s: %v", process.Argv0(cfg.Argv), err)
+	}
 
 	stdout, stderr := sandbox.NewCapture(lim.OutputBytes), sandbox.NewCapture(lim.OutputBytes)
 	var readers sync.WaitGroup
@@ -578,11 +641,21 @@ func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Lim
 		tick = t.C
 	}
 	done := ctx.Done()
+	var report []byte
 wait:
 	for {
 		select {
 		case <-exited:
 			break wait
+		case report = <-reportc:
+			// The shim writes its report once nothing else runs in the
+			// sandbox (endAll): the command is over, and the shim's own
+			// exit is left to the reaper.
+			reportc = nil
+			if len(report) > 0 && json.Unmarshal(report, &o.report) == nil {
+				o.reported = true
+				break wait
+			}
 		case <-wall.C:
 			o.killedBy = sandbox.CapWall
 			kill()
@@ -599,24 +672,24 @@ wait:
 		}
 	}
 	o.duration = time.Since(sp.started)
-	o.shimState = sp.cmd.ProcessState
-
-	if b := <-reportc; len(b) > 0 {
-		o.reported = json.Unmarshal(b, &o.report) == nil
+	if !o.reported {
+		// The shim ended without reporting, or reported after a kill.
+		o.shimState = sp.cmd.ProcessState
+		if reportc != nil {
+			report = <-reportc
+		}
+		o.reported = len(report) > 0 && json.Unmarshal(report, &o.report) == nil
 	}
 	if o.reported && o.report.Ran && o.killedBy == sandbox.CapWall {
 		o.killedBy = "" // the command ended on its own before the kill landed
 	}
 	o.capHit = o.killedBy
 	if cg != nil {
-		if cg.populated() {
-			cg.killAll() // nothing should be left: the PID namespace is gone
-		}
 		if c := cg.capHit(); o.capHit == "" && c != "" {
 			o.capHit = c
 		}
 	}
-	n.release(cg, sp.mntNS)
+	n.release(cg, sp.mntNS, exited)
 	sp.mntNS = nil
 
 	o.escaped = !process.WaitTimeout(&readers, process.PipeGrace)
@@ -682,12 +755,66 @@ func (n *Backend) removeCgroup(cg *cgroup) {
 	}
 }
 
+// refillDelay is how long fill waits at most, once a Run has taken a
+// warm shim and the pool is still full (fill's spare took its place),
+// for the Runs under way to end before it starts the next shim. Starting
+// one (the binary's start-up, the root's mounts, the cgroup moves) costs
+// several milliseconds of CPU and some of the same kernel locks a
+// command's setup and teardown take; a short command should not share
+// the machine with it, and a long one should not leave the pool short
+// for long. Once the pool is short of one, fill refills at once.
+const refillDelay = 20 * time.Millisecond
+
+// setBusy counts a Run beginning (+1) or ending (-1), and wakes fill.
+func (n *Backend) setBusy(d int) {
+	if n.kick == nil {
+		return
+	}
+	n.mu.Lock()
+	n.busy += d
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitQuiet returns true once no Run is under way, the pool is not full,
+// or refillDelay has passed; false when ctx ends first.
+func (n *Backend) waitQuiet(ctx context.Context) bool {
+	t := time.NewTimer(refillDelay)
+	defer t.Stop()
+	for {
+		n.mu.Lock()
+		quiet := n.busy == 0 || len(n.warm) < cap(n.warm)
+		n.mu.Unlock()
+		if quiet {
+			return true
+		}
+		select {
+		case <-n.kick:
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // fill keeps n.warm full of started shims, each in fresh cgroups with the
-// default caps (a command with other limits sets its own), until ctx ends.
+// default caps (a command with other limits sets its own) and with its
+// root assembled, until ctx ends.
 func (n *Backend) fill(ctx context.Context) {
 	def := sandbox.LimitsOf(protocol.Limits{})
 	for {
+		if !n.waitQuiet(ctx) {
+			return
+		}
 		sp, err := n.newShim(func(cg *cgroup) error { return cg.setLimits(def.MemoryBytes, def.Pids) }, nil)
+		if err == nil && !sp.awaitReady(ctx) {
+			n.discard(sp) // it failed to assemble its root, or ctx ended
+			sp, err = nil, errors.New("not ready")
+		}
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -697,14 +824,27 @@ func (n *Backend) fill(ctx context.Context) {
 			}
 		}
 		n.setWaiting(sp, true)
+		n.parked.Store(true)
 		select {
 		case n.warm <- sp:
+			n.parked.Store(false)
 		case <-ctx.Done():
+			n.parked.Store(false)
 			n.setWaiting(sp, false)
 			n.discard(sp)
 			return
 		}
 	}
+}
+
+// awaitReady waits for the shim's sign that its root is assembled (a
+// newline on its report pipe, before any report), and reports whether it
+// came before ctx ended.
+func (sp *shimProc) awaitReady(ctx context.Context) bool {
+	stop := context.AfterFunc(ctx, func() { _ = sp.repR.SetReadDeadline(time.Now()) })
+	var b [1]byte
+	k, err := sp.repR.Read(b[:])
+	return stop() && k == 1 && b[0] == '\n' && err == nil // stop false: the deadline is set
 }
 
 // Close kills the warm sandboxes and waits until the cgroups of finished
@@ -745,15 +885,19 @@ const reapQueue = 64
 type remains struct {
 	cg    *cgroup  // nil without cgroups
 	mntNS *os.File // nil if it could not be held
+	// exited is closed once the sandbox's init has exited and been
+	// reaped; nil when it already has.
+	exited <-chan struct{}
 }
 
-// release removes what is left of a finished command's sandbox: through
-// the reaper, so that Run waits neither for the kernel's cgroup_mutex
+// release removes what is left of a finished command's sandbox once its
+// init has exited (exited closed; nil if it has): through the reaper, so
+// that Run waits neither for the init's exit, nor for the kernel's cgroup_mutex
 // (which another sandbox's cgroup placement may hold across an RCU grace
 // period) nor for the unmounting of the sandbox's mounts; here when the
 // reaper is stopped or its queue is full.
-func (n *Backend) release(cg *cgroup, mntNS *os.File) {
-	r := remains{cg, mntNS}
+func (n *Backend) release(cg *cgroup, mntNS *os.File, exited <-chan struct{}) {
+	r := remains{cg, mntNS, exited}
 	n.mu.Lock()
 	if !n.closed {
 		select {
@@ -767,8 +911,14 @@ func (n *Backend) release(cg *cgroup, mntNS *os.File) {
 	n.clear(r)
 }
 
-// clear removes r.
+// clear waits for r's init to exit and removes r.
 func (n *Backend) clear(r remains) {
+	if r.exited != nil {
+		<-r.exited
+	}
+	if r.cg != nil && r.cg.populated() {
+		r.cg.killAll() // nothing should be left: the PID namespace is gone
+	}
 	if r.mntNS != nil {
 		r.mntNS.Close() // the last reference: the kernel unmounts everything now
 	}

@@ -136,6 +136,9 @@ func TestNativeSandboxView(t *testing.T) {
 		{"no new user namespace", `! unshare -U true`},
 		{"no kernel log", `! dmesg`},
 		{"workspace writable", `touch ./harness-probe && rm ./harness-probe`},
+		{"workspace nosuid, nodev", `awk -v d="$PWD" '$5 == d { print $6 }' /proc/self/mountinfo | grep -q '^rw,nosuid,nodev'`},
+		{"workspace not shared with the host", `awk -v d="$PWD" '$5 == d' /proc/self/mountinfo | grep -q . && ! awk -v d="$PWD" '$5 == d' /proc/self/mountinfo | grep -q 'shared:\|master:'`},
+		{"host root gone", `[ ! -e /.host ] && ! grep -q ' /\.host' /proc/self/mountinfo`},
 		{"private /tmp writable", `touch /tmp/harness-probe`},
 		{"/dev/shm writable", `touch /dev/shm/harness-probe`},
 	}

@@ -25,11 +25,16 @@ const shimEnv = "HARNESS_SANDBOX_SHIM"
 
 // The shim's inherited descriptors besides stdio: it reads its shimConfig
 // from shimConfigFD (the parent writes it once the shim is in its
-// cgroups, then closes the pipe) and writes one shimReport to
-// shimReportFD before it exits.
+// cgroups, then closes the pipe) and writes to shimReportFD a newline
+// once its root is assembled, then one shimReport.
+//
+// With rootConfig.DetachHost, shimTreeFD is a socket on which the parent
+// passes the workspace, a clone of its mounts (cloneTree), just before
+// the command's configuration.
 const (
 	shimConfigFD = 3
 	shimReportFD = 4
+	shimTreeFD   = 5
 )
 
 // newRootDir is where the shim assembles the sandbox's root filesystem
@@ -87,6 +92,11 @@ type rootConfig struct {
 	// a command that may use the network reaches neither through its route
 	// out.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// DetachHost: the parent passes the workspace on shimTreeFD, so the
+	// host's root is detached with the rest of the root's assembly,
+	// before the command is known, rather than kept to bind the
+	// workspace from.
+	DetachHost bool `json:"detach_host,omitempty"`
 }
 
 // shimConfig is the second JSON value on shimConfigFD, written once the
@@ -122,9 +132,14 @@ type shimReport struct {
 func runShim() int {
 	syscall.CloseOnExec(shimConfigFD)
 	syscall.CloseOnExec(shimReportFD)
+	syscall.CloseOnExec(shimTreeFD)
 	report := func(r shimReport) int {
+		endAll()
 		b, _ := json.Marshal(r)
 		_, _ = syscall.Write(shimReportFD, b)
+		// The report is the parent's sign that the sandbox is over: it
+		// does not wait for the shim's own exit.
+		syscall.Close(shimReportFD)
 		if r.Err != "" {
 			return 1
 		}
@@ -151,14 +166,19 @@ func runShim() int {
 	if err := prepareRoot(&rc); err != nil {
 		return report(shimReport{Err: err.Error()})
 	}
+	// The root is ready: a newline, which the report's JSON may follow,
+	// tells the pool so.
+	_, _ = syscall.Write(shimReportFD, []byte{'\n'})
 	var cfg shimConfig
 	if err := dec.Decode(&cfg); err != nil {
 		return report(shimReport{Err: "read the command's configuration: " + err.Error()})
 	}
-	if err := finishRoot(&rc, &cfg); err != nil {
+	// The rlimits first: with rc.DetachHost the workspace follows the
+	// configuration, and is on its way meanwhile.
+	if err := setRlimits(&cfg); err != nil {
 		return report(shimReport{Err: err.Error()})
 	}
-	if err := setRlimits(&cfg); err != nil {
+	if err := finishRoot(&rc, &cfg); err != nil {
 		return report(shimReport{Err: err.Error()})
 	}
 	prog, errno := "", 0
@@ -231,6 +251,40 @@ func reapUntil(pid int) (uint32, int64) {
 		}
 	}
 }
+
+// endAll kills and reaps every process left in the sandbox (daemons,
+// orphans: all of them descendants of the shim, PID 1 of the namespace),
+// then closes the shim's standard streams, the last holders of the
+// command's pipes. Once it returns, nothing of the command runs and its
+// output has ended, so the parent may return the result before the shim
+// has exited.
+func endAll() {
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|wALL, nil); err != syscall.ECHILD {
+		// kill(-1) from PID 1 reaches every other process of its PID
+		// namespace, those being forked included.
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		for {
+			if _, err := syscall.Wait4(-1, &ws, wALL, nil); err != nil && err != syscall.EINTR {
+				break // ECHILD: none left
+			}
+		}
+	}
+	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	for fd := range 3 {
+		if err == nil {
+			_ = syscall.Dup3(null, fd, 0)
+		} else {
+			syscall.Close(fd)
+		}
+	}
+	if err == nil {
+		syscall.Close(null)
+	}
+}
+
+// wALL is __WALL for wait4(2): children of any kind, clones included.
+const wALL = 0x40000000
 
 // pAll is P_ALL for waitid(2).
 const pAll = 0
@@ -504,15 +558,39 @@ func prepareRoot(rc *rootConfig) error {
 	if err := unreachableRoutes(rc.Unreachable); err != nil {
 		return err
 	}
+	if rc.DetachHost {
+		return detachHost()
+	}
 	return nil
 }
 
-// finishRoot completes the root for one command: the workspace cfg.Dir
-// bound read-write, nosuid, nodev, at its host path; the host's root
-// detached; /tmp and /dev/shm resized to cfg.TmpBytes; the root made
-// read-only.
+// detachHost detaches the host's root, left at hostRoot by the pivot.
+func detachHost() error {
+	if err := syscall.Unmount(hostRoot, syscall.MNT_DETACH); err != nil {
+		return mountErr("detach the host's root from", hostRoot, err)
+	}
+	return os.Remove(hostRoot)
+}
+
+// finishRoot completes the root for one command: /tmp and /dev/shm
+// resized to cfg.TmpBytes; the workspace cfg.Dir (none when it is empty)
+// read-write, nosuid, nodev, at its host path, received from the parent
+// (rc.DetachHost) or bound from the host's root, which is then detached;
+// the root made read-only.
 func finishRoot(rc *rootConfig, cfg *shimConfig) error {
-	if !cfg.Probe {
+	if cfg.TmpBytes != rc.TmpBytes {
+		opts := "size=" + strconv.FormatInt(max(cfg.TmpBytes, 1<<20), 10)
+		for _, p := range []string{"/tmp", "/dev/shm"} {
+			if err := syscall.Mount("", p, "", syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+				return mountErr("resize", p, err)
+			}
+		}
+	}
+	if rc.DetachHost && cfg.Dir != "" {
+		if err := receiveWorkspace(cfg.Dir); err != nil {
+			return err
+		}
+	} else if cfg.Dir != "" {
 		ws, err := openSource(hostRoot + cfg.Dir)
 		if err != nil {
 			return mountErr("open the workspace", cfg.Dir, err)
@@ -525,18 +603,9 @@ func finishRoot(rc *rootConfig, cfg *shimConfig) error {
 			return err
 		}
 	}
-	if err := syscall.Unmount(hostRoot, syscall.MNT_DETACH); err != nil {
-		return mountErr("detach the host's root from", hostRoot, err)
-	}
-	if err := os.Remove(hostRoot); err != nil {
-		return err
-	}
-	if cfg.TmpBytes != rc.TmpBytes {
-		opts := "size=" + strconv.FormatInt(max(cfg.TmpBytes, 1<<20), 10)
-		for _, p := range []string{"/tmp", "/dev/shm"} {
-			if err := syscall.Mount("", p, "", syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
-				return mountErr("resize", p, err)
-			}
+	if !rc.DetachHost {
+		if err := detachHost(); err != nil {
+			return err
 		}
 	}
 	if err := setAttr("/", attrReadOnly, false); err != nil {

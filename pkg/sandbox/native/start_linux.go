@@ -61,9 +61,12 @@ func (n *Backend) Start(ctx context.Context, spec sandbox.Spec) (*sandbox.Proces
 		}
 		stopNet = stop
 	}
-	b, _ := json.Marshal(cfg)
-	_, _ = sp.cfgW.Write(b) // a shim that died early shows in its exit status
-	sp.cfgW.Close()
+	if err := sp.configure(cfg); err != nil {
+		inW.Close()
+		stopNet()
+		n.discard(sp)
+		return nil, protocol.Errorf(protocol.CodeSandbox, "could not set up the sandbox for %s: %v", process.Argv0(cfg.Argv), err)
+	}
 
 	cg := sp.cg
 	// kill may come at any time, Process.Kill's included, but never once
@@ -141,7 +144,7 @@ wait:
 			capHit = c
 		}
 	}
-	n.release(cg, sp.mntNS)
+	n.release(cg, sp.mntNS, nil)
 	sp.mntNS = nil
 	switch {
 	case capHit != "":
