@@ -132,20 +132,11 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		}
 		recs, last = []protocol.Record{*started}, w.LastSeq()
 		c.secrets.keep(run, contract)
-		// The index's first entry is written while the run starts: the
-		// driver's own writes to it come later on the same connection,
-		// which keeps them in order, and the submitter hears of the run
-		// once the entry is stored, so that its status can be read.
-		indexed := c.putStateAsync(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
+		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
 			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
 			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run)})
 		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
 		c.metrics.RunStarted()
-		c.start(ctx, run, recs, last, ls, sl.pass())
-		indexed()
-		c.answer(msg, reply, &protocol.SubmitReply{Run: run})
-		_ = msg.Ack()
-		return
 	}
 	c.answer(msg, reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()

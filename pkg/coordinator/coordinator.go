@@ -540,20 +540,6 @@ func (c *Coordinator) ended(ctx context.Context, run string, ls *lease, settled 
 	}
 }
 
-// putStateAsync is putState without waiting for the write: wait waits
-// for it, and logs its failure.
-func (c *Coordinator) putStateAsync(ctx context.Context, st *protocol.RunState) (wait func()) {
-	st.Updated = time.Now().UTC()
-	w := c.index.PutAsync(ctx, st)
-	return func() {
-		wctx, cancel := jsCall(ctx)
-		defer cancel()
-		if err := w(wctx); err != nil {
-			c.log.Warn("update run index", "run", st.Run, "err", err)
-		}
-	}
-}
-
 func (c *Coordinator) putState(ctx context.Context, st *protocol.RunState) {
 	st.Updated = time.Now().UTC()
 	if err := c.index.Put(ctx, st); err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +15,6 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
-	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -24,8 +25,8 @@ import (
 // TestRunOnARootOutlivesItsSandboxer runs on a root two sandboxers serve.
 // The first holds the workspace for the first step and is gone before
 // the second: the run opens the root on the other and carries on there,
-// rather than waiting out its ops' time for a node that is not coming
-// back. The embedded cluster's own sandboxer serves another root, so the
+// offered the same tools, rather than waiting out its ops' time for a
+// node that is not coming back. The embedded cluster's own sandboxer serves another root, so the
 // two are the only ones the run can have.
 func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 	defer coordinator.SetNodeGone(300 * time.Millisecond)()
@@ -39,29 +40,51 @@ func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 		args, _ := json.Marshal(map[string]string{"path": path, "content": "done\n"})
 		return &protocol.Turn{Text: "Writing " + path + ".", ToolCalls: []protocol.ToolCall{{ID: id, Name: "write_file", Arguments: args}}}
 	}
-	agent := provider.NewScriptedFunc(func(_ *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+	var toolsBefore, toolsAfter []string // offered to the model before the move and after it
+	names := func(req *protocol.CompletionRequest) (out []string) {
+		for _, tl := range req.Tools {
+			out = append(out, tl.Name)
+		}
+		return out
+	}
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
 		switch call {
 		case 1:
+			toolsBefore = names(req)
 			return write("w1", "one.txt"), nil
 		case 2:
 			// The first step ran on the first sandboxer; the second comes
 			// up and the first goes before this step's call is sent.
-			second = startNode(t, cl, "sb-second", ws)
+			var err error
+			if second, err = newNode(cl, "sb-second", ws); err != nil {
+				return nil, err
+			}
 			first.stop()
 			return write("w2", "two.txt"), nil
+		case 3:
+			toolsAfter = names(req)
+			return write("w3", "three.txt"), nil
 		}
 		return &protocol.Turn{Text: "Done."}, nil
 	})
-	cl = clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{t.TempDir()}, Provider: agent})
-	first = startNode(t, cl, "sb-first", ws)
-	defer func() {
-		if second != nil {
-			second.stop()
+	// The nodes stop after the cluster, which closes the run's workspace
+	// on the node holding it as the run ends.
+	t.Cleanup(func() {
+		for _, n := range []*node{first, second} {
+			if n != nil {
+				n.stop()
+			}
 		}
-	}()
+	})
+	cl = clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{t.TempDir()}, Provider: agent})
+	first, err := newNode(cl, "sb-first", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 
 	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Write two files.", Workspace: protocol.Workspace{Root: ws},
-		Verification: protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "two.txt", Needle: "done"}},
+		Verification: protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "three.txt", Needle: "done"}},
 		Budget:       protocol.Budget{MaxSteps: 5},
 		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}},
 		Sandbox:      protocol.SandboxSpec{Backend: "floor", Limits: protocol.Limits{WallSecs: 2}}}
@@ -76,10 +99,13 @@ func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 	if res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("outcome = %s after %d steps (%s), want success on the second sandboxer", res.Outcome, res.Steps, res.Reason)
 	}
-	for _, f := range []string{"one.txt", "two.txt"} {
+	for _, f := range []string{"one.txt", "two.txt", "three.txt"} {
 		if b, err := os.ReadFile(filepath.Join(ws, f)); err != nil || string(b) != "done\n" {
 			t.Errorf("%s = %q, %v; want it written", f, b, err)
 		}
+	}
+	if !slices.Contains(toolsBefore, coordinator.RememberTool) || !slices.Equal(toolsBefore, toolsAfter) {
+		t.Errorf("tools offered = %v before the move, %v after it; want the same, remember among them", toolsBefore, toolsAfter)
 	}
 	recs, err := cl.Run(res.Run).Trace(ctx)
 	if err != nil {
@@ -99,34 +125,37 @@ type node struct {
 	stop func()
 }
 
-// startNode starts a sandboxer serving root and waits until it answers.
-func startNode(t *testing.T, cl *harness.Cluster, id, root string) *node {
-	t.Helper()
-	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+// newNode starts a sandboxer serving root and waits until it is ready.
+func newNode(cl *harness.Cluster, id, root string) (*node, error) {
+	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()), nats.UserInfo(cl.Credentials()))
+	if err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		t.Fatal(err)
+		nc.Close()
+		return nil, err
 	}
-	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
+	assets, err := wire.Ensure(context.Background(), js, wire.Config{})
 	if err != nil {
-		t.Fatal(err)
+		nc.Close()
+		return nil, err
 	}
 	sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: id, Ops: assets.Ops, Roots: []string{root}})
 	if err != nil {
-		t.Fatal(err)
+		nc.Close()
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sb.Run(ctx) }()
 	<-sb.Ready()
-	stopped := false
+	var once sync.Once
 	return &node{stop: func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		<-done
-		nc.Close()
-	}}
+		once.Do(func() {
+			cancel()
+			<-done
+			nc.Close()
+		})
+	}}, nil
 }

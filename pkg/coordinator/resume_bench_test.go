@@ -85,7 +85,12 @@ func BenchmarkResume(b *testing.B) {
 				if res.Outcome != protocol.OutcomeFinished || res.Steps != n+1 {
 					b.Fatalf("resumed run = %s after %d steps (%s), want finished after %d", res.Outcome, res.Steps, res.Reason, n+1)
 				}
-				ready = append(ready, (<-assembled).Sub(t0))
+				select {
+				case at := <-assembled:
+					ready = append(ready, at.Sub(t0))
+				case <-time.After(10 * time.Second):
+					b.Fatalf("run %s finished and its assembled event was not heard in 10 s", run)
+				}
 				_ = sub.Unsubscribe()
 				b.StartTimer()
 			}

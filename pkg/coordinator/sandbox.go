@@ -65,6 +65,9 @@ func (c *Coordinator) requestUntilGone(ctx context.Context, subject string, op *
 			unheard = time.Time{}
 			return again(0) // unanswered within resendInterval: ask again
 		}
+		if !errors.Is(err, nats.ErrNoResponders) {
+			unheard = time.Time{} // this coordinator's own connection: the node was not heard from, nor missed
+		}
 		if errors.Is(err, nats.ErrNoResponders) && gone > 0 {
 			if unheard.IsZero() {
 				unheard = time.Now()
@@ -110,9 +113,15 @@ func (d *driver) nodeRequest(ctx context.Context, op *protocol.SandboxOp, timeou
 		if !errors.Is(err, errNodeGone) {
 			return reply, err
 		}
-		d.log.Warn("the sandboxer holding the workspace is gone; opening it on another", "sandboxer", d.node, "op", op.OpID)
+		gone := d.node
+		d.log.Warn("the sandboxer holding the workspace is gone; opening it on another", "sandboxer", gone, "op", op.OpID)
 		if err := d.open(ctx); err != nil {
 			return nil, err
+		}
+		if d.node != gone {
+			// Should it come back, it lets go of the run's workspace and
+			// its MCP servers rather than keep them until it restarts.
+			go d.closeOn(gone)
 		}
 		if !time.Now().Before(deadline) {
 			return nil, errNodeGone

@@ -46,6 +46,7 @@ func (d *driver) open(ctx context.Context) error {
 		case err == nil:
 			d.node, d.tools, d.toolchain, d.skills = reply.Node, reply.Tools, reply.Toolchain, reply.Skills
 			d.offerWorkerTools()
+			d.offerOwnAgain()
 			d.log.Info("workspace opened", "sandboxer", d.node)
 			d.mcpConnected(reply.MCP)
 			return nil
@@ -60,6 +61,22 @@ func (d *driver) open(ctx context.Context) error {
 	})
 }
 
+// offerOwnAgain offers again, after a workspace opened anew on another
+// sandboxer mid-run (nodeRequest), the tools of the coordinator's own the
+// run was offered at its first open: the model keeps the tools it was
+// told of.
+func (d *driver) offerOwnAgain() {
+	if d.spawning {
+		d.tools = append(d.tools, spawnSpec)
+	}
+	if d.remembering {
+		d.tools = append(d.tools, rememberSpec)
+	}
+	if d.skilling {
+		d.tools = append(d.tools, readSkillSpec)
+	}
+}
+
 // close gives the workspace back to the sandboxer holding it.
 func (d *driver) close() {
 	if d.node == "" {
@@ -72,6 +89,18 @@ func (d *driver) close() {
 		d.mcpClosed(reply.MCP)
 	}
 }
+
+// closeOn gives the run's workspace back to node, a sandboxer the run
+// left when it was gone, if it comes back within closeGone.
+func (d *driver) closeOn(node string) {
+	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose, Tree: d.s.tree}
+	ctx, cancel := context.WithTimeout(d.ctx, closeGone) // or until the coordinator stops
+	defer cancel()
+	_, _ = d.c.request(ctx, wire.SandboxOps(node), op, closeGone)
+}
+
+// closeGone is how long closeOn waits for a sandboxer to come back.
+const closeGone = 2 * time.Minute
 
 // openOp is the operation that opens the run's workspace and the subject
 // it goes to: harness.sandbox.open for a root, which every sandboxer hears

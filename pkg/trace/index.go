@@ -46,36 +46,6 @@ func (x *Index) Progress(ctx context.Context, st *protocol.RunState) error {
 // then reads it once with Get, for a change made before it subscribed).
 func (x *Index) Subject(run string) string { return "$KV." + x.kv.Bucket() + "." + run }
 
-// PutAsync is Put without waiting: the publish is sent, and wait returns
-// its outcome once the server has stored it (or ctx ends). Writes from
-// one connection are stored in the order they were sent, so a later Put
-// of the same run supersedes it. Without a JetStream handle it is Put,
-// done before it returns.
-func (x *Index) PutAsync(ctx context.Context, st *protocol.RunState) (wait func(ctx context.Context) error) {
-	if x.js == nil {
-		err := x.Put(ctx, st)
-		return func(context.Context) error { return err }
-	}
-	data, err := json.Marshal(st)
-	if err != nil {
-		return func(context.Context) error { return fmt.Errorf("encode run state: %w", err) }
-	}
-	f, err := x.js.PublishAsync(x.Subject(st.Run), data)
-	if err != nil {
-		return func(context.Context) error { return fmt.Errorf("index run %s: %w", st.Run, err) }
-	}
-	return func(ctx context.Context) error {
-		select {
-		case <-f.Ok():
-			return nil
-		case err := <-f.Err():
-			return fmt.Errorf("index run %s: %w", st.Run, err)
-		case <-ctx.Done():
-			return fmt.Errorf("index run %s: %w", st.Run, ctx.Err())
-		}
-	}
-}
-
 // Put records a run's state.
 func (x *Index) Put(ctx context.Context, st *protocol.RunState) error {
 	data, err := json.Marshal(st)
