@@ -82,7 +82,6 @@ func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-
 	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Write two files.", Workspace: protocol.Workspace{Root: ws},
 		Verification: protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "three.txt", Needle: "done"}},
 		Budget:       protocol.Budget{MaxSteps: 5},
