@@ -82,7 +82,7 @@ func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Write two files.", Workspace: protocol.Workspace{Root: ws},
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Write three files.", Workspace: protocol.Workspace{Root: ws},
 		Verification: protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "three.txt", Needle: "done"}},
 		Budget:       protocol.Budget{MaxSteps: 5},
 		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "deny", Net: "deny"}},
