@@ -526,17 +526,27 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 
 // configure hands the shim its command: cfg, then, when the shim takes
 // it passed (treeW), the workspace, which the shim waits for only once it
-// has woken up and read cfg. The error is the workspace's (the shim then
-// waits for it: discard it); a shim that died early shows in its exit
-// status instead.
+// has woken up and read cfg. Both are sent once, so their descriptors are
+// closed here rather than held until the shim's teardown: a command that
+// runs long would hold them all along, and one sandbox after another
+// would leave them to the garbage collector. The error is the
+// workspace's (the shim then waits for it: discard it); a shim that died
+// early shows in its exit status instead.
 func (sp *shimProc) configure(cfg *shimConfig) error {
 	b, _ := json.Marshal(cfg)
 	_, _ = sp.cfgW.Write(b)
 	sp.cfgW.Close()
-	if sp.treeW != nil && cfg.Dir != "" {
-		return sendWorkspace(sp.treeW, cfg.Dir)
+	sp.cfgW = nil
+	if sp.treeW == nil {
+		return nil
 	}
-	return nil
+	var err error
+	if cfg.Dir != "" {
+		err = sendWorkspace(sp.treeW, cfg.Dir) // queued on the shim's end: it outlives this one
+	}
+	sp.treeW.Close()
+	sp.treeW = nil
+	return err
 }
 
 // withVar returns env with key set to value, replacing any setting of it.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,6 +276,54 @@ func TestNativeClose(t *testing.T) {
 	if left, err := n.Leftovers(); err != nil || len(left) > 0 {
 		t.Errorf("Leftovers() after Close and a run = %q, %v; want none", left, err)
 	}
+}
+
+// TestNativeRunsHoldNoDescriptors checks that the sandboxer's process
+// holds no more descriptors after a number of commands than before its
+// backend existed, once Close has stopped the warm sandboxes (which hold
+// their pipes while they wait) and the reaper. The garbage collector is
+// off meanwhile, so that a descriptor left to an *os.File's finalizer
+// shows as held.
+func TestNativeRunsHoldNoDescriptors(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	newNative(t, native.Config{Warm: -1}).Close() // skips where it cannot run; opens what the process keeps
+	before := openFDs(t)
+	n := newNative(t, native.Config{})
+	dir := t.TempDir()
+	const runs = 20
+	for i := range runs {
+		res, err := n.Run(context.Background(), sandbox.Spec{Argv: []string{"true"}, Dir: dir})
+		if err != nil || !res.Report.Exited || res.Report.ExitCode != 0 {
+			t.Fatalf("Run %d = %+v, %v; want exit 0", i, res, err)
+		}
+	}
+	n.Close()
+	after := openFDs(t)
+	var extra []string
+	for fd, target := range after {
+		if _, ok := before[fd]; !ok {
+			extra = append(extra, fmt.Sprintf("%s -> %s", fd, target))
+		}
+	}
+	slices.Sort(extra)
+	if len(extra) > 0 {
+		t.Errorf("after %d Runs and Close, %d descriptors more than before New: %q", runs, len(extra), extra)
+	}
+}
+
+// openFDs returns this process's open descriptors, with what each names.
+func openFDs(t *testing.T) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		out[e.Name()] = target
+	}
+	return out
 }
 
 // TestNativeUnprivileged runs this test binary again as uid 65534, where
