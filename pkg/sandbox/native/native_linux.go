@@ -439,10 +439,16 @@ func (sp *shimProc) closeAll() {
 // standard input (nil: /dev/null). The shim waits for its configuration
 // before it does anything.
 func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
+	// Each pipe is checked as it is made: counting the descriptors made
+	// would let a missing pipe pass, and a nil *os.File reach the shim's
+	// descriptors or the readers.
 	var files []*os.File
+	var failed error
 	pipe := func() (r, w *os.File) {
-		r, w, err := os.Pipe()
-		if err != nil {
+		if failed != nil {
+			return nil, nil
+		}
+		if r, w, failed = os.Pipe(); failed != nil {
 			return nil, nil
 		}
 		files = append(files, r, w)
@@ -454,18 +460,21 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	repR, repW := pipe()
 	extra := []*os.File{cfgR, repW} // shimConfigFD, shimReportFD
 	var treeR, treeW *os.File
-	if n.detachHost {
-		if fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0); err == nil {
+	if n.detachHost && failed == nil {
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			failed = os.NewSyscallError("socketpair", err)
+		} else {
 			treeR, treeW = os.NewFile(uintptr(fds[0]), "tree"), os.NewFile(uintptr(fds[1]), "tree")
 			files = append(files, treeR, treeW)
 			extra = append(extra, treeR) // shimTreeFD
 		}
 	}
-	if len(files) != 8 && len(files) != 10 || n.detachHost && treeR == nil {
+	if failed != nil {
 		for _, f := range files {
 			f.Close()
 		}
-		return nil, fmt.Errorf("create the sandbox's pipes: too many open files")
+		return nil, fmt.Errorf("create the sandbox's pipes: %w", failed)
 	}
 
 	// Every sandbox has a network namespace of its own; one whose command
