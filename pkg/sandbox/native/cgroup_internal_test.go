@@ -142,3 +142,18 @@ func TestNewCgroupWithoutCounters(t *testing.T) {
 		t.Errorf("remove: %v", err)
 	}
 }
+
+// TestNewCgroupFails checks that newCgroup returns its error, having
+// removed what it made, when it cannot make a cgroup directory.
+func TestNewCgroupFails(t *testing.T) {
+	made := t.TempDir()
+	l := &cgroupLayout{mode: "hybrid", unified: made, v2: map[string]bool{}, v1: map[string]string{"pids": filepath.Join(made, "absent")}}
+	cg, err := newCgroup(l, "test", 0)
+	if err == nil {
+		cg.remove()
+		t.Fatal("newCgroup under a missing v1 directory succeeded, want an error")
+	}
+	if left, _ := os.ReadDir(made); len(left) > 0 {
+		t.Errorf("newCgroup's failure left %d entries in %s, want none", len(left), made)
+	}
+}

@@ -385,12 +385,12 @@ type cgroup struct {
 // newCgroup creates the cgroups of one command in layout l, with a CPU
 // bandwidth of cpus cores when cpus > 0; setLimits sets its other caps.
 // On error nothing is left behind.
-func newCgroup(l *cgroupLayout, owner string, cpus float64) (cg *cgroup, err error) {
+func newCgroup(l *cgroupLayout, owner string, cpus float64) (_ *cgroup, err error) {
 	name := fmt.Sprintf("%s%s-%d", cgroupPrefix, owner, cgroupSeq.Add(1))
-	cg = &cgroup{kill: l.kill, v2c: l.v2, v1: map[string]string{}, memEvents: -1, pidsEvents: -1}
+	cg := &cgroup{kill: l.kill, v2c: l.v2, v1: map[string]string{}, memEvents: -1, pidsEvents: -1}
 	defer func() {
 		if err != nil {
-			cg.remove()
+			cg.remove() // cg, not the result, which is nil by now
 		}
 	}()
 	if l.unified != "" {
