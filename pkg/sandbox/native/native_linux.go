@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,9 +188,20 @@ func New(cfg Config) (*Backend, error) {
 	err = n.probe()
 	if err != nil && n.detachHost {
 		// The sandbox could not take a workspace passed to it: bind it
-		// from the host's root instead.
+		// from the host's root instead, which keeps the host's root
+		// attached until the command is known. Layers says which way is
+		// in use; the reason goes to the log, or with the error.
+		passErr := err
 		n.detachHost = false
-		err = n.probe()
+		if err = n.probe(); err != nil {
+			err = fmt.Errorf("%w (and with the workspace passed: %w)", err, passErr)
+		} else {
+			log := cfg.Logger
+			if log == nil {
+				log = slog.New(slog.DiscardHandler)
+			}
+			log.Warn("native sandbox: the workspace cannot be passed to a sandbox; binding it from the host's root instead", "err", passErr)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -241,14 +253,20 @@ func (*Backend) Name() string { return "native" }
 func (n *Backend) Enforces() []string { return slices.Clone(n.enforces) }
 
 // Layers names the isolation layers in use, for logs and the sandboxer's
-// advertisement: the namespaces, the cgroup hierarchies, and "landlock-abiN"
-// and "seccomp" when the kernel has them.
+// advertisement: the namespaces, how the workspace reaches the sandbox
+// ("workspace:passed", a clone of its mounts, with the host's root
+// detached before the command is known; or "workspace:bound" from the
+// host's root), the cgroup hierarchies, and "landlock-abiN" and
+// "seccomp" when the kernel has them.
 func (n *Backend) Layers() []string {
 	ns := "namespaces:mnt,pid,uts,ipc,net"
 	if n.userns {
 		ns += ",user"
 	}
-	out := []string{ns}
+	out := []string{ns, "workspace:bound"}
+	if n.detachHost {
+		out[1] = "workspace:passed"
+	}
 	if n.cg != nil {
 		out = append(out, n.cg.describe()...)
 	}

@@ -3,9 +3,11 @@
 package native_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +97,8 @@ func TestNativeConfigValidate(t *testing.T) {
 // TestNativeDeclarations checks what the backend claims on this machine,
 // which has cgroups, Landlock and seccomp: everything.
 func TestNativeDeclarations(t *testing.T) {
-	n := newNative(t, native.Config{})
+	var logged bytes.Buffer
+	n := newNative(t, native.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	want := []string{sandbox.CapCPU, sandbox.ConfineFilesystem, sandbox.CapMemory, sandbox.CapNetwork, sandbox.CapOpenFiles, sandbox.CapPids, sandbox.ConfineProcesses, sandbox.CapWall}
 	if got := n.Enforces(); !slices.Equal(got, want) {
 		t.Errorf("Enforces() = %q, want %q", got, want)
@@ -108,6 +111,14 @@ func TestNativeDeclarations(t *testing.T) {
 		if !strings.Contains(layers, w) {
 			t.Errorf("Layers() = %q, want %q among them", layers, w)
 		}
+	}
+	// Root may clone the workspace's mounts: a fallback to binding it
+	// from the host's root is a regression, logged with its reason.
+	if os.Geteuid() == 0 && !slices.Contains(n.Layers(), "workspace:passed") {
+		t.Errorf("Layers() = %q, want workspace:passed for a root sandboxer; New logged: %s", n.Layers(), logged.String())
+	}
+	if logged.Len() > 0 {
+		t.Errorf("New logged %q, want nothing", logged.String())
 	}
 }
 
