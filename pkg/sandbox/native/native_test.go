@@ -32,6 +32,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(unprivilegedChild) == "1" {
 		os.Exit(unprivilegedMain())
 	}
+	switch os.Getenv(killRestChild) {
+	case "init":
+		os.Exit(killRestInit())
+	case "caller":
+		os.Exit(killRestCaller())
+	}
 	os.Exit(m.Run())
 }
 
@@ -436,4 +442,69 @@ func childCount(t testing.TB) int {
 		}
 	}
 	return n
+}
+
+// killRestChild marks the runs of TestShimKillsOnlyAsPID1's children:
+// "init", PID 1 of a new PID namespace, and "caller", another process of
+// it.
+const killRestChild = "HARNESS_TEST_KILLREST"
+
+// TestShimKillsOnlyAsPID1 checks that the shim's teardown kills nothing
+// from a process that is not PID 1 of its PID namespace, where kill(-1)
+// would reach every process it may signal. It runs in a PID namespace of
+// its own, where that is only its own processes: an init starts a
+// process to outlive the teardown and a second one that runs it with a
+// child of its own; the init exits 0 if the first still runs after.
+func TestShimKillsOnlyAsPID1(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a new PID namespace")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = []string{killRestChild + "=init", "PATH=" + os.Getenv("PATH")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("the teardown run by a process of a PID namespace other than its PID 1: %v, %s; want the namespace's other process left running", err, out)
+	}
+}
+
+// killRestCaller runs the shim's teardown with a child of its own, as the
+// shim has when it tears down.
+func killRestCaller() int {
+	child := exec.Command("sleep", "600")
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	native.KillRest()
+	child.Process.Kill()
+	child.Wait()
+	return 0
+}
+
+// killRestInit is the init of TestShimKillsOnlyAsPID1.
+func killRestInit() int {
+	if os.Getpid() != 1 {
+		fmt.Fprintf(os.Stderr, "init is PID %d, not 1\n", os.Getpid())
+		return 2
+	}
+	bystander := exec.Command("sleep", "600")
+	bystander.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := bystander.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer bystander.Process.Kill()
+	caller := exec.Command(os.Args[0], "-test.run=^$")
+	caller.Env = []string{killRestChild + "=caller", "PATH=" + os.Getenv("PATH")}
+	if out, err := caller.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "caller: %v, %s\n", err, out)
+		return 2
+	}
+	var ws syscall.WaitStatus
+	if pid, err := syscall.Wait4(bystander.Process.Pid, &ws, syscall.WNOHANG, nil); err != nil || pid != 0 {
+		fmt.Fprintf(os.Stderr, "the other process of the namespace ended (%v, %v): the teardown killed it from PID %d\n", ws, err, caller.Process.Pid)
+		return 1
+	}
+	return 0
 }
