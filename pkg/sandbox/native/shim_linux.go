@@ -127,8 +127,11 @@ type shimReport struct {
 }
 
 // runShim is the shim's main: set the sandbox up, start the command as
-// PID 2, reap every process until the command ends, report, and exit,
-// which makes the kernel kill whatever else still runs in the namespace.
+// PID 2 and reap every process until the command ends; then kill and reap
+// whatever else still runs in the namespace and let go of the command's
+// output (endAll), report, and exit. The report, not the exit, tells the
+// parent the command is over: nothing of it runs by then, and the shim's
+// exit, with its mounts' teardown, is left to the parent's reaper.
 func runShim() int {
 	syscall.CloseOnExec(shimConfigFD)
 	syscall.CloseOnExec(shimReportFD)
