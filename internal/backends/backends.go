@@ -105,7 +105,7 @@ func Build(ctx context.Context, names string, o Options, log *slog.Logger) ([]sa
 	for _, name := range strings.Split(names, ",") {
 		switch strings.TrimSpace(name) {
 		case "native":
-			b, err := native.New(native.Config{GoCache: o.GoCache, Unreachable: o.Unreachable})
+			b, err := native.New(native.Config{GoCache: o.GoCache, Unreachable: o.Unreachable, Logger: log})
 			if err != nil {
 				log.Warn("native sandbox unavailable; leaving it out", "err", err)
 				missing["native"] = err.Error()

@@ -122,3 +122,38 @@ func TestSweepCgroups(t *testing.T) {
 		}
 	}
 }
+
+// TestNewCgroupWithoutCounters checks that a cgroup whose memory.events
+// and pids.events cannot be opened is still created, its caps' hits not
+// counted: a directory that is no cgroup stands in for the hierarchy.
+func TestNewCgroupWithoutCounters(t *testing.T) {
+	l := &cgroupLayout{mode: "cgroup2", unified: t.TempDir(), v2: map[string]bool{"memory": true, "pids": true}, v1: map[string]string{}}
+	cg, err := newCgroup(l, "test", 0)
+	if err != nil {
+		t.Fatalf("newCgroup without memory.events and pids.events: %v, want a cgroup whose cap hits are not counted", err)
+	}
+	if cg.memEvents != -1 || cg.pidsEvents != -1 {
+		t.Errorf("memEvents, pidsEvents = %d, %d; want -1, -1", cg.memEvents, cg.pidsEvents)
+	}
+	if c := cg.capHit(); c != "" {
+		t.Errorf("capHit() = %q, want none", c)
+	}
+	if err := cg.remove(); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+}
+
+// TestNewCgroupFails checks that newCgroup returns its error, having
+// removed what it made, when it cannot make a cgroup directory.
+func TestNewCgroupFails(t *testing.T) {
+	made := t.TempDir()
+	l := &cgroupLayout{mode: "hybrid", unified: made, v2: map[string]bool{}, v1: map[string]string{"pids": filepath.Join(made, "absent")}}
+	cg, err := newCgroup(l, "test", 0)
+	if err == nil {
+		cg.remove()
+		t.Fatal("newCgroup under a missing v1 directory succeeded, want an error")
+	}
+	if left, _ := os.ReadDir(made); len(left) > 0 {
+		t.Errorf("newCgroup's failure left %d entries in %s, want none", len(left), made)
+	}
+}

@@ -371,8 +371,10 @@ type cgroup struct {
 	v1   map[string]string // controller -> directory
 
 	// memEvents and pidsEvents are the open files that count the memory
-	// cap's OOM kills and the pids cap's refused forks (-1: none), read
-	// with pread at every check rather than opened each time.
+	// cap's OOM kills and the pids cap's refused forks, read with pread at
+	// every check rather than opened each time; -1 when there is no such
+	// controller or the file could not be opened: that cap's hits are
+	// then not counted.
 	memEvents, pidsEvents int
 
 	limited bool  // setLimits ran, with these values:
@@ -383,12 +385,12 @@ type cgroup struct {
 // newCgroup creates the cgroups of one command in layout l, with a CPU
 // bandwidth of cpus cores when cpus > 0; setLimits sets its other caps.
 // On error nothing is left behind.
-func newCgroup(l *cgroupLayout, owner string, cpus float64) (cg *cgroup, err error) {
+func newCgroup(l *cgroupLayout, owner string, cpus float64) (_ *cgroup, err error) {
 	name := fmt.Sprintf("%s%s-%d", cgroupPrefix, owner, cgroupSeq.Add(1))
-	cg = &cgroup{kill: l.kill, v2c: l.v2, v1: map[string]string{}, memEvents: -1, pidsEvents: -1}
+	cg := &cgroup{kill: l.kill, v2c: l.v2, v1: map[string]string{}, memEvents: -1, pidsEvents: -1}
 	defer func() {
 		if err != nil {
-			cg.remove()
+			cg.remove() // cg, not the result, which is nil by now
 		}
 	}()
 	if l.unified != "" {
@@ -411,24 +413,27 @@ func newCgroup(l *cgroupLayout, owner string, cpus float64) (cg *cgroup, err err
 		}
 		cg.v1[c] = dir
 	}
-	open := func(p string) (int, error) { return syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) }
+	// A counter file that cannot be opened (a kernel or hierarchy without
+	// it) means that cap's hits are not counted, not that the sandbox
+	// cannot run.
+	open := func(p string) int {
+		fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return -1
+		}
+		return fd
+	}
 	switch {
 	case cg.v2c["memory"]:
-		cg.memEvents, err = open(filepath.Join(cg.v2, "memory.events"))
+		cg.memEvents = open(filepath.Join(cg.v2, "memory.events"))
 	case cg.v1["memory"] != "":
-		cg.memEvents, err = open(filepath.Join(cg.v1["memory"], "memory.oom_control"))
-	}
-	if err != nil {
-		return nil, err
+		cg.memEvents = open(filepath.Join(cg.v1["memory"], "memory.oom_control"))
 	}
 	switch {
 	case cg.v2c["pids"]:
-		cg.pidsEvents, err = open(filepath.Join(cg.v2, "pids.events"))
+		cg.pidsEvents = open(filepath.Join(cg.v2, "pids.events"))
 	case cg.v1["pids"] != "":
-		cg.pidsEvents, err = open(filepath.Join(cg.v1["pids"], "pids.events"))
-	}
-	if err != nil {
-		return nil, err
+		cg.pidsEvents = open(filepath.Join(cg.v1["pids"], "pids.events"))
 	}
 	if cpus > 0 {
 		const period = 100000

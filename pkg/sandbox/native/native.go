@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 )
 
@@ -79,6 +80,10 @@ type Config struct {
 	// Warm are left waiting. Close stops them. Default 0 means 2; a
 	// negative value keeps none.
 	Warm int
+	// Logger receives what an operator needs and a caller does not: a
+	// way of setting sandboxes up that New tried and fell back from, with
+	// the reason. Default: discard.
+	Logger *slog.Logger
 }
 
 // defaultWarm is the number of warm sandboxes when Config.Warm is 0.

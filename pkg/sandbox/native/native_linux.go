@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,9 +188,20 @@ func New(cfg Config) (*Backend, error) {
 	err = n.probe()
 	if err != nil && n.detachHost {
 		// The sandbox could not take a workspace passed to it: bind it
-		// from the host's root instead.
+		// from the host's root instead, which keeps the host's root
+		// attached until the command is known. Layers says which way is
+		// in use; the reason goes to the log, or with the error.
+		passErr := err
 		n.detachHost = false
-		err = n.probe()
+		if err = n.probe(); err != nil {
+			err = fmt.Errorf("%w (and with the workspace passed: %w)", err, passErr)
+		} else {
+			log := cfg.Logger
+			if log == nil {
+				log = slog.New(slog.DiscardHandler)
+			}
+			log.Warn("native sandbox: the workspace cannot be passed to a sandbox; binding it from the host's root instead", "err", passErr)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -241,14 +253,20 @@ func (*Backend) Name() string { return "native" }
 func (n *Backend) Enforces() []string { return slices.Clone(n.enforces) }
 
 // Layers names the isolation layers in use, for logs and the sandboxer's
-// advertisement: the namespaces, the cgroup hierarchies, and "landlock-abiN"
-// and "seccomp" when the kernel has them.
+// advertisement: the namespaces, how the workspace reaches the sandbox
+// ("workspace:passed", a clone of its mounts, with the host's root
+// detached before the command is known; or "workspace:bound" from the
+// host's root), the cgroup hierarchies, and "landlock-abiN" and
+// "seccomp" when the kernel has them.
 func (n *Backend) Layers() []string {
 	ns := "namespaces:mnt,pid,uts,ipc,net"
 	if n.userns {
 		ns += ",user"
 	}
-	out := []string{ns}
+	out := []string{ns, "workspace:bound"}
+	if n.detachHost {
+		out[1] = "workspace:passed"
+	}
 	if n.cg != nil {
 		out = append(out, n.cg.describe()...)
 	}
@@ -439,10 +457,16 @@ func (sp *shimProc) closeAll() {
 // standard input (nil: /dev/null). The shim waits for its configuration
 // before it does anything.
 func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
+	// Each pipe is checked as it is made: counting the descriptors made
+	// would let a missing pipe pass, and a nil *os.File reach the shim's
+	// descriptors or the readers.
 	var files []*os.File
+	var failed error
 	pipe := func() (r, w *os.File) {
-		r, w, err := os.Pipe()
-		if err != nil {
+		if failed != nil {
+			return nil, nil
+		}
+		if r, w, failed = os.Pipe(); failed != nil {
 			return nil, nil
 		}
 		files = append(files, r, w)
@@ -454,18 +478,21 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	repR, repW := pipe()
 	extra := []*os.File{cfgR, repW} // shimConfigFD, shimReportFD
 	var treeR, treeW *os.File
-	if n.detachHost {
-		if fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0); err == nil {
+	if n.detachHost && failed == nil {
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			failed = os.NewSyscallError("socketpair", err)
+		} else {
 			treeR, treeW = os.NewFile(uintptr(fds[0]), "tree"), os.NewFile(uintptr(fds[1]), "tree")
 			files = append(files, treeR, treeW)
 			extra = append(extra, treeR) // shimTreeFD
 		}
 	}
-	if len(files) != 8 && len(files) != 10 || n.detachHost && treeR == nil {
+	if failed != nil {
 		for _, f := range files {
 			f.Close()
 		}
-		return nil, fmt.Errorf("create the sandbox's pipes: too many open files")
+		return nil, fmt.Errorf("create the sandbox's pipes: %w", failed)
 	}
 
 	// Every sandbox has a network namespace of its own; one whose command
@@ -526,17 +553,27 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 
 // configure hands the shim its command: cfg, then, when the shim takes
 // it passed (treeW), the workspace, which the shim waits for only once it
-// has woken up and read cfg. The error is the workspace's (the shim then
-// waits for it: discard it); a shim that died early shows in its exit
-// status instead.
+// has woken up and read cfg. Both are sent once, so their descriptors are
+// closed here rather than held until the shim's teardown: a command that
+// runs long would hold them all along, and one sandbox after another
+// would leave them to the garbage collector. The error is the
+// workspace's (the shim then waits for it: discard it); a shim that died
+// early shows in its exit status instead.
 func (sp *shimProc) configure(cfg *shimConfig) error {
 	b, _ := json.Marshal(cfg)
 	_, _ = sp.cfgW.Write(b)
 	sp.cfgW.Close()
-	if sp.treeW != nil && cfg.Dir != "" {
-		return sendWorkspace(sp.treeW, cfg.Dir)
+	sp.cfgW = nil
+	if sp.treeW == nil {
+		return nil
 	}
-	return nil
+	var err error
+	if cfg.Dir != "" {
+		err = sendWorkspace(sp.treeW, cfg.Dir) // queued on the shim's end: it outlives this one
+	}
+	sp.treeW.Close()
+	sp.treeW = nil
+	return err
 }
 
 // withVar returns env with key set to value, replacing any setting of it.

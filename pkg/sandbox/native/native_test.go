@@ -3,12 +3,15 @@
 package native_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +31,12 @@ func TestMain(m *testing.M) {
 	native.RunShimIfRequested()
 	if os.Getenv(unprivilegedChild) == "1" {
 		os.Exit(unprivilegedMain())
+	}
+	switch os.Getenv(killRestChild) {
+	case "init":
+		os.Exit(killRestInit())
+	case "caller":
+		os.Exit(killRestCaller())
 	}
 	os.Exit(m.Run())
 }
@@ -94,7 +103,8 @@ func TestNativeConfigValidate(t *testing.T) {
 // TestNativeDeclarations checks what the backend claims on this machine,
 // which has cgroups, Landlock and seccomp: everything.
 func TestNativeDeclarations(t *testing.T) {
-	n := newNative(t, native.Config{})
+	var logged bytes.Buffer
+	n := newNative(t, native.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	want := []string{sandbox.CapCPU, sandbox.ConfineFilesystem, sandbox.CapMemory, sandbox.CapNetwork, sandbox.CapOpenFiles, sandbox.CapPids, sandbox.ConfineProcesses, sandbox.CapWall}
 	if got := n.Enforces(); !slices.Equal(got, want) {
 		t.Errorf("Enforces() = %q, want %q", got, want)
@@ -107,6 +117,14 @@ func TestNativeDeclarations(t *testing.T) {
 		if !strings.Contains(layers, w) {
 			t.Errorf("Layers() = %q, want %q among them", layers, w)
 		}
+	}
+	// Root may clone the workspace's mounts: a fallback to binding it
+	// from the host's root is a regression, logged with its reason.
+	if os.Geteuid() == 0 && !slices.Contains(n.Layers(), "workspace:passed") {
+		t.Errorf("Layers() = %q, want workspace:passed for a root sandboxer; New logged: %s", n.Layers(), logged.String())
+	}
+	if logged.Len() > 0 {
+		t.Errorf("New logged %q, want nothing", logged.String())
 	}
 }
 
@@ -277,6 +295,54 @@ func TestNativeClose(t *testing.T) {
 	}
 }
 
+// TestNativeRunsHoldNoDescriptors checks that the sandboxer's process
+// holds no more descriptors after a number of commands than before its
+// backend existed, once Close has stopped the warm sandboxes (which hold
+// their pipes while they wait) and the reaper. The garbage collector is
+// off meanwhile, so that a descriptor left to an *os.File's finalizer
+// shows as held.
+func TestNativeRunsHoldNoDescriptors(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	newNative(t, native.Config{Warm: -1}).Close() // skips where it cannot run; opens what the process keeps
+	before := openFDs(t)
+	n := newNative(t, native.Config{})
+	dir := t.TempDir()
+	const runs = 20
+	for i := range runs {
+		res, err := n.Run(context.Background(), sandbox.Spec{Argv: []string{"true"}, Dir: dir})
+		if err != nil || !res.Report.Exited || res.Report.ExitCode != 0 {
+			t.Fatalf("Run %d = %+v, %v; want exit 0", i, res, err)
+		}
+	}
+	n.Close()
+	after := openFDs(t)
+	var extra []string
+	for fd, target := range after {
+		if _, ok := before[fd]; !ok {
+			extra = append(extra, fmt.Sprintf("%s -> %s", fd, target))
+		}
+	}
+	slices.Sort(extra)
+	if len(extra) > 0 {
+		t.Errorf("after %d Runs and Close, %d descriptors more than before New: %q", runs, len(extra), extra)
+	}
+}
+
+// openFDs returns this process's open descriptors, with what each names.
+func openFDs(t *testing.T) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		out[e.Name()] = target
+	}
+	return out
+}
+
 // TestNativeUnprivileged runs this test binary again as uid 65534, where
 // the sandbox needs a user namespace and the cgroups are not writable:
 // NewNative must say so, and with AllowMissingCgroups run commands that
@@ -376,4 +442,69 @@ func childCount(t testing.TB) int {
 		}
 	}
 	return n
+}
+
+// killRestChild marks the runs of TestShimKillsOnlyAsPID1's children:
+// "init", PID 1 of a new PID namespace, and "caller", another process of
+// it.
+const killRestChild = "HARNESS_TEST_KILLREST"
+
+// TestShimKillsOnlyAsPID1 checks that the shim's teardown kills nothing
+// from a process that is not PID 1 of its PID namespace, where kill(-1)
+// would reach every process it may signal. It runs in a PID namespace of
+// its own, where that is only its own processes: an init starts a
+// process to outlive the teardown and a second one that runs it with a
+// child of its own; the init exits 0 if the first still runs after.
+func TestShimKillsOnlyAsPID1(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a new PID namespace")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = []string{killRestChild + "=init", "PATH=" + os.Getenv("PATH")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("the teardown run by a process of a PID namespace other than its PID 1: %v, %s; want the namespace's other process left running", err, out)
+	}
+}
+
+// killRestCaller runs the shim's teardown with a child of its own, as the
+// shim has when it tears down.
+func killRestCaller() int {
+	child := exec.Command("sleep", "600")
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	native.KillRest()
+	child.Process.Kill()
+	child.Wait()
+	return 0
+}
+
+// killRestInit is the init of TestShimKillsOnlyAsPID1.
+func killRestInit() int {
+	if os.Getpid() != 1 {
+		fmt.Fprintf(os.Stderr, "init is PID %d, not 1\n", os.Getpid())
+		return 2
+	}
+	bystander := exec.Command("sleep", "600")
+	bystander.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := bystander.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer bystander.Process.Kill()
+	caller := exec.Command(os.Args[0], "-test.run=^$")
+	caller.Env = []string{killRestChild + "=caller", "PATH=" + os.Getenv("PATH")}
+	if out, err := caller.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "caller: %v, %s\n", err, out)
+		return 2
+	}
+	var ws syscall.WaitStatus
+	if pid, err := syscall.Wait4(bystander.Process.Pid, &ws, syscall.WNOHANG, nil); err != nil || pid != 0 {
+		fmt.Fprintf(os.Stderr, "the other process of the namespace ended (%v, %v): the teardown killed it from PID %d\n", ws, err, caller.Process.Pid)
+		return 1
+	}
+	return 0
 }

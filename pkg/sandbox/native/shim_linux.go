@@ -127,8 +127,11 @@ type shimReport struct {
 }
 
 // runShim is the shim's main: set the sandbox up, start the command as
-// PID 2, reap every process until the command ends, report, and exit,
-// which makes the kernel kill whatever else still runs in the namespace.
+// PID 2 and reap every process until the command ends; then kill and reap
+// whatever else still runs in the namespace and let go of the command's
+// output (endAll), report, and exit. The report, not the exit, tells the
+// parent the command is over: nothing of it runs by then, and the shim's
+// exit, with its mounts' teardown, is left to the parent's reaper.
 func runShim() int {
 	syscall.CloseOnExec(shimConfigFD)
 	syscall.CloseOnExec(shimReportFD)
@@ -144,6 +147,11 @@ func runShim() int {
 			return 1
 		}
 		return 0
+	}
+	// Everything the shim does at the end relies on its being PID 1 of a
+	// new PID namespace (endAll): refuse to run anything otherwise.
+	if pid := syscall.Getpid(); pid != 1 {
+		return report(shimReport{Err: fmt.Sprintf("the sandbox's init is PID %d, not 1 of a PID namespace of its own", pid)})
 	}
 	// The command runs as the shim's uid, without capabilities. Without
 	// this, it could ptrace the shim's thread that dropped them too, and so
@@ -258,18 +266,14 @@ func reapUntil(pid int) (uint32, int64) {
 // command's pipes. Once it returns, nothing of the command runs and its
 // output has ended, so the parent may return the result before the shim
 // has exited.
+//
+// kill(-1) is what ends them, and it is safe only from PID 1 of a PID
+// namespace of the sandbox's own: from any other process it would reach
+// every process the shim's uid may signal, root's being all of the
+// host's. Elsewhere endAll kills nothing (and runShim has refused to run
+// anything).
 func endAll() {
-	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|wALL, nil); err != syscall.ECHILD {
-		// kill(-1) from PID 1 reaches every other process of its PID
-		// namespace, those being forked included.
-		_ = syscall.Kill(-1, syscall.SIGKILL)
-		for {
-			if _, err := syscall.Wait4(-1, &ws, wALL, nil); err != nil && err != syscall.EINTR {
-				break // ECHILD: none left
-			}
-		}
-	}
+	killRest()
 	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	for fd := range 3 {
 		if err == nil {
@@ -280,6 +284,27 @@ func endAll() {
 	}
 	if err == nil {
 		syscall.Close(null)
+	}
+}
+
+// killRest kills and reaps every process of the shim's PID namespace but
+// the shim, when the shim is its PID 1; otherwise it does nothing (see
+// endAll).
+func killRest() {
+	if syscall.Getpid() != 1 {
+		return
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|wALL, nil); err == syscall.ECHILD {
+		return // none left
+	}
+	// kill(-1) from PID 1 reaches every other process of its PID
+	// namespace, those being forked included.
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+	for {
+		if _, err := syscall.Wait4(-1, &ws, wALL, nil); err != nil && err != syscall.EINTR {
+			return // ECHILD: none left
+		}
 	}
 }
 
