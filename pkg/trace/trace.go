@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -165,10 +164,6 @@ func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) 
 // records delivers run's records in order from its first, with their
 // stream sequences, to fn until fn says it is done or fails, or ctx ends.
 // what names the reading in errors.
-//
-// Decoding a record costs about what fetching it does, so the records are
-// decoded by decoders goroutines while the next are fetched, and handed
-// to fn in the stream's order.
 func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *protocol.Record, seq uint64) (done bool, err error)) error {
 	subj := Subject(run)
 	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
@@ -182,87 +177,31 @@ func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *prot
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", what, subj, err)
 	}
+	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer it.Stop()
-	defer close(quit)
-
-	type decoded struct {
-		rec *protocol.Record
-		seq uint64
-		err error
-	}
-	type job struct {
-		msg jetstream.Msg
-		out chan decoded
-	}
-	jobs := make(chan job, readAhead)
-	order := make(chan chan decoded, readAhead) // each record's answer, in the stream's order
-	wg.Go(func() {
-		defer close(jobs)
-		for {
-			msg, err := it.Next()
-			out := make(chan decoded, 1)
-			if err != nil {
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				} else {
-					err = fmt.Errorf("%s %s: %w", what, subj, err)
-				}
-				out <- decoded{err: err}
-			}
-			select {
-			case order <- out:
-			case <-quit:
-				return
-			}
-			if err != nil {
-				return
-			}
-			select {
-			case jobs <- job{msg, out}:
-			case <-quit:
-				return
-			}
-		}
-	})
-	for range decoders {
-		wg.Go(func() {
-			for j := range jobs {
-				meta, err := j.msg.Metadata()
-				if err != nil {
-					j.out <- decoded{err: fmt.Errorf("%s %s: %w", what, subj, err)}
-					continue
-				}
-				rec, err := Decode(j.msg.Data())
-				if err != nil {
-					err = fmt.Errorf("%s %s at %d: %w", what, subj, meta.Sequence.Stream, err)
-				}
-				j.out <- decoded{rec: rec, seq: meta.Sequence.Stream, err: err}
-			}
-		})
-	}
 	for {
-		d := <-<-order // the reader's last answer is its error
-		if d.err != nil {
-			return d.err
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%s %s: %w", what, subj, err)
 		}
-		done, err := fn(d.rec, d.seq)
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", what, subj, err)
+		}
+		rec, err := Decode(msg.Data())
+		if err != nil {
+			return fmt.Errorf("%s %s at %d: %w", what, subj, meta.Sequence.Stream, err)
+		}
+		done, err := fn(rec, meta.Sequence.Stream)
 		if err != nil || done {
 			return err
 		}
 	}
 }
-
-// decoders is how many goroutines decode a run's records as they come,
-// and readAhead how many records may be fetched ahead of the one fn has.
-const (
-	decoders  = 2
-	readAhead = 64
-)
 
 // Decode decodes one record and checks its format.
 func Decode(data []byte) (*protocol.Record, error) {
