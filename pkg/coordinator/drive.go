@@ -76,8 +76,10 @@ type driver struct {
 	// toolNode is a sandboxer found holding the tools the contract names,
 	// which the open of a snapshot workspace goes to.
 	toolNode string
-	// indexed is when the run index last heard of this run's progress.
-	indexed time.Time
+	// indexed is when the run index last heard of this run's progress;
+	// unindexed is set while a step committed since is not in it.
+	indexed   time.Time
+	unindexed bool
 	// workerTools are the tools of the contract the workers hold, found
 	// with toolNode; their calls go to the workers.
 	workerTools map[string]workerTool

@@ -183,17 +183,14 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 				return
 			}
 		}
-		if pending == nil && time.Since(d.indexed) >= indexEvery {
+		if pending == nil {
 			// The trace holds the step; the index only shows how far the
 			// run has come, so it is brought up to date at most once every
-			// indexEvery, sparing a synced write on most steps. Every
+			// indexEvery, sparing a synced write on most steps, and at the
+			// end of that time while the run waits (indexProgress). Every
 			// change of state (paused, finished) is written at once.
-			st := s.status(protocol.StatusRunning, d.c.cfg.ID)
-			st.Updated = time.Now().UTC()
-			if err := d.c.index.Progress(ctx, st); err != nil {
-				d.log.Warn("update run index", "err", err)
-			}
-			d.indexed = time.Now()
+			d.unindexed = true
+			d.indexProgress(ctx)
 		}
 		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
 		if d.mcpLost != nil {
@@ -351,3 +348,22 @@ func (d *driver) turnFailed(ctx context.Context, err error) (rec *protocol.Recor
 // indexEvery is how often at most a running run's progress (its steps and
 // tokens so far) is written to the run index.
 const indexEvery = time.Second
+
+// indexProgress writes the run's progress to the index if a step is not
+// in it and the last write is indexEvery old. A run that waits with a
+// step not in the index parks until then at the latest (park), so the
+// index is never more than indexEvery behind a waiting run. It runs on
+// the driver's goroutine, as every other write of the run's state does,
+// and its publish is not retried later by itself: a write of a change of
+// state made after it cannot be overtaken by it.
+func (d *driver) indexProgress(ctx context.Context) {
+	if !d.unindexed || time.Since(d.indexed) < indexEvery {
+		return
+	}
+	st := d.s.status(protocol.StatusRunning, d.c.cfg.ID)
+	st.Updated = time.Now().UTC()
+	if err := d.c.index.Progress(ctx, st); err != nil {
+		d.log.Warn("update run index", "err", err)
+	}
+	d.indexed, d.unindexed = time.Now(), false
+}

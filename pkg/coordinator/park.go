@@ -241,6 +241,9 @@ func (d *driver) park() parkHow {
 	var until time.Time // a wait on sub-agents ends with them, or with the run's time
 	if d.wait != nil {
 		until = d.wait.due()
+		if t := d.indexed.Add(indexEvery); d.unindexed && t.Before(until) {
+			until = t // woken then to write the progress the index lacks, and parked again
+		}
 	}
 	if dl := d.s.deadline(); !dl.IsZero() && (until.IsZero() || dl.Before(until)) {
 		until = dl

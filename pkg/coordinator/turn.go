@@ -86,6 +86,7 @@ func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err e
 		case !w.retryAt.IsZero():
 			if time.Now().Before(w.retryAt) {
 				d.answer(ctx, w) // late answers of earlier attempts, charged
+				d.indexProgress(ctx)
 				if d.parkNow() {
 					return done(errParked) // a retry's delay: woken by its timer
 				}
@@ -155,6 +156,7 @@ func (d *driver) awaitTurn(ctx context.Context, w *turnWait, turn **protocol.Tur
 	tr := d.answer(ctx, w)
 	if tr == nil {
 		if time.Now().Before(w.giveUp) {
+			d.indexProgress(ctx)
 			if d.parkNow() {
 				return done(errParked) // woken by the turn, or by the timer of giveUp
 			}

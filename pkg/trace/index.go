@@ -35,7 +35,9 @@ func (x *Index) Progress(ctx context.Context, st *protocol.RunState) error {
 	if err != nil {
 		return fmt.Errorf("encode run state: %w", err)
 	}
-	if _, err := x.js.PublishAsync(x.Subject(st.Run), data); err != nil {
+	// Not retried on the client's timer: a retry could land after a Put
+	// of the run's next state, made after it.
+	if _, err := x.js.PublishAsync(x.Subject(st.Run), data, jetstream.WithRetryAttempts(0)); err != nil {
 		return fmt.Errorf("index run %s: %w", st.Run, err)
 	}
 	return nil
