@@ -35,7 +35,8 @@ type Limits struct {
 	MaxTextChars int
 	// Timeout bounds one operation's time.
 	Timeout time.Duration
-	// MemoryBytes bounds an isolated operation's address space.
+	// MemoryBytes bounds an isolated operation's writable memory (its
+	// data limit: the heap and the stacks).
 	MemoryBytes uint64
 }
 
@@ -55,13 +56,13 @@ var DefaultLimits = Limits{
 var isolate atomic.Bool
 
 // Isolate makes every later Call run its operation in a child process of
-// this binary, under Limits.MemoryBytes of address space and the
+// this binary, under Limits.MemoryBytes of writable memory and the
 // operation's time in CPU seconds, so a file that exhausts the parser
 // kills the child, never the sandboxer holding other runs' workspaces.
 // The binary must call RunChildIfRequested first thing in main (the
 // sandboxer's command.Main does). In a build with the race detector the
-// child has no address-space limit (the detector's shadow memory cannot be
-// reserved under one); its time and CPU limits hold.
+// child has no memory limit (the detector's shadow memory cannot be
+// mapped under one); its time and CPU limits hold.
 func Isolate(on bool) { isolate.Store(on) }
 
 // childEnv marks the process as a document operation's child.
@@ -201,7 +202,12 @@ func RunChildIfRequested() {
 	var cpu uint64
 	fmt.Sscanf(os.Getenv(childEnv+"_LIMITS"), "%d,%d", &mem, &cpu)
 	if mem > 0 && !raceBuild {
-		_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: mem, Max: mem})
+		// The data limit, not the address space's: a Go process reserves
+		// more than a gigabyte of address space it never touches before
+		// main, so an address-space limit of a few hundred megabytes left
+		// it no room for a thread's stack. The data limit counts what is
+		// mapped writable: the heap as it grows, and the stacks.
+		_ = syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: mem, Max: mem})
 	}
 	if cpu > 0 {
 		_ = syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: cpu, Max: cpu})

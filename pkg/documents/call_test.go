@@ -57,7 +57,7 @@ func TestCallIsolated(t *testing.T) {
 		t.Fatalf("refusal: %v", err)
 	}
 	if raceBuild {
-		// The child has no address-space limit under the race detector;
+		// The child has no memory limit under the race detector;
 		// scripts/test runs this package again without it.
 		t.Log("the memory limit is not applied in a race build")
 	} else if _, err = Call(context.Background(), "test.hog", nil, nil); !errors.Is(err, protocol.ErrBadArguments) || !strings.Contains(err.Error(), "limits") {
