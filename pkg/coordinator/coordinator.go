@@ -532,12 +532,18 @@ func (c *Coordinator) ended(ctx context.Context, run string, ls *lease, settled 
 		// other coordinator would take the run, so this one does, at its
 		// next look for runs to take over.
 		c.log.Debug("hand the run over", "run", run, "err", err)
-		c.mu.Lock()
-		c.orphans[run] = true
-		c.mu.Unlock()
+		c.orphan(run)
 	} else {
 		c.log.Info("run handed over", "run", run)
 	}
+}
+
+// orphan marks run as left with a lease that may be live and ours, for
+// takeOver to take it back.
+func (c *Coordinator) orphan(run string) {
+	c.mu.Lock()
+	c.orphans[run] = true
+	c.mu.Unlock()
 }
 
 func (c *Coordinator) putState(ctx context.Context, st *protocol.RunState) {

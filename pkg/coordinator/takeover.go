@@ -256,10 +256,12 @@ func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.
 	recs, last, err := c.trace.Read(ctx, run)
 	if err != nil {
 		// The trace did not answer (NATS electing a leader, say). The
-		// lease is left to run out rather than deleted, so the run is
-		// still found by the next scan for expired leases; deleting it
-		// would leave the run running with no owner for good.
+		// lease is ours now and lives with this coordinator's heartbeat,
+		// so no other coordinator takes the run: this one takes it back
+		// at its next look. Deleting the lease instead would leave the
+		// run running with no owner for good.
 		<-c.slots
+		c.orphan(run)
 		return err
 	}
 	if len(recs) == 0 {
@@ -282,7 +284,8 @@ func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.
 		w := c.trace.Writer(run, last)
 		rec := &protocol.Record{Kind: protocol.RecordPolicy, Step: len(recs), Policy: pol, Coordinator: c.cfg.ID}
 		if err := w.Append(ctx, rec); err != nil {
-			<-c.slots // the lease runs out, as above
+			<-c.slots
+			c.orphan(run) // taken back at the next look, as above
 			return err
 		}
 		recs, last = append(recs, *rec), w.LastSeq()

@@ -1,0 +1,94 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
+)
+
+// TestTakeoverWhoseTraceReadFailsIsTakenAgain has a coordinator take over
+// a dead coordinator's run whose trace it then cannot read. The lease is
+// its own by then and lives with its heartbeat, so no other coordinator
+// would take the run: it takes it again itself, at a later look, once the
+// trace reads, and drives the run to its end.
+func TestTakeoverWhoseTraceReadFailsIsTakenAgain(t *testing.T) {
+	ws := t.TempDir()
+	agent := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: agent})
+	ctx := t.Context()
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := wire.Ensure(ctx, js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A run a coordinator now gone started, with a record after its first
+	// that does not read (a trace the server cannot serve whole looks the
+	// same to the reader).
+	const run = "unreadable"
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Finish.", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: 3},
+		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = protocol.DecodeContract(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.New(js, assets.Trace).Writer(run, 0).Append(ctx, &protocol.Record{Kind: protocol.RecordStarted, Contract: c, Coordinator: "ghost"}); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := js.Publish(ctx, trace.Subject(run), []byte(`{"format":1,"kind":`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost, _ := json.Marshal(map[string]any{"owner": "ghost", "generation": 1, "epoch": 1}) // no heartbeat: dead
+	if _, err := assets.Leases.Put(ctx, run, ghost); err != nil {
+		t.Fatal(err)
+	}
+
+	// The cluster's coordinator takes the lease and fails to read the trace.
+	testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		e, err := assets.Leases.Get(ctx, run)
+		if err != nil {
+			return err
+		}
+		var v struct{ Owner string }
+		if err := json.Unmarshal(e.Value(), &v); err != nil || v.Owner == "ghost" {
+			return fmt.Errorf("the lease is still the dead coordinator's: %s", e.Value())
+		}
+		return nil
+	})
+	if err := assets.Trace.DeleteMsg(ctx, bad.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := cl.Run(run).Wait(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished || res.Steps != 1 {
+		t.Errorf("run = %s after %d steps (%s), want finished after 1", res.Outcome, res.Steps, res.Reason)
+	}
+}
