@@ -1,6 +1,11 @@
 package trace
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
 
 // RewindForTest sets the sequence the writer expects, as if the
 // acknowledgement of its last append had been lost.
@@ -12,4 +17,10 @@ func SetWaitPollForTest(d time.Duration) (restore func()) {
 	old := waitPoll
 	waitPoll = d
 	return func() { waitPoll = old }
+}
+
+// ReadToForTest is readTo: Each with the sequence of the last record
+// given rather than looked up.
+func (t *Trace) ReadToForTest(ctx context.Context, run string, last uint64, fn func(*protocol.Record) error) (uint64, error) {
+	return t.readTo(ctx, run, last, fn)
 }

@@ -127,7 +127,7 @@ func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64
 // and then each as it is written, until fn returns an error (which Follow
 // returns; ErrStop ends it with nil) or ctx ends.
 func (t *Trace) Follow(ctx context.Context, run string, fn func(*protocol.Record) error) error {
-	err := t.records(ctx, run, "follow", func(rec *protocol.Record, _ uint64) (bool, error) {
+	err := t.records(ctx, run, "follow", func(rec *protocol.Record, _, _ uint64) (bool, error) {
 		return false, fn(rec)
 	})
 	if errors.Is(err, ErrStop) {
@@ -151,20 +151,32 @@ func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) 
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", subj, err)
 	}
-	last := lastMsg.Sequence
-	err = t.records(ctx, run, "read", func(rec *protocol.Record, seq uint64) (bool, error) {
-		return seq >= last, fn(rec)
+	return t.readTo(ctx, run, lastMsg.Sequence, fn)
+}
+
+// readTo is Each once the sequence of the run's last record is known. It
+// returns the sequence of the last record it read, which is last unless
+// that record was deleted since it was looked up (the run pruned while
+// read): nothing pending then ends the read too, rather than a wait for a
+// record that will never come.
+func (t *Trace) readTo(ctx context.Context, run string, last uint64, fn func(*protocol.Record) error) (uint64, error) {
+	var got uint64
+	err := t.records(ctx, run, "read", func(rec *protocol.Record, seq, pending uint64) (bool, error) {
+		got = seq
+		return seq >= last || pending == 0, fn(rec)
 	})
 	if err != nil {
 		return 0, err
 	}
-	return last, nil
+	return got, nil
 }
 
 // records delivers run's records in order from its first, with their
-// stream sequences, to fn until fn says it is done or fails, or ctx ends.
+// stream sequences and how many of the run's records the stream held
+// after each as it was delivered, to fn until fn says it is done or fails,
+// or ctx ends.
 // what names the reading in errors.
-func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *protocol.Record, seq uint64) (done bool, err error)) error {
+func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *protocol.Record, seq, pending uint64) (done bool, err error)) error {
 	subj := Subject(run)
 	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
@@ -196,7 +208,7 @@ func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *prot
 		if err != nil {
 			return fmt.Errorf("%s %s at %d: %w", what, subj, meta.Sequence.Stream, err)
 		}
-		done, err := fn(rec, meta.Sequence.Stream)
+		done, err := fn(rec, meta.Sequence.Stream, meta.NumPending)
 		if err != nil || done {
 			return err
 		}

@@ -195,6 +195,27 @@ func TestReadKeepsOrderAndStopsAtTheDamage(t *testing.T) {
 	}
 }
 
+// TestReadEndsWhenItsLastRecordIsGone reads a run whose last record, as
+// looked up before the read, is no longer in the stream (the run pruned
+// while it was read): the read ends with what is there, and says where,
+// rather than waiting for a record that will never come.
+func TestReadEndsWhenItsLastRecordIsGone(t *testing.T) {
+	_, tr, _ := open(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	w := tr.Writer("pruned", 0)
+	for i := range 3 {
+		if err := w.Append(ctx, &protocol.Record{Kind: protocol.RecordStep, Step: i + 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	last, err := tr.ReadToForTest(ctx, "pruned", w.LastSeq()+1, func(*protocol.Record) error { n++; return nil })
+	if err != nil || n != 3 || last != w.LastSeq() {
+		t.Errorf("read past the last record = %d records to %d, %v; want 3 to %d", n, last, err, w.LastSeq())
+	}
+}
+
 func TestBlobs(t *testing.T) {
 	js, _, _ := open(t)
 	ctx := t.Context()
