@@ -221,30 +221,20 @@ func (l *leases) acquire(ctx context.Context, run string) (*lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := range 3 {
-		if i == 0 {
-			// Most runs taken are new: created at once, the lease costs
-			// one round trip rather than a read and then the create.
-			v := leaseValue{Owner: l.owner, Generation: 1, Epoch: epoch}
-			rev, err := l.kv.Create(ctx, run, mustJSON(v))
-			if err == nil {
-				return &lease{run: run, gen: 1, rev: rev}, nil
-			}
-			if !errors.Is(err, jetstream.ErrKeyExists) {
-				return nil, fmt.Errorf("create lease %s: %w", run, err)
-			}
+	for range 3 {
+		// Most runs taken are new: the create comes first, so their lease
+		// costs one round trip rather than a read and then the create.
+		first := leaseValue{Owner: l.owner, Generation: 1, Epoch: epoch}
+		rev, err := l.kv.Create(ctx, run, mustJSON(first))
+		if err == nil {
+			return &lease{run: run, gen: 1, rev: rev}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("create lease %s: %w", run, err)
 		}
 		e, err := l.kv.Get(ctx, run)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			v := leaseValue{Owner: l.owner, Generation: 1, Epoch: epoch}
-			rev, err := l.kv.Create(ctx, run, mustJSON(v))
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				continue // someone took it a moment ago: look again
-			}
-			if err != nil {
-				return nil, fmt.Errorf("create lease %s: %w", run, err)
-			}
-			return &lease{run: run, gen: 1, rev: rev}, nil
+			continue // given back a moment ago: create it again
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read lease %s: %w", run, err)
@@ -257,7 +247,7 @@ func (l *leases) acquire(ctx context.Context, run string) (*lease, error) {
 			return nil, errHeld
 		}
 		v := leaseValue{Owner: l.owner, Generation: cur.Generation + 1, Epoch: epoch}
-		rev, err := l.kv.Update(ctx, run, mustJSON(v), e.Revision())
+		rev, err = l.kv.Update(ctx, run, mustJSON(v), e.Revision())
 		if err != nil {
 			continue // lost a race: look again
 		}

@@ -61,12 +61,11 @@ func (c *Coordinator) requestUntilGone(ctx context.Context, subject string, op *
 		if err == nil || rctx.Err() != nil || !direct {
 			return done(err)
 		}
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-			unheard = time.Time{}
-			return again(0) // unanswered within resendInterval: ask again
-		}
 		if !errors.Is(err, nats.ErrNoResponders) {
-			unheard = time.Time{} // this coordinator's own connection: the node was not heard from, nor missed
+			unheard = time.Time{} // the node is there, or this coordinator's own connection is not
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			return again(0) // unanswered within resendInterval: ask again
 		}
 		if errors.Is(err, nats.ErrNoResponders) && gone > 0 {
 			if unheard.IsZero() {
