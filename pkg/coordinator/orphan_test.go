@@ -22,8 +22,8 @@ import (
 // TestTakeoverWhoseTraceReadFailsIsTakenAgain has a coordinator take over
 // a dead coordinator's run whose trace it then cannot read. The lease is
 // its own by then and lives with its heartbeat, so no other coordinator
-// would take the run: it takes it again itself, at a later look, once the
-// trace reads, and drives the run to its end.
+// would take the run: it takes it again itself, at every later look, and
+// once the trace reads drives the run to its end.
 func TestTakeoverWhoseTraceReadFailsIsTakenAgain(t *testing.T) {
 	ws := t.TempDir()
 	agent := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
@@ -67,15 +67,19 @@ func TestTakeoverWhoseTraceReadFailsIsTakenAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The cluster's coordinator takes the lease and fails to read the trace.
+	// The cluster's coordinator takes the lease, fails to read the trace,
+	// and takes the lease again (generation 3) at a later look.
 	testkit.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		e, err := assets.Leases.Get(ctx, run)
 		if err != nil {
 			return err
 		}
-		var v struct{ Owner string }
-		if err := json.Unmarshal(e.Value(), &v); err != nil || v.Owner == "ghost" {
-			return fmt.Errorf("the lease is still the dead coordinator's: %s", e.Value())
+		var v struct {
+			Owner      string
+			Generation int
+		}
+		if err := json.Unmarshal(e.Value(), &v); err != nil || v.Owner == "ghost" || v.Generation < 3 {
+			return fmt.Errorf("the lease has not been taken twice: %s", e.Value())
 		}
 		return nil
 	})

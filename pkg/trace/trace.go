@@ -129,7 +129,7 @@ func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64
 func (t *Trace) Follow(ctx context.Context, run string, fn func(*protocol.Record) error) error {
 	err := t.records(ctx, run, "follow", func(rec *protocol.Record, _, _ uint64) (bool, error) {
 		return false, fn(rec)
-	})
+	}, nil)
 	if errors.Is(err, ErrStop) {
 		return nil
 	}
@@ -158,12 +158,24 @@ func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) 
 // returns the sequence of the last record it read, which is last unless
 // that record was deleted since it was looked up (the run pruned while
 // read): nothing pending then ends the read too, rather than a wait for a
-// record that will never come.
+// record that will never come. A record counted as pending and deleted
+// before it was delivered is the same wait; a read that hears nothing for
+// readIdle looks the run's last record up again, and ends if it has read
+// it.
 func (t *Trace) readTo(ctx context.Context, run string, last uint64, fn func(*protocol.Record) error) (uint64, error) {
 	var got uint64
 	err := t.records(ctx, run, "read", func(rec *protocol.Record, seq, pending uint64) (bool, error) {
 		got = seq
 		return seq >= last || pending == 0, fn(rec)
+	}, func() (bool, error) {
+		m, err := t.stream.GetLastMsgForSubject(ctx, Subject(run))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", Subject(run), err)
+		}
+		return m.Sequence <= got, nil
 	})
 	if err != nil {
 		return 0, err
@@ -171,12 +183,17 @@ func (t *Trace) readTo(ctx context.Context, run string, last uint64, fn func(*pr
 	return got, nil
 }
 
+// readIdle is how long a read waits for its next record before it looks
+// whether one is still to come.
+var readIdle = time.Second
+
 // records delivers run's records in order from its first, with their
 // stream sequences and how many of the run's records the stream held
 // after each as it was delivered, to fn until fn says it is done or fails,
-// or ctx ends.
+// or ctx ends. When no record comes for readIdle, idle (if not nil) says
+// whether the reading is done.
 // what names the reading in errors.
-func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *protocol.Record, seq, pending uint64) (done bool, err error)) error {
+func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *protocol.Record, seq, pending uint64) (done bool, err error), idle func() (done bool, err error)) error {
 	subj := Subject(run)
 	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
@@ -192,8 +209,18 @@ func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *prot
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
+	var next []jetstream.NextOpt
+	if idle != nil {
+		next = append(next, jetstream.NextMaxWait(readIdle))
+	}
 	for {
-		msg, err := it.Next()
+		msg, err := it.Next(next...)
+		if idle != nil && errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+			if done, err := idle(); err != nil || done {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
