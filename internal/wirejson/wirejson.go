@@ -15,7 +15,9 @@
 package wirejson
 
 import (
+	"bytes"
 	stdjson "encoding/json"
+	"fmt"
 
 	"github.com/segmentio/encoding/json"
 
@@ -24,6 +26,18 @@ import (
 
 // Unmarshal is json.Unmarshal.
 func Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// UnmarshalShared is Unmarshal whose strings share data's bytes where
+// they can rather than copy them: data must not change for as long as v
+// is kept. A trace read decodes every record of a run this way, each from
+// a message the NATS client allocated for it alone.
+func UnmarshalShared(data []byte, v any) error {
+	rest, err := json.Parse(data, v, json.ZeroCopy)
+	if rest = bytes.TrimSpace(rest); len(rest) != 0 && err == nil {
+		err = fmt.Errorf("invalid character %q after top-level value", rest[0])
+	}
+	return err
+}
 
 // envelope is a step task without its request: its own Request field,
 // nil and left out, hides the embedded one.

@@ -40,6 +40,33 @@ func TestSameAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestUnmarshalShared: decoding into strings that share the input gives
+// what Unmarshal gives, escapes included, and refuses what it refuses,
+// trailing bytes among them.
+func TestUnmarshalShared(t *testing.T) {
+	task := sample()
+	data, err := stdjson.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b protocol.StepTask
+	if err := wirejson.Unmarshal(data, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := wirejson.UnmarshalShared(append(data, " \n"...), &b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("decoded differently (-Unmarshal +UnmarshalShared):\n%s", diff)
+	}
+	for _, bad := range []string{`{"run": 5}`, `{"run": "a"} x`, `{"run": "a"}{}`, `{"run": "a`} {
+		var v protocol.StepTask
+		if err := wirejson.UnmarshalShared([]byte(bad), &v); err == nil {
+			t.Errorf("UnmarshalShared(%s) decoded without an error", bad)
+		}
+	}
+}
+
 // TestMarshalStepTask: a step task encodes to what encoding/json writes,
 // the same fields and values and the same length (a reservation is sized
 // by it), its request byte for byte.

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -116,10 +117,16 @@ func (w *Writer) Append(ctx context.Context, rec *protocol.Record) error {
 // (a damaged trace), or the stream error, wrapped.
 func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64, error) {
 	var recs []protocol.Record
-	last, err := t.Each(ctx, run, func(rec *protocol.Record) error {
-		recs = append(recs, *rec)
-		return nil
-	})
+	last, err := t.each(ctx, run, func(pending uint64) *protocol.Record {
+		if recs == nil {
+			recs = make([]protocol.Record, 0, pending+1) // the run's records, as the first says
+		}
+		recs = append(recs, protocol.Record{})
+		return &recs[len(recs)-1]
+	}, func(*protocol.Record) error { return nil })
+	if err != nil && len(recs) > 0 {
+		recs = recs[:len(recs)-1] // the one that did not decode
+	}
 	return recs, last, err
 }
 
@@ -127,7 +134,7 @@ func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64
 // and then each as it is written, until fn returns an error (which Follow
 // returns; ErrStop ends it with nil) or ctx ends.
 func (t *Trace) Follow(ctx context.Context, run string, fn func(*protocol.Record) error) error {
-	err := t.records(ctx, run, "follow", func(rec *protocol.Record, _, _ uint64) (bool, error) {
+	err := t.records(ctx, run, "follow", fresh, func(rec *protocol.Record, _, _ uint64) (bool, error) {
 		return false, fn(rec)
 	}, nil)
 	if errors.Is(err, ErrStop) {
@@ -143,6 +150,15 @@ var ErrStop = errors.New("stop following")
 // of the last. It reads with an ordered consumer filtered to the run's
 // subject, so its cost is linear in the run's records, not the stream's.
 func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) error) (uint64, error) {
+	return t.each(ctx, run, fresh, fn)
+}
+
+// fresh is where a record is decoded that its reader may keep.
+func fresh(uint64) *protocol.Record { return new(protocol.Record) }
+
+// each is Each decoding each record into the one into gives it, told how
+// many of the run's records are still to come after it.
+func (t *Trace) each(ctx context.Context, run string, into func(pending uint64) *protocol.Record, fn func(*protocol.Record) error) (uint64, error) {
 	subj := Subject(run)
 	lastMsg, err := t.stream.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -151,7 +167,7 @@ func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) 
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", subj, err)
 	}
-	return t.readTo(ctx, run, lastMsg.Sequence, fn)
+	return t.readTo(ctx, run, lastMsg.Sequence, into, fn)
 }
 
 // readTo is Each once the sequence of the run's last record is known. It
@@ -162,10 +178,10 @@ func (t *Trace) Each(ctx context.Context, run string, fn func(*protocol.Record) 
 // before it was delivered is the same wait; a read that hears nothing for
 // readIdle looks the run's last record up again, and ends if it has read
 // it.
-func (t *Trace) readTo(ctx context.Context, run string, last uint64, fn func(*protocol.Record) error) (uint64, error) {
-	var got uint64
-	err := t.records(ctx, run, "read", func(rec *protocol.Record, seq, pending uint64) (bool, error) {
-		got = seq
+func (t *Trace) readTo(ctx context.Context, run string, last uint64, into func(uint64) *protocol.Record, fn func(*protocol.Record) error) (uint64, error) {
+	var got atomic.Uint64
+	err := t.records(ctx, run, "read", into, func(rec *protocol.Record, seq, pending uint64) (bool, error) {
+		got.Store(seq)
 		return seq >= last || pending == 0, fn(rec)
 	}, func() (bool, error) {
 		m, err := t.stream.GetLastMsgForSubject(ctx, Subject(run))
@@ -175,12 +191,12 @@ func (t *Trace) readTo(ctx context.Context, run string, last uint64, fn func(*pr
 		if err != nil {
 			return false, fmt.Errorf("read %s: %w", Subject(run), err)
 		}
-		return m.Sequence <= got, nil
+		return m.Sequence <= got.Load(), nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	return got, nil
+	return got.Load(), nil
 }
 
 // readIdle is how long a read waits for its next record before it looks
@@ -190,10 +206,11 @@ var readIdle = time.Second
 // records delivers run's records in order from its first, with their
 // stream sequences and how many of the run's records the stream held
 // after each as it was delivered, to fn until fn says it is done or fails,
-// or ctx ends. When no record comes for readIdle, idle (if not nil) says
-// whether the reading is done.
+// or ctx ends. Each record is decoded into the one into gives, told how
+// many are still to come after it. When no record comes for readIdle, idle
+// (if not nil) says whether the reading is done.
 // what names the reading in errors.
-func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *protocol.Record, seq, pending uint64) (done bool, err error), idle func() (done bool, err error)) error {
+func (t *Trace) records(ctx context.Context, run, what string, into func(pending uint64) *protocol.Record, fn func(rec *protocol.Record, seq, pending uint64) (done bool, err error), idle func() (done bool, err error)) error {
 	subj := Subject(run)
 	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
@@ -209,30 +226,55 @@ func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *prot
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
-	var next []jetstream.NextOpt
+	// A watch, not a timer on every record: it looks once a readIdle
+	// whether a record came since it last looked.
+	var delivered atomic.Uint64
+	quiet := make(chan struct{})
 	if idle != nil {
-		next = append(next, jetstream.NextMaxWait(readIdle))
+		watched := make(chan struct{})
+		defer close(watched)
+		go func() {
+			tick := time.NewTicker(readIdle)
+			defer tick.Stop()
+			var seen uint64
+			for {
+				select {
+				case <-watched:
+					return
+				case <-tick.C:
+				}
+				if n := delivered.Load(); n != seen {
+					seen = n
+					continue
+				}
+				if done, err := idle(); err == nil && done {
+					close(quiet)
+					it.Stop()
+					return
+				}
+			}
+		}()
 	}
 	for {
-		msg, err := it.Next(next...)
-		if idle != nil && errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-			if done, err := idle(); err != nil || done {
-				return err
-			}
-			continue
-		}
+		msg, err := it.Next()
 		if err != nil {
+			select {
+			case <-quiet:
+				return nil
+			default:
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("%s %s: %w", what, subj, err)
 		}
+		delivered.Add(1)
 		meta, err := msg.Metadata()
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", what, subj, err)
 		}
-		rec, err := Decode(msg.Data())
-		if err != nil {
+		rec := into(meta.NumPending)
+		if err := decodeInto(msg.Data(), rec); err != nil {
 			return fmt.Errorf("%s %s at %d: %w", what, subj, meta.Sequence.Stream, err)
 		}
 		done, err := fn(rec, meta.Sequence.Stream, meta.NumPending)
@@ -242,19 +284,28 @@ func (t *Trace) records(ctx context.Context, run, what string, fn func(rec *prot
 	}
 }
 
-// Decode decodes one record and checks its format.
+// Decode decodes one record and checks its format. The record's strings
+// may share data's bytes: data must not change while it is kept.
 func Decode(data []byte) (*protocol.Record, error) {
 	var rec protocol.Record
-	if err := wirejson.Unmarshal(data, &rec); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace record: %s", err.Error())
+	if err := decodeInto(data, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// decodeInto is Decode into rec, which must be zero.
+func decodeInto(data []byte, rec *protocol.Record) error {
+	if err := wirejson.UnmarshalShared(data, rec); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "damaged trace record: %s", err.Error())
 	}
 	if rec.Format > protocol.TraceFormat {
-		return nil, &protocol.Error{Code: protocol.CodeUnsupported, Name: protocol.CodeUnsupported.String(),
+		return &protocol.Error{Code: protocol.CodeUnsupported, Name: protocol.CodeUnsupported.String(),
 			Message: fmt.Sprintf("trace record format %d is newer than this build reads (%d)", rec.Format, protocol.TraceFormat),
 			Hint:    "upgrade harness to read this run"}
 	}
 	if rec.Format < 1 || rec.Kind == "" {
-		return nil, protocol.Errorf(protocol.CodeInternal, "damaged trace record: no format or kind")
+		return protocol.Errorf(protocol.CodeInternal, "damaged trace record: no format or kind")
 	}
-	return &rec, nil
+	return nil
 }
