@@ -117,17 +117,15 @@ func (w *Writer) Append(ctx context.Context, rec *protocol.Record) error {
 // (a damaged trace), or the stream error, wrapped.
 func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64, error) {
 	var recs []protocol.Record
+	kept := 0 // those decoded: a slot taken for one that did not decode is not returned
 	last, err := t.each(ctx, run, func(pending uint64) *protocol.Record {
 		if recs == nil {
 			recs = make([]protocol.Record, 0, pending+1) // the run's records, as the first says
 		}
 		recs = append(recs, protocol.Record{})
 		return &recs[len(recs)-1]
-	}, func(*protocol.Record) error { return nil })
-	if err != nil && len(recs) > 0 {
-		recs = recs[:len(recs)-1] // the one that did not decode
-	}
-	return recs, last, err
+	}, func(*protocol.Record) error { kept++; return nil })
+	return recs[:kept], last, err
 }
 
 // Follow calls fn for every record of run in order, those written so far
