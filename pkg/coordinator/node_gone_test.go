@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -81,6 +83,20 @@ func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An operator watching the events hears of the move.
+	moved := make(chan *protocol.Event, 4)
+	enc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	if _, err := enc.Subscribe(wire.Event("*", protocol.EventWorkspaceMoved), func(m *nats.Msg) {
+		var ev protocol.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			moved <- &ev
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Write three files.", Workspace: protocol.Workspace{Root: ws},
 		Verification: protocol.Verification{FileContains: &protocol.ContainsCheck{Path: "three.txt", Needle: "done"}},
@@ -105,6 +121,14 @@ func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 	}
 	if !slices.Contains(toolsBefore, coordinator.RememberTool) || !slices.Equal(toolsBefore, toolsAfter) {
 		t.Errorf("tools offered = %v before the move, %v after it; want the same, remember among them", toolsBefore, toolsAfter)
+	}
+	select {
+	case ev := <-moved:
+		if ev.Run != res.Run || ev.Target != "sb-second" || ev.Tool != "write_file" || ev.Step != 2 || !strings.Contains(ev.Text, "sb-first") {
+			t.Errorf("workspace_moved event = %+v, want run %s, step 2, write_file moved from sb-first to sb-second", ev, res.Run)
+		}
+	case <-ctx.Done():
+		t.Fatal("no workspace_moved event was heard")
 	}
 	recs, err := cl.Run(res.Run).Trace(ctx)
 	if err != nil {

@@ -121,6 +121,11 @@ func (d *driver) nodeRequest(ctx context.Context, op *protocol.SandboxOp, timeou
 			// Should it come back, it lets go of the run's workspace and
 			// its MCP servers rather than keep them until it restarts.
 			go d.closeOn(gone)
+			ev := &protocol.Event{Target: d.node, Text: fmt.Sprintf("sandboxer %s did not answer for %s; the workspace was opened on %s", gone, nodeGone, d.node)}
+			if op.Call != nil {
+				ev.Tool = op.Call.Name
+			}
+			d.c.emit(d.s.run, d.s.step+1, protocol.EventWorkspaceMoved, ev)
 		}
 		if !time.Now().Before(deadline) {
 			return nil, errNodeGone

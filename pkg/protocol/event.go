@@ -47,6 +47,11 @@ const (
 	EventMCPToolOffered = "mcp_tool_offered"
 	EventMCPCall        = "mcp_call"
 	EventMCPDisconnect  = "mcp_disconnect"
+	// EventWorkspaceMoved reports a run on a root whose sandboxer stopped
+	// answering: the workspace was opened on another, its target, and
+	// the op in hand (a tool call's, Tool) sent there; Text names the one
+	// gone.
+	EventWorkspaceMoved = "workspace_moved"
 )
 
 // Event is a live notification on harness.events.<run>.<kind>. The trace is
