@@ -1,9 +1,22 @@
 package harness_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/bench"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // BenchmarkStep measures the harness's own overhead per step on the
@@ -30,4 +43,95 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(rep.StepsPerSecond, "steps/s")
+}
+
+// BenchmarkBurst submits 100 contracts at once through one Client on the
+// embedded default (trace synced) and measures, for each run, submission
+// to its first request assembled (the assembled event, heard outside the
+// coordinator), beside a bare NATS request and reply on the same server in
+// the same iteration. Each run is one step; ns/op is the whole burst, the
+// runs finished.
+func BenchmarkBurst(b *testing.B) {
+	const burst = 100
+	ws := b.TempDir()
+	agent := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	cl := clustertest.Start(b, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: agent, MaxRuns: 2 * burst})
+	nc := testkit.Conn(b, cl.Server(), nats.UserInfo(cl.Credentials()))
+	var mu sync.Mutex
+	first := map[string]time.Time{}
+	if _, err := nc.Subscribe(wire.Event("*", protocol.EventAssembled), func(m *nats.Msg) {
+		var ev protocol.Event
+		if json.Unmarshal(m.Data, &ev) == nil {
+			mu.Lock()
+			if _, ok := first[ev.Run]; !ok {
+				first[ev.Run] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}); err != nil {
+		b.Fatal(err)
+	}
+	echo := "bench.echo." + nats.NewInbox()
+	if _, err := nc.Subscribe(echo, func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+		b.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Finish.", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: 3},
+		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	var lat, bare []time.Duration
+	round := 0
+	for b.Loop() {
+		round++
+		for range 20 {
+			t0 := time.Now()
+			if _, err := nc.Request(echo, []byte("ping"), 10*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			bare = append(bare, time.Since(t0))
+		}
+		t0 := time.Now()
+		hs := make([]*harness.RunHandle, burst)
+		var wg sync.WaitGroup
+		for i := range burst {
+			wg.Go(func() {
+				h, err := cl.Submit(b.Context(), c, harness.WithRunID(fmt.Sprintf("burst-%d-%d", round, i)))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				hs[i] = h
+			})
+		}
+		wg.Wait()
+		for _, h := range hs {
+			if h == nil {
+				b.FailNow()
+			}
+			if res, err := h.Wait(b.Context()); err != nil || res.Outcome != protocol.OutcomeFinished {
+				b.Fatalf("run = %v, %v; want finished", res, err)
+			}
+		}
+		mu.Lock()
+		for i := range burst {
+			at, ok := first[fmt.Sprintf("burst-%d-%d", round, i)]
+			if !ok {
+				mu.Unlock()
+				b.Fatalf("run %d of the burst finished with no assembled event heard", i)
+			}
+			lat = append(lat, at.Sub(t0))
+		}
+		mu.Unlock()
+	}
+	slices.Sort(lat)
+	slices.Sort(bare)
+	p50, p99, floor := lat[len(lat)/2], lat[len(lat)*99/100], bare[len(bare)/2]
+	b.ReportMetric(float64(p50.Microseconds())/1000, "first-p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "first-p99-ms")
+	b.ReportMetric(float64(floor.Microseconds())/1000, "bare-rtt-ms")
+	b.ReportMetric(float64(p99)/float64(floor), "p99/rtt")
 }

@@ -166,7 +166,12 @@ func (c *Client) Submit(ctx context.Context, contract *protocol.Contract, opts .
 func (c *Client) submit(ctx context.Context, contract []byte, id string) (string, error) {
 	run := protocol.RunIDFor(id)
 	inbox := c.nc.NewRespInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
+	// A few answers come at most (the request's, the stored copy's, one
+	// per submission made again): a channel of a few, not the 64k a
+	// synchronous subscription allocates (half a megabyte cleared for
+	// every run a burst submits).
+	answers := make(chan *nats.Msg, 8)
+	sub, err := c.nc.ChanSubscribe(inbox, answers)
 	if err != nil {
 		return "", fmt.Errorf("subscribe for the answer: %w", err)
 	}
@@ -178,9 +183,17 @@ func (c *Client) submit(ctx context.Context, contract []byte, id string) (string
 		if err := c.nc.PublishMsg(msg); err != nil {
 			return "", fmt.Errorf("submit: %w", err)
 		}
-		rctx, cancel := context.WithTimeout(ctx, submitAgain)
-		m, err := sub.NextMsgWithContext(rctx)
-		cancel()
+		var m *nats.Msg
+		var err error
+		again := time.NewTimer(submitAgain)
+		select {
+		case m = <-answers:
+		case <-again.C:
+			err = context.DeadlineExceeded
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		again.Stop()
 		switch {
 		case err == nil && len(m.Data) == 0 && m.Header.Get("Status") == "503":
 			return "", protocol.Errorf(protocol.CodeUnavailable, "nothing takes contracts on %s: no coordinator is running and the submit stream does not exist; start the cluster (harness up) and submit again", wire.SubjectSubmit)

@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
@@ -111,5 +113,27 @@ func TestBadContractsOnSubmit(t *testing.T) {
 	}
 	if res.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("good contract after bad ones = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+}
+
+// TestSubmitWithNothingToTakeIt submits to a server where nothing takes
+// contracts (no coordinator, and the submit stream gone): the client is
+// told so at once, with what to do, rather than waiting out its context.
+func TestSubmitWithNothingToTakeIt(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t))
+	c, err := harness.NewClient(t.Context(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.JetStream().DeleteStream(t.Context(), wire.StreamSubmit); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	ct := &protocol.Contract{Schema: protocol.ContractSchema, Task: "say done", Workspace: protocol.Workspace{Root: t.TempDir()},
+		Verification: protocol.Verification{None: &struct{}{}}}
+	_, err = c.Submit(ctx, ct)
+	if !errors.Is(err, protocol.ErrUnavailable) || !strings.Contains(err.Error(), "harness up") || ctx.Err() != nil {
+		t.Fatalf("Submit with nothing to take it = %v (waited out: %v), want unavailable at once, saying to start the cluster", err, ctx.Err())
 	}
 }

@@ -126,7 +126,11 @@ func (d *driver) offerWorkerTools() {
 // gathering answers for discoverWait or until enough says to stop.
 func (c *Coordinator) services(ctx context.Context, svc string, enough func(*micro.Info) bool) {
 	inbox := c.nc.NewRespInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
+	// Room for a large fleet's answers, not the 64k pointers (half a
+	// megabyte, for every run that names tools) a synchronous
+	// subscription allocates.
+	answers := make(chan *nats.Msg, 1024)
+	sub, err := c.nc.ChanSubscribe(inbox, answers)
 	if err != nil {
 		return
 	}
@@ -135,10 +139,15 @@ func (c *Coordinator) services(ctx context.Context, svc string, enough func(*mic
 	if err != nil || c.nc.PublishRequest(subject, inbox, nil) != nil {
 		return
 	}
-	until := time.Now().Add(discoverWait)
-	for ctx.Err() == nil {
-		m, err := sub.NextMsg(time.Until(until))
-		if err != nil {
+	until := time.NewTimer(discoverWait)
+	defer until.Stop()
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-answers:
+		case <-until.C:
+			return
+		case <-ctx.Done():
 			return
 		}
 		var info micro.Info
