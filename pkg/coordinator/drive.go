@@ -134,6 +134,13 @@ func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol
 	}
 	s.contract = c.secrets.restore(run, s.contract)
 	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, recovering: true, ctx: ctx, ls: ls}
+	if s.step == 0 {
+		// The index holds what admission wrote (or a run that has not
+		// stepped, which is all there is): its progress is due a second
+		// from now, not at once, so a run that ends within the second
+		// writes its outcome alone.
+		d.indexed = time.Now()
+	}
 	if err := d.compilePolicy(); err != nil {
 		log.Error("compile the run's policy", "err", err)
 		return nil, false

@@ -8,11 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestIndexCatchesUpWhileARunWaits commits two steps in quick succession,
@@ -64,5 +68,47 @@ func TestIndexCatchesUpWhileARunWaits(t *testing.T) {
 	}
 	if res.Steps != 3 {
 		t.Errorf("run = %s after %d steps, want 3", res.Outcome, res.Steps)
+	}
+}
+
+// TestShortRunWritesItsIndexTwice runs a one-step run to its end within a
+// second: the run index is written at admission and with the outcome,
+// and the progress of the step between them, due a second after
+// admission, is not written (it would be one more synced write for every
+// short run, overwritten at once).
+func TestShortRunWritesItsIndexTwice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ws := t.TempDir()
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws},
+		Provider: provider.NewScripted(&protocol.Turn{Text: "Done."})})
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := func() uint64 {
+		s, err := js.Stream(ctx, "KV_"+wire.BucketRuns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().State.LastSeq
+	}
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{None: &struct{}{}}, Budget: protocol.Budget{MaxSteps: 3},
+		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	before := writes()
+	start := time.Now()
+	h, err := cl.Submit(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(ctx)
+	if err != nil || res.Outcome != protocol.OutcomeFinished || res.Steps != 1 {
+		t.Fatalf("run = %v, %v; want finished after 1 step", res, err)
+	}
+	took := time.Since(start)
+	if n := writes() - before; n != 2 && took < time.Second {
+		t.Errorf("the run index was written %d times for a run of one step that took %s, want 2 (admitted, finished)", n, took)
 	}
 }
