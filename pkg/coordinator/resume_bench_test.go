@@ -1,7 +1,6 @@
 package coordinator_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -58,7 +57,7 @@ func BenchmarkResume(b *testing.B) {
 				run := fmt.Sprintf("bench-%d-%d", n, runs)
 				synthesize(b, tr, run, ws, n)
 				t0 := time.Now()
-				if got := bareRead(b, assets.Trace, run); got != n+1 {
+				if got := testkit.OrderedRead(b, assets.Trace, trace.Subject(run)); got != n+1 {
 					b.Fatalf("read %d records, want %d", got, n+1)
 				}
 				bare = append(bare, time.Since(t0))
@@ -113,7 +112,7 @@ func BenchmarkResume(b *testing.B) {
 			synthesize(b, tr, run, ws, n)
 			b.StartTimer()
 			for b.Loop() {
-				if got := bareRead(b, assets.Trace, run); got != n+1 {
+				if got := testkit.OrderedRead(b, assets.Trace, trace.Subject(run)); got != n+1 {
 					b.Fatalf("read %d records, want %d", got, n+1)
 				}
 			}
@@ -151,41 +150,6 @@ func synthesize(b *testing.B, tr *trace.Trace, run, ws string, n int) {
 				Content: fmt.Sprintf("package src\n\n// File %d does one small thing.\nfunc F%d() int { return %d }\n", i, i, i)}}}
 		if err := w.Append(ctx, rec); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// bareRead reads a run's records with an ordered consumer and does nothing
-// with them, and returns how many it read.
-func bareRead(b *testing.B, stream jetstream.Stream, run string) int {
-	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
-	defer cancel()
-	last, err := stream.GetLastMsgForSubject(ctx, trace.Subject(run))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{trace.Subject(run)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer it.Stop()
-	n := 0
-	for {
-		m, err := it.Next()
-		if err != nil {
-			b.Fatal(err)
-		}
-		n++
-		meta, err := m.Metadata()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if meta.Sequence.Stream >= last.Sequence {
-			return n
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package trace_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -54,7 +53,7 @@ func BenchmarkRead(b *testing.B) {
 		}
 		read = append(read, time.Since(t0))
 		t0 = time.Now()
-		if got := bareRead(b, st, run); got != n+1 {
+		if got := testkit.OrderedRead(b, st, trace.Subject(run)); got != n+1 {
 			b.Fatalf("bare read %d records, want %d", got, n+1)
 		}
 		bare = append(bare, time.Since(t0))
@@ -65,39 +64,4 @@ func BenchmarkRead(b *testing.B) {
 	b.ReportMetric(float64(r.Microseconds())/1000, "ms-read")
 	b.ReportMetric(float64(bb.Microseconds())/1000, "ms-bare")
 	b.ReportMetric(float64(r)/float64(bb), "read/bare")
-}
-
-// bareRead reads a run's records with an ordered consumer and does nothing
-// with them, and returns how many it read.
-func bareRead(b *testing.B, stream jetstream.Stream, run string) int {
-	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
-	defer cancel()
-	last, err := stream.GetLastMsgForSubject(ctx, trace.Subject(run))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{trace.Subject(run)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer it.Stop()
-	n := 0
-	for {
-		m, err := it.Next()
-		if err != nil {
-			b.Fatal(err)
-		}
-		n++
-		meta, err := m.Metadata()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if meta.Sequence.Stream >= last.Sequence {
-			return n
-		}
-	}
 }
