@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/ioharness/harness/internal/streams"
 )
 
 // Instance is one role process of the cluster as its micro service
@@ -34,33 +37,23 @@ func (c *Client) Fleet(ctx context.Context, wait time.Duration) ([]Instance, err
 		if err != nil {
 			return nil, err
 		}
-		inbox := c.nc.NewRespInbox()
-		sub, err := c.nc.SubscribeSync(inbox)
-		if err != nil {
-			return nil, fmt.Errorf("list the fleet: %w", err)
-		}
-		if err := c.nc.PublishRequest(subj, inbox, nil); err != nil {
-			_ = sub.Unsubscribe()
-			return nil, fmt.Errorf("list the fleet: %w", err)
-		}
 		// Every instance answers; they are collected until none has for a
 		// while, as the nats CLI does.
-		for {
-			m, err := sub.NextMsg(wait)
-			if err != nil {
-				break
-			}
+		err = streams.Gather(ctx, c.nc, subj, wait, func(m *nats.Msg) bool {
 			var info micro.Info
 			if json.Unmarshal(m.Data, &info) == nil {
 				out = append(out, Instance{Service: info.Name, ID: info.Metadata["id"], Version: info.Version, Metadata: info.Metadata})
 			}
-			if ctx.Err() != nil {
-				break
-			}
+			return false
+		})
+		if ctx.Err() != nil {
+			return out, ctx.Err()
 		}
-		_ = sub.Unsubscribe()
+		if err != nil {
+			return nil, fmt.Errorf("list the fleet: %w", err)
+		}
 	}
-	return out, ctx.Err()
+	return out, nil
 }
 
 // Serving says why no instance of the fleet could serve a run of pool

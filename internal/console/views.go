@@ -9,10 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -415,27 +417,16 @@ func (s *Server) stats(ctx context.Context) map[string]*micro.Stats {
 		if err != nil {
 			continue
 		}
-		inbox := nc.NewRespInbox()
-		sub, err := nc.SubscribeSync(inbox)
-		if err != nil {
-			continue
-		}
-		if err := nc.PublishRequest(subj, inbox, nil); err == nil {
-			for ctx.Err() == nil {
-				m, err := sub.NextMsg(s.cfg.FleetWait)
-				if err != nil {
-					break
-				}
-				var st micro.Stats
-				if json.Unmarshal(m.Data, &st) == nil {
-					out[svc+"/"+st.Metadata["id"]] = &st
-					if st.Metadata["id"] == "" {
-						out[svc+"/"+st.ID] = &st
-					}
+		_ = streams.Gather(ctx, nc, subj, s.cfg.FleetWait, func(m *nats.Msg) bool {
+			var st micro.Stats
+			if json.Unmarshal(m.Data, &st) == nil {
+				out[svc+"/"+st.Metadata["id"]] = &st
+				if st.Metadata["id"] == "" {
+					out[svc+"/"+st.ID] = &st
 				}
 			}
-		}
-		_ = sub.Unsubscribe()
+			return false
+		})
 	}
 	return out
 }

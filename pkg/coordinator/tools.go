@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/documents"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
@@ -125,36 +126,16 @@ func (d *driver) offerWorkerTools() {
 // services asks every instance of the micro service svc for its info,
 // gathering answers for discoverWait or until enough says to stop.
 func (c *Coordinator) services(ctx context.Context, svc string, enough func(*micro.Info) bool) {
-	inbox := c.nc.NewRespInbox()
-	// Room for a large fleet's answers, not the 64k pointers (half a
-	// megabyte, for every run that names tools) a synchronous
-	// subscription allocates.
-	answers := make(chan *nats.Msg, 1024)
-	sub, err := c.nc.ChanSubscribe(inbox, answers)
+	subject, err := micro.ControlSubject(micro.InfoVerb, svc, "")
 	if err != nil {
 		return
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	subject, err := micro.ControlSubject(micro.InfoVerb, svc, "")
-	if err != nil || c.nc.PublishRequest(subject, inbox, nil) != nil {
-		return
-	}
-	until := time.NewTimer(discoverWait)
-	defer until.Stop()
-	for {
-		var m *nats.Msg
-		select {
-		case m = <-answers:
-		case <-until.C:
-			return
-		case <-ctx.Done():
-			return
-		}
+	ctx, cancel := context.WithTimeout(ctx, discoverWait)
+	defer cancel()
+	_ = streams.Gather(ctx, c.nc, subject, discoverWait, func(m *nats.Msg) bool {
 		var info micro.Info
-		if json.Unmarshal(m.Data, &info) == nil && enough(&info) {
-			return
-		}
-	}
+		return json.Unmarshal(m.Data, &info) == nil && enough(&info)
+	})
 }
 
 // sandboxersWith returns the id of the first sandboxer to answer that
