@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -176,6 +177,11 @@ func (c *Client) submit(ctx context.Context, contract []byte, id string) (string
 		return "", fmt.Errorf("subscribe for the answer: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// A connection closed under the wait ends it, as it would end a wait
+	// on a synchronous subscription.
+	closed := make(chan struct{})
+	var closing sync.Once
+	sub.SetClosedHandler(func(string) { closing.Do(func() { close(closed) }) })
 	msg := &nats.Msg{Subject: wire.SubjectSubmit, Reply: inbox, Data: contract, Header: nats.Header{}}
 	msg.Header.Set(nats.MsgIdHdr, id)
 	msg.Header.Set(wire.HeaderReply, inbox)
@@ -190,6 +196,12 @@ func (c *Client) submit(ctx context.Context, contract []byte, id string) (string
 		case m = <-answers:
 		case <-again.C:
 			err = context.DeadlineExceeded
+		case <-closed:
+			again.Stop()
+			if c.nc.IsClosed() {
+				return "", fmt.Errorf("submit: %w (the contract is queued as run %s if the submit stream took it)", nats.ErrConnectionClosed, run)
+			}
+			return "", fmt.Errorf("submit: the subscription for the answer ended (the contract is queued as run %s if the submit stream took it)", run)
 		case <-ctx.Done():
 			err = ctx.Err()
 		}

@@ -137,3 +137,43 @@ func TestSubmitWithNothingToTakeIt(t *testing.T) {
 		t.Fatalf("Submit with nothing to take it = %v (waited out: %v), want unavailable at once, saying to start the cluster", err, ctx.Err())
 	}
 }
+
+// TestSubmitEndsWithItsConnection closes the client's connection while a
+// submission waits for a coordinator that is not there: the submission
+// ends at once saying the connection closed, not after its wait to submit
+// again (30 s), nor at its context's end.
+func TestSubmitEndsWithItsConnection(t *testing.T) {
+	srv := testkit.NATS(t)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := harness.NewClient(t.Context(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	ct := &protocol.Contract{Schema: protocol.ContractSchema, Task: "say done", Workspace: protocol.Workspace{Root: t.TempDir()},
+		Verification: protocol.Verification{None: &struct{}{}}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Submit(ctx, ct)
+		done <- err
+	}()
+	// The contract is stored: the submission is waiting for its answer.
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		s, err := c.JetStream().Stream(ctx, wire.StreamSubmit)
+		if err != nil {
+			return err
+		}
+		if s.CachedInfo().State.Msgs == 0 {
+			return errors.New("the contract is not stored yet")
+		}
+		return nil
+	})
+	nc.Close()
+	if err := <-done; !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("Submit whose connection closed = %v, want the connection closed", err)
+	}
+}

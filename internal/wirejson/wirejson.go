@@ -29,10 +29,12 @@ func Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // UnmarshalShared is Unmarshal whose strings share data's bytes where
 // they can rather than copy them: data must not change for as long as v
-// is kept. A trace read decodes every record of a run this way, each from
-// a message the NATS client allocated for it alone.
+// is kept. Raw messages and byte slices are still copies, so that an
+// append to one cannot write over the bytes a string shares. A trace read
+// decodes every record of a run this way, each from a message the NATS
+// client allocated for it alone.
 func UnmarshalShared(data []byte, v any) error {
-	rest, err := json.Parse(data, v, json.ZeroCopy)
+	rest, err := json.Parse(data, v, json.DontCopyString|json.DontCopyNumber)
 	if rest = bytes.TrimSpace(rest); len(rest) != 0 && err == nil {
 		err = fmt.Errorf("invalid character %q after top-level value", rest[0])
 	}

@@ -59,6 +59,20 @@ func TestUnmarshalShared(t *testing.T) {
 	if diff := cmp.Diff(a, b); diff != "" {
 		t.Errorf("decoded differently (-Unmarshal +UnmarshalShared):\n%s", diff)
 	}
+	// A raw message is a copy: appending to it leaves the bytes the
+	// strings share as they were.
+	var v struct {
+		A stdjson.RawMessage `json:"a"`
+		B string             `json:"b"`
+	}
+	raw := []byte(`{"a":{"x":1},"b":"kept"}`)
+	if err := wirejson.UnmarshalShared(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	_ = append(v.A, "ZZZ"...)
+	if v.B != "kept" || string(raw) != `{"a":{"x":1},"b":"kept"}` {
+		t.Errorf("an append to a raw message wrote over the input: b = %q, input %s", v.B, raw)
+	}
 	for _, bad := range []string{`{"run": 5}`, `{"run": "a"} x`, `{"run": "a"}{}`, `{"run": "a`} {
 		var v protocol.StepTask
 		if err := wirejson.UnmarshalShared([]byte(bad), &v); err == nil {

@@ -135,9 +135,10 @@ func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol
 	s.contract = c.secrets.restore(run, s.contract)
 	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, recovering: true, ctx: ctx, ls: ls}
 	if s.step == 0 {
-		// The index holds what admission wrote (or a run that has not
-		// stepped, which is all there is): its progress is due a second
-		// from now, not at once, so a run that ends within the second
+		// A run that has not stepped has no progress for the index to
+		// catch up on (admission wrote its entry; a change of state is
+		// written at once): its progress is due a second from now, not
+		// at its first step, so a run that ends within the second
 		// writes its outcome alone.
 		d.indexed = time.Now()
 	}

@@ -95,14 +95,14 @@ func (c *Coordinator) requestUntilGone(ctx context.Context, subject string, op *
 // nobody listening on its subject before the run goes on with another.
 var nodeGone = 5 * time.Second
 
-// nodeRequest sends op to the sandboxer holding the run's workspace. A
+// nodeRequest sends op, of step, to the sandboxer holding the run's workspace. A
 // root is served by every sandboxer whose roots include it, so when its
 // holder has been gone for nodeGone (killed, or cut off from NATS) the
 // workspace is opened on another and the op sent there under the same
 // id: the ops bucket they share answers for a change the first began,
 // as it does for a run taken over. A snapshot's workspace lives on its
 // holder alone, which is waited for until the op's time is up.
-func (d *driver) nodeRequest(ctx context.Context, op *protocol.SandboxOp, timeout time.Duration) (*protocol.SandboxReply, error) {
+func (d *driver) nodeRequest(ctx context.Context, step int, op *protocol.SandboxOp, timeout time.Duration) (*protocol.SandboxReply, error) {
 	if d.s.contract.Workspace.Snapshot != "" {
 		return d.c.request(ctx, wire.SandboxOps(d.node), op, timeout)
 	}
@@ -125,7 +125,7 @@ func (d *driver) nodeRequest(ctx context.Context, op *protocol.SandboxOp, timeou
 			if op.Call != nil {
 				ev.Tool = op.Call.Name
 			}
-			d.c.emit(d.s.run, d.s.step+1, protocol.EventWorkspaceMoved, ev)
+			d.c.emit(d.s.run, step, protocol.EventWorkspaceMoved, ev)
 		}
 		if !time.Now().Before(deadline) {
 			return nil, errNodeGone
@@ -162,7 +162,7 @@ func (d *driver) dispatch(ctx context.Context, step int, opID string, call *prot
 	if wt, ok := d.workerTools[call.Name]; ok {
 		return d.workerCall(ctx, op, wt, obs)
 	}
-	reply, err := d.nodeRequest(ctx, op, d.opTimeout())
+	reply, err := d.nodeRequest(ctx, step, op, d.opTimeout())
 	if err == nil {
 		d.mcpLostIn(step, reply.MCP)
 	}
@@ -187,7 +187,7 @@ func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
 	v := d.s.contract.Verification
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
 		Workspace: d.s.contract.Workspace.Dir(), Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
-	reply, err := d.nodeRequest(ctx, op, d.opTimeout())
+	reply, err := d.nodeRequest(ctx, step, op, d.opTimeout())
 	if err == nil {
 		d.mcpLostIn(step, reply.MCP)
 	}

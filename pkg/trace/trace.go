@@ -174,8 +174,8 @@ func (t *Trace) each(ctx context.Context, run string, into func(pending uint64) 
 // read): nothing pending then ends the read too, rather than a wait for a
 // record that will never come. A record counted as pending and deleted
 // before it was delivered is the same wait; a read that hears nothing for
-// readIdle looks the run's last record up again, and ends if it has read
-// it.
+// readIdle (one to two of them) looks the run's last record up again, and
+// ends if it has read it.
 func (t *Trace) readTo(ctx context.Context, run string, last uint64, into func(uint64) *protocol.Record, fn func(*protocol.Record) error) (uint64, error) {
 	var got atomic.Uint64
 	err := t.records(ctx, run, "read", into, func(rec *protocol.Record, seq, pending uint64) (bool, error) {
@@ -222,12 +222,16 @@ func (t *Trace) records(ctx context.Context, run, what string, into func(pending
 		return fmt.Errorf("%s %s: %w", what, subj, err)
 	}
 	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
+	// Each wait for the next record ends with ctx, or once the watch below
+	// finds the reading done (a context, not a Stop of the iterator from
+	// another goroutine, which can land in the middle of the ordered
+	// consumer's reset and leave the wait for ever).
+	wctx, quit := context.WithCancel(ctx)
+	defer quit()
 	// A watch, not a timer on every record: it looks once a readIdle
 	// whether a record came since it last looked.
 	var delivered atomic.Uint64
-	quiet := make(chan struct{})
+	var quiet atomic.Bool
 	if idle != nil {
 		watched := make(chan struct{})
 		defer close(watched)
@@ -246,20 +250,18 @@ func (t *Trace) records(ctx context.Context, run, what string, into func(pending
 					continue
 				}
 				if done, err := idle(); err == nil && done {
-					close(quiet)
-					it.Stop()
+					quiet.Store(true)
+					quit()
 					return
 				}
 			}
 		}()
 	}
 	for {
-		msg, err := it.Next()
+		msg, err := it.Next(jetstream.NextContext(wctx))
 		if err != nil {
-			select {
-			case <-quiet:
+			if quiet.Load() {
 				return nil
-			default:
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -282,19 +284,26 @@ func (t *Trace) records(ctx context.Context, run, what string, into func(pending
 	}
 }
 
-// Decode decodes one record and checks its format. The record's strings
-// may share data's bytes: data must not change while it is kept.
+// Decode decodes one record and checks its format.
 func Decode(data []byte) (*protocol.Record, error) {
 	var rec protocol.Record
-	if err := decodeInto(data, &rec); err != nil {
+	if err := checked(wirejson.Unmarshal(data, &rec), &rec); err != nil {
 		return nil, err
 	}
 	return &rec, nil
 }
 
-// decodeInto is Decode into rec, which must be zero.
+// decodeInto is Decode into rec, which must be zero, with strings that
+// share data's bytes (wirejson.UnmarshalShared): data must not change
+// while rec is kept, as a message the NATS client delivered does not.
 func decodeInto(data []byte, rec *protocol.Record) error {
-	if err := wirejson.UnmarshalShared(data, rec); err != nil {
+	return checked(wirejson.UnmarshalShared(data, rec), rec)
+}
+
+// checked is what decoding rec came to: the decoder's error, or rec's
+// format checked.
+func checked(err error, rec *protocol.Record) error {
+	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "damaged trace record: %s", err.Error())
 	}
 	if rec.Format > protocol.TraceFormat {
