@@ -22,6 +22,7 @@ func TestBench(t *testing.T) {
 		`(?m)^bare JetStream publish\+ack \(synced\): p50 \S+  p99 \S+$`,
 		`(?m)^harness step \(scripted provider, read_file, durable trace\): p50 \S+  p99 \S+  \(\S+× a bare publish\)$`,
 		`(?m)^throughput: \d+ steps/s from one coordinator across 3 concurrent runs of 10 steps \(\S+ of CPU a step, [0-9.]+ of \d+ cores busy\)$`,
+		`(?m)^throughput floor: \d+ synced publishes/s from 3 publishers over two streams, \d+ steps/s at two a step \(the throughput is [0-9.]+ of it\)$`,
 		`(?m)^where a step goes \(medians, by the run's events\):$`,
 		`(?m)^  assembled -> turn back .* \S+  \(\S+× a bare publish\)$`,
 		`(?m)^  observation -> commit done .* \S+  \(\S+× a bare publish\)$`,

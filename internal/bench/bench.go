@@ -44,9 +44,13 @@ type Report struct {
 	PublishP50, PublishP99 time.Duration // bare JetStream publish with ack, synced
 	StepP50, StepP99       time.Duration // one step of one run, commit to commit
 	StepsPerSecond         float64       // across Runs concurrent runs
-	CPUPerStep             time.Duration // this process's CPU time (user and system) per step meanwhile
-	Cores                  float64       // the cores that CPU time kept busy, on average
-	Steps, Runs            int
+	// FloorPerSecond is the throughput's floor: synced publishes a second
+	// from Runs publishers at once over two file streams, as a step's
+	// turn and trace record are two synced writes to two streams.
+	FloorPerSecond float64
+	CPUPerStep     time.Duration // this process's CPU time (user and system) per step meanwhile
+	Cores          float64       // the cores that CPU time kept busy, on average
+	Steps, Runs    int
 	// Phases is where a step's time goes, by the run's own events: the
 	// median of each phase over the steps of the latency run.
 	Phases []Phase
@@ -67,7 +71,16 @@ func (r *Report) String() string {
 harness step (scripted provider, read_file, durable trace): p50 %v  p99 %v  (%.1f× a bare publish)
 throughput: %.0f steps/s from one coordinator across %d concurrent runs of %d steps (%v of CPU a step, %.2f of %d cores busy)`,
 		round(r.PublishP50), round(r.PublishP99), round(r.StepP50), round(r.StepP99), r.Ratio(), r.StepsPerSecond, r.Runs, r.Steps,
-		round(r.CPUPerStep), r.Cores, runtime.NumCPU()) + r.phases()
+		round(r.CPUPerStep), r.Cores, runtime.NumCPU()) + r.floor() + r.phases()
+}
+
+// floor renders the throughput beside its floor, when it was measured.
+func (r *Report) floor() string {
+	if r.FloorPerSecond == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\nthroughput floor: %.0f synced publishes/s from %d publishers over two streams, %.0f steps/s at two a step (the throughput is %.2f of it)",
+		r.FloorPerSecond, r.Runs, r.FloorPerSecond/2, r.StepsPerSecond/(r.FloorPerSecond/2))
 }
 
 // phases renders the breakdown of a step, each phase as a share of a bare
@@ -168,6 +181,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.StepsPerSecond = float64(cfg.Runs*cfg.Steps) / took.Seconds()
 	rep.CPUPerStep = cpu / time.Duration(cfg.Runs*cfg.Steps)
 	rep.Cores = cpu.Seconds() / took.Seconds()
+	if rep.FloorPerSecond, err = publishRate(ctx, cl.Conn(), cfg.Runs, 2*cfg.Runs*min(cfg.Steps, 100)); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 
@@ -271,6 +287,49 @@ func publishes(ctx context.Context, nc *nats.Conn, n int) (p50, p99 time.Duratio
 	}
 	p50, p99 = percentiles(lat)
 	return p50, p99, nil
+}
+
+// publishRate measures how many synced publishes a second publishers
+// make at once, each waiting for its ack before the next, alternating
+// between two scratch file streams, total in all.
+func publishRate(ctx context.Context, nc *nats.Conn, publishers, total int) (float64, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range []string{"BENCH_FLOOR_A", "BENCH_FLOOR_B"} {
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bench.floor." + name},
+			Storage: jetstream.FileStorage}); err != nil {
+			return 0, err
+		}
+		defer func() { _ = js.DeleteStream(context.Background(), name) }()
+	}
+	payload := make([]byte, 512)
+	each := max(total/publishers, 2)
+	var wg sync.WaitGroup
+	errs := make(chan error, publishers)
+	start := time.Now()
+	for range publishers {
+		wg.Go(func() {
+			for i := range each {
+				subject := "bench.floor.BENCH_FLOOR_A"
+				if i%2 == 1 {
+					subject = "bench.floor.BENCH_FLOOR_B"
+				}
+				if _, err := js.Publish(ctx, subject, payload); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(publishers*each) / took.Seconds(), nil
 }
 
 func percentiles(xs []time.Duration) (p50, p99 time.Duration) {
