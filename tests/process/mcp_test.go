@@ -20,6 +20,7 @@ import (
 	"github.com/ioharness/harness/internal/mcptest"
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestMain lets this test binary be the MCP server a sandboxer process
@@ -281,6 +282,24 @@ func sandboxerCrash(t *testing.T, bin, backend string) {
 		skipWithoutNative(t, backend, ended.Outcome, ended.Reason)
 		t.Fatalf("the run ended before its call: %s (%s)", ended.Outcome, ended.Reason)
 	}
+	// The sandboxer has begun the call (its start is in the ops bucket):
+	// the crash cuts it off, rather than coming before the sandboxer had
+	// it, when the call would rightly be made on the next one.
+	ops, err := c.JetStream().KeyValue(t.Context(), wire.BucketOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		e, err := ops.Get(t.Context(), wire.OpKey("mcp-crash.1.0.1"))
+		if err != nil {
+			return fmt.Errorf("the sleep call has not begun on the sandboxer: %w", err)
+		}
+		var rec wire.OpRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Done {
+			return fmt.Errorf("the sleep call's record is %s, want begun and not done", e.Value())
+		}
+		return nil
+	})
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
