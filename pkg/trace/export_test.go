@@ -22,5 +22,5 @@ func SetWaitPollForTest(d time.Duration) (restore func()) {
 // ReadToForTest is readTo: Each with the sequence of the last record
 // given rather than looked up.
 func (t *Trace) ReadToForTest(ctx context.Context, run string, last uint64, fn func(*protocol.Record) error) (uint64, error) {
-	return t.readTo(ctx, run, last, func(uint64) *protocol.Record { return new(protocol.Record) }, fn)
+	return t.readTo(ctx, run, last, fresh, fn)
 }

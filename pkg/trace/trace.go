@@ -175,21 +175,19 @@ func (t *Trace) each(ctx context.Context, run string, into func(pending uint64) 
 // record that will never come. A record counted as pending and deleted
 // before it was delivered is the same wait; a read that hears nothing for
 // readIdle (one to two of them) looks the run's last record up again, and
-// ends if it has read it.
+// ends if it has read it (a look-up that fails is made again a readIdle
+// later).
 func (t *Trace) readTo(ctx context.Context, run string, last uint64, into func(uint64) *protocol.Record, fn func(*protocol.Record) error) (uint64, error) {
 	var got atomic.Uint64
 	err := t.records(ctx, run, "read", into, func(rec *protocol.Record, seq, pending uint64) (bool, error) {
 		got.Store(seq)
 		return seq >= last || pending == 0, fn(rec)
-	}, func() (bool, error) {
+	}, func() bool {
 		m, err := t.stream.GetLastMsgForSubject(ctx, Subject(run))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return true, nil
+			return true
 		}
-		if err != nil {
-			return false, fmt.Errorf("read %s: %w", Subject(run), err)
-		}
-		return m.Sequence <= got.Load(), nil
+		return err == nil && m.Sequence <= got.Load() // a look-up that fails is made again at the next
 	})
 	if err != nil {
 		return 0, err
@@ -201,6 +199,9 @@ func (t *Trace) readTo(ctx context.Context, run string, last uint64, into func(u
 // whether one is still to come.
 var readIdle = time.Second
 
+// errReadDone ends a read's wait for a record when none is to come.
+var errReadDone = errors.New("the read has every record there is")
+
 // records delivers run's records in order from its first, with their
 // stream sequences and how many of the run's records the stream held
 // after each as it was delivered, to fn until fn says it is done or fails,
@@ -208,7 +209,7 @@ var readIdle = time.Second
 // many are still to come after it. When no record comes for readIdle, idle
 // (if not nil) says whether the reading is done.
 // what names the reading in errors.
-func (t *Trace) records(ctx context.Context, run, what string, into func(pending uint64) *protocol.Record, fn func(rec *protocol.Record, seq, pending uint64) (done bool, err error), idle func() (done bool, err error)) error {
+func (t *Trace) records(ctx context.Context, run, what string, into func(pending uint64) *protocol.Record, fn func(rec *protocol.Record, seq, pending uint64) (done bool, err error), idle func() (done bool)) error {
 	subj := Subject(run)
 	cons, err := t.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
@@ -226,32 +227,26 @@ func (t *Trace) records(ctx context.Context, run, what string, into func(pending
 	// finds the reading done (a context, not a Stop of the iterator from
 	// another goroutine, which can land in the middle of the ordered
 	// consumer's reset and leave the wait for ever).
-	wctx, quit := context.WithCancel(ctx)
-	defer quit()
+	wctx, quit := context.WithCancelCause(ctx)
+	defer quit(nil)
 	// A watch, not a timer on every record: it looks once a readIdle
 	// whether a record came since it last looked.
 	var delivered atomic.Uint64
-	var quiet atomic.Bool
 	if idle != nil {
-		watched := make(chan struct{})
-		defer close(watched)
 		go func() {
 			tick := time.NewTicker(readIdle)
 			defer tick.Stop()
 			var seen uint64
 			for {
 				select {
-				case <-watched:
+				case <-wctx.Done():
 					return
 				case <-tick.C:
 				}
 				if n := delivered.Load(); n != seen {
 					seen = n
-					continue
-				}
-				if done, err := idle(); err == nil && done {
-					quiet.Store(true)
-					quit()
+				} else if idle() {
+					quit(errReadDone)
 					return
 				}
 			}
@@ -260,7 +255,7 @@ func (t *Trace) records(ctx context.Context, run, what string, into func(pending
 	for {
 		msg, err := it.Next(jetstream.NextContext(wctx))
 		if err != nil {
-			if quiet.Load() {
+			if errors.Is(context.Cause(wctx), errReadDone) {
 				return nil
 			}
 			if ctx.Err() != nil {
