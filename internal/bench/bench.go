@@ -297,8 +297,10 @@ func publishRate(ctx context.Context, nc *nats.Conn, publishers, total int) (flo
 	if err != nil {
 		return 0, err
 	}
-	for _, name := range []string{"BENCH_FLOOR_A", "BENCH_FLOOR_B"} {
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bench.floor." + name},
+	var subjects [2]string
+	for i, name := range []string{"BENCH_FLOOR_A", "BENCH_FLOOR_B"} {
+		subjects[i] = "bench.floor." + name
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subjects[i]},
 			Storage: jetstream.FileStorage}); err != nil {
 			return 0, err
 		}
@@ -312,11 +314,7 @@ func publishRate(ctx context.Context, nc *nats.Conn, publishers, total int) (flo
 	for range publishers {
 		wg.Go(func() {
 			for i := range each {
-				subject := "bench.floor.BENCH_FLOOR_A"
-				if i%2 == 1 {
-					subject = "bench.floor.BENCH_FLOOR_B"
-				}
-				if _, err := js.Publish(ctx, subject, payload); err != nil {
+				if _, err := js.Publish(ctx, subjects[i%2], payload); err != nil {
 					errs <- err
 					return
 				}

@@ -83,10 +83,15 @@ func TestRunOnARootOutlivesItsSandboxer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// An operator watching the events hears of the move.
+	// An operator watching the events hears of the move, on the subject
+	// docs/operations.md gives `nats sub`.
+	const watched = "harness.events.*.workspace_moved"
+	if s := wire.Event("*", protocol.EventWorkspaceMoved); s != watched {
+		t.Fatalf("the workspace_moved events go to %s, docs/operations.md watches %s", s, watched)
+	}
 	moved := make(chan *protocol.Event, 4)
 	enc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	if _, err := enc.Subscribe(wire.Event("*", protocol.EventWorkspaceMoved), func(m *nats.Msg) {
+	if _, err := enc.Subscribe(watched, func(m *nats.Msg) {
 		var ev protocol.Event
 		if json.Unmarshal(m.Data, &ev) == nil {
 			moved <- &ev
