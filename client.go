@@ -198,10 +198,11 @@ func (c *Client) submit(ctx context.Context, contract []byte, id string) (string
 			err = context.DeadlineExceeded
 		case <-closed:
 			again.Stop()
+			hint := fmt.Sprintf("the contract is queued as run %s if the submit stream took it; connect again and look (harness status %s) before submitting it again", run, run)
 			if c.nc.IsClosed() {
-				return "", fmt.Errorf("submit: %w (the contract is queued as run %s if the submit stream took it)", nats.ErrConnectionClosed, run)
+				return "", fmt.Errorf("submit: %w before a coordinator answered: %s", nats.ErrConnectionClosed, hint)
 			}
-			return "", fmt.Errorf("submit: the subscription for the answer ended (the contract is queued as run %s if the submit stream took it)", run)
+			return "", fmt.Errorf("submit: the subscription for the answer ended before a coordinator answered: %s", hint)
 		case <-ctx.Done():
 			err = ctx.Err()
 		}

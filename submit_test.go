@@ -173,7 +173,7 @@ func TestSubmitEndsWithItsConnection(t *testing.T) {
 		return nil
 	})
 	nc.Close()
-	if err := <-done; !errors.Is(err, nats.ErrConnectionClosed) {
-		t.Fatalf("Submit whose connection closed = %v, want the connection closed", err)
+	if err := <-done; !errors.Is(err, nats.ErrConnectionClosed) || !strings.Contains(err.Error(), "harness status") {
+		t.Fatalf("Submit whose connection closed = %v, want the connection closed, and how to look for the run", err)
 	}
 }
