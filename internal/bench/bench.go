@@ -91,7 +91,7 @@ func (r *Report) phases() string {
 	}
 	out := "\nwhere a step goes (medians, by the run's events):"
 	for _, p := range r.Phases {
-		out += fmt.Sprintf("\n  %-62s %8v  (%.1f× a bare publish)", p.Name, round(p.P50), float64(p.P50)/float64(r.PublishP50))
+		out += fmt.Sprintf("\n  %-72s %8v  (%.1f× a bare publish)", p.Name, round(p.P50), float64(p.P50)/float64(r.PublishP50))
 	}
 	return out
 }
@@ -372,18 +372,20 @@ func listen(nc *nats.Conn, run string) (map[int]map[string]time.Time, func() int
 }
 
 // breakdown turns the events of a run into the medians of a step's
-// phases: from the previous step's commit to the next request being
-// assembled, on to its turn coming back, the tool call, and the commit.
+// phases: from the previous step's observation to the next request being
+// assembled (the previous record sent meanwhile), on to its turn coming
+// back, and the tool call; and, beside the first two, the previous
+// record's write, which they overlap.
 func breakdown(_ int, heard map[int]map[string]time.Time) []Phase {
 	phases := []struct {
 		name       string
 		from, to   string
 		fromBefore bool // from is the previous step's
 	}{
-		{"commit done -> next request assembled (assembly, ledger)", protocol.EventStep, protocol.EventAssembled, true},
+		{"observation -> next request assembled (record sent, assembly, ledger)", protocol.EventObserved, protocol.EventAssembled, true},
 		{"assembled -> turn back (task publish, worker, provider, turn publish)", protocol.EventAssembled, protocol.EventTurn, false},
 		{"turn -> observation (policy, sandboxer round trip, read_file)", protocol.EventTurn, protocol.EventObserved, false},
-		{"observation -> commit done (trace append synced, run index)", protocol.EventObserved, protocol.EventStep, false},
+		{"observation -> commit done, beside the first two (trace append synced)", protocol.EventObserved, protocol.EventStep, false},
 	}
 	var out []Phase
 	for _, ph := range phases {

@@ -64,7 +64,9 @@ const (
 	// (or of an approved action) and before its trace record is appended.
 	BeforeCommit Point = "before-commit"
 	// AfterCommit is in the coordinator, right after a step's record is
-	// appended and before the run state or the index know of it.
+	// acknowledged (the next step's task may be out already, its request
+	// assembled beside the write) and before the index or the step's
+	// event know of it.
 	AfterCommit Point = "after-commit"
 	// DuringVerification is a span: in the sandboxer while it runs a
 	// verification, and in the coordinator while it waits for one.

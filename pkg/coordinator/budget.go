@@ -347,7 +347,7 @@ func (d *driver) withLedger(ctx context.Context, what string, op func() error) e
 		if !errors.Is(err, protocol.ErrUnavailable) {
 			if waiting {
 				d.log.Info("the budget ledger answers again", "op", what)
-				d.c.emit(d.s.run, d.s.step, protocol.EventLedger, &protocol.Event{Text: "the budget ledger answers again; the run goes on"})
+				d.emit(d.s.step, protocol.EventLedger, &protocol.Event{Text: "the budget ledger answers again; the run goes on"})
 				d.c.putState(ctx, d.runningState())
 			}
 			return done(err)
@@ -356,7 +356,7 @@ func (d *driver) withLedger(ctx context.Context, what string, op func() error) e
 			waiting = true
 			why := "waiting for the budget ledger, which did not answer (" + what + "): no provider call is made without a reservation"
 			d.log.Warn(why, "err", err)
-			d.c.emit(d.s.run, d.s.step, protocol.EventLedger, &protocol.Event{Text: why + ": " + err.Error(), IsError: true})
+			d.emit(d.s.step, protocol.EventLedger, &protocol.Event{Text: why + ": " + err.Error(), IsError: true})
 			st := d.runningState()
 			st.Reason = why
 			d.c.putState(ctx, st)
@@ -398,7 +398,7 @@ func (d *driver) rebuild(ctx context.Context) error {
 		text := fmt.Sprintf("the budget ledger had lost tree %s; rebuilt it from the traces of %d agent(s): %d tokens, %d micro-units, %d steps spent",
 			s.tree, len(spent), total.Tokens(), total.CostMicros, total.Steps)
 		d.log.Warn(text)
-		d.c.emit(s.run, s.step, protocol.EventLedger, &protocol.Event{Text: text})
+		d.emit(s.step, protocol.EventLedger, &protocol.Event{Text: text})
 	}
 	return nil
 }

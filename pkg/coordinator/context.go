@@ -237,7 +237,7 @@ func (d *driver) assemble(ctx context.Context, step int) *assembled {
 			obs := d.reread(ctx, step, k, st)
 			in.fresh[st.CallID] = obs.Content
 			a.rereads = append(a.rereads, *obs)
-			d.c.emit(s.run, step, protocol.EventReread, &protocol.Event{Tool: "read_file", Target: st.Path, IsError: obs.IsError, Status: obs.State()})
+			d.emit(step, protocol.EventReread, &protocol.Event{Tool: "read_file", Target: st.Path, IsError: obs.IsError, Status: obs.State()})
 		}
 		out = assemble.Assemble(s.assembleInput(in))
 	}
@@ -251,7 +251,7 @@ func (d *driver) assemble(ctx context.Context, step int) *assembled {
 	if s.skills == nil && d.skills != nil {
 		a.skills = d.skills
 	}
-	d.c.emit(s.run, step, protocol.EventAssembled, &protocol.Event{Tokens: int64(out.Stats.Estimate), Assembly: &a.stats,
+	d.emit(step, protocol.EventAssembled, &protocol.Event{Tokens: int64(out.Stats.Estimate), Assembly: &a.stats,
 		Text: fmt.Sprintf("%d of %d tokens: %d results carried, %d stubbed, %d re-read, %d steps collapsed",
 			out.Stats.Estimate, out.Stats.Budget, out.Stats.Carried, out.Stats.Stubbed, out.Stats.Reread, out.Stats.Collapsed)})
 	return a

@@ -59,9 +59,10 @@ type driver struct {
 	hostRemember []protocol.Rule
 	hostDecided  []protocol.Decided
 	hostAsked    map[string]bool
-	// recovering is set until the driver's first step: a previous driver
-	// may have left turns of it.
-	recovering bool
+	// recovering counts the steps ahead whose turns a previous driver may
+	// have left: the first a driver takes, and the one after, whose task
+	// went out while the record before it was written (commit.go).
+	recovering int
 	// live is the driver's context before a cancel, which ends only with
 	// the lease: what a cancelled run is ended on.
 	live context.Context
@@ -80,6 +81,11 @@ type driver struct {
 	// unindexed is set while a step committed since is not in it.
 	indexed   time.Time
 	unindexed bool
+	// commit is the step record being written while the next step's
+	// request goes out; held are the events of that step meanwhile
+	// (commit.go).
+	commit *commit
+	held   []*protocol.Event
 	// workerTools are the tools of the contract the workers hold, found
 	// with toolNode; their calls go to the workers.
 	workerTools map[string]workerTool
@@ -133,7 +139,7 @@ func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol
 		return nil, true
 	}
 	s.contract = c.secrets.restore(run, s.contract)
-	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, recovering: true, ctx: ctx, ls: ls}
+	d := &driver{c: c, s: s, w: c.trace.Writer(run, last), log: log, recovering: 2, ctx: ctx, ls: ls}
 	if s.step == 0 {
 		// A run that has not stepped has no progress for the index to
 		// catch up on (admission wrote its entry; a change of state is

@@ -1,6 +1,10 @@
 package coordinator
 
-import "time"
+import (
+	"time"
+
+	"github.com/ioharness/harness/pkg/protocol"
+)
 
 // SetSweepInterval makes the sweep of decided approvals run every d, for
 // a test that must show a decided run is carried on without it; the
@@ -17,4 +21,13 @@ func SetNodeGone(d time.Duration) (restore func()) {
 	was := nodeGone
 	nodeGone = d
 	return func() { nodeGone = was }
+}
+
+// SetCommitHook has h run before every record a step's commit writes, on
+// the commit's goroutine; an error from it is the write's. The returned
+// func restores it. Call it before any coordinator starts.
+func SetCommitHook(h func(*protocol.Record) error) (restore func()) {
+	was := commitHook
+	commitHook = h
+	return func() { commitHook = was }
 }

@@ -65,6 +65,7 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 		if parked {
 			return // the workspace stays open for the step in hand
 		}
+		d.committed(ctx)
 		d.finishCancelled(d.live, ctx) // before the close: a snapshot's changes are collected
 		d.close()
 	}()
@@ -86,6 +87,9 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 			a, o, why = s.next(boundary{now: time.Now(), cancelled: ctx.Err() != nil, took: took})
 		}
 		inStep, took = false, nil
+		if a != stepOn && !d.committed(ctx) {
+			return
+		}
 		switch a {
 		case leave:
 			return // shutting down: the run stays running, to be picked up again
@@ -143,6 +147,9 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 		if outcome == parkRun {
 			return true
 		}
+		if outcome == leaveRun || !d.committed(ctx) {
+			return
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -158,24 +165,9 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 		}
 		stall, tried := s.stall.check(s.contract.Stall, rec) // before the step is folded in
 		fault.Hit(fault.BeforeCommit)
-		if err := d.append(ctx, d.c.blobs.Slim(ctx, rec, d.c.cfg.InlineLimit)); err != nil {
-			if errors.Is(err, protocol.ErrFenced) {
-				d.log.Warn("run taken over; stopping", "step", step)
-				return
-			}
-			if ctx.Err() != nil {
-				// The lease was lost or the coordinator is stopping: the
-				// step stays uncommitted, for whoever takes the run next.
-				d.log.Warn("stopped before the step was committed", "step", step, "err", err)
-				return
-			}
-			d.log.Error("commit step", "step", step, "err", err)
-			d.finish(ctx, protocol.OutcomeFailed, "the trace could not be written: "+err.Error())
-			return
-		}
-		fault.Hit(fault.AfterCommit)
-		d.c.metrics.Step(time.Since(began))
-		_ = s.apply(rec)
+		// Written while the next step's request goes out; waited for before
+		// anything acts on that step, or the run leaves the loop.
+		d.begin(ctx, rec, began, pending == nil)
 		d.draws = nil
 		if len(rec.Remember) > 0 {
 			if err := d.compilePolicy(); err != nil {
@@ -183,16 +175,6 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 				return
 			}
 		}
-		if pending == nil {
-			// The trace holds the step; the index only shows how far the
-			// run has come, so it is brought up to date at most once every
-			// indexEvery, sparing a synced write on most steps, and at the
-			// end of that time while the run waits (indexProgress). Every
-			// change of state (paused, finished) is written at once.
-			d.unindexed = true
-			d.indexProgress(ctx)
-		}
-		d.c.emit(s.run, step, protocol.EventStep, &protocol.Event{Tokens: rec.Tokens, Text: stepSummary(rec)})
 		if d.mcpLost != nil {
 			// An MCP server died: the step that saw it is in the trace,
 			// and the run cannot go on without the server.
@@ -315,6 +297,9 @@ func (d *driver) turnFailed(ctx context.Context, err error) (rec *protocol.Recor
 	if errors.Is(err, errParked) {
 		return nil, nil, parkRun, ""
 	}
+	if errors.Is(err, errCommitLost) {
+		return nil, nil, leaveRun, ""
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, nil, protocol.OutcomeTimeBudgetExceeded, "the wall-clock budget ran out during a provider call"
 	}
@@ -323,7 +308,7 @@ func (d *driver) turnFailed(ctx context.Context, err error) (rec *protocol.Recor
 		// The provider's endpoint waits for a person: no step to commit,
 		// the run pauses before it. Its next driver looks for the turns
 		// of this step's attempts so far, so none is asked for twice.
-		d.recovering = true
+		d.recovering = max(d.recovering, 1)
 		return nil, wait.p, "", ""
 	}
 	var denied *hostDenied

@@ -131,12 +131,21 @@ const appendWindow = 2 * time.Minute
 // persistBackoff is how persist waits between its tries.
 var persistBackoff = backoff{wait: 100 * time.Millisecond, max: 5 * time.Second}
 
-// append commits a record to the run's trace, trying again while the trace
-// stream does not answer, within appendWindow and ctx. A retry cannot write
-// twice (the writer's message id) nor past another writer (fencing), so
-// only protocol.ErrFenced, the end of ctx, or a stream that stays silent
-// ends it.
+// append commits a record to the run's trace, once the step record begun
+// before it is in (committed), trying again while the trace stream does not
+// answer, within appendWindow and ctx. A retry cannot write twice (the
+// writer's message id) nor past another writer (fencing), so only
+// protocol.ErrFenced, the end of ctx, or a stream that stays silent ends
+// it.
 func (d *driver) append(ctx context.Context, rec *protocol.Record) error {
+	if !d.committed(ctx) {
+		return errCommitLost
+	}
+	return d.write(ctx, rec)
+}
+
+// write is append without the wait for a record begun before.
+func (d *driver) write(ctx context.Context, rec *protocol.Record) error {
 	return d.persist(ctx, "append to the trace", func() error {
 		ctx, cancel := jsCall(ctx)
 		defer cancel()

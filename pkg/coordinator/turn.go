@@ -44,10 +44,13 @@ func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err e
 		d.draws, d.unsettled, d.estimates = nil, map[int]string{}, map[string]ledger.Usage{}
 		d.asm = d.assemble(ctx, step)
 		w = &turnWait{step: step, attempt: 1}
-		if d.recovering {
-			d.recovering = false
+		if d.recovering > 0 {
+			d.recovering--
 			tr, next := d.recover(ctx, step)
 			if tr != nil {
+				if !d.committed(ctx) {
+					return nil, errCommitLost
+				}
 				return tr.Turn, nil
 			}
 			w.attempt = next
@@ -153,6 +156,11 @@ func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err e
 // there is no answer yet.
 func (d *driver) awaitTurn(ctx context.Context, w *turnWait, turn **protocol.Turn) error {
 	s, step := d.s, w.step
+	// The step task is out; nothing of its answer is acted on, and the
+	// run does not park, before the step before it is in the trace.
+	if !d.committed(ctx) {
+		return done(errCommitLost)
+	}
 	tr := d.answer(ctx, w)
 	if tr == nil {
 		if time.Now().Before(w.giveUp) {

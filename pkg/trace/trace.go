@@ -110,6 +110,19 @@ func (w *Writer) Append(ctx context.Context, rec *protocol.Record) error {
 	return nil
 }
 
+// Last returns the run's last record, nil when it has none. Errors: those
+// of Decode, or the stream error, wrapped.
+func (t *Trace) Last(ctx context.Context, run string) (*protocol.Record, error) {
+	m, err := t.stream.GetLastMsgForSubject(ctx, Subject(run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the last record of %s: %w", Subject(run), err)
+	}
+	return Decode(m.Data)
+}
+
 // Read returns every record of run in order and the sequence of the last.
 // A run with no records returns none and zero. Errors: a *protocol.Error
 // with CodeUnsupported for a record of a newer format than this build
