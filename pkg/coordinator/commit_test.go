@@ -158,6 +158,20 @@ func TestNextRequestGoesOutWhileTheStepCommits(t *testing.T) {
 	}
 }
 
+// runToEnd submits c and waits for its result.
+func runToEnd(ctx context.Context, t *testing.T, cl *harness.Cluster, c *protocol.Contract) *protocol.Result {
+	t.Helper()
+	h, err := cl.Submit(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // drain yields what ch holds now.
 func drain(ch chan *nats.Msg) func(func(*nats.Msg) bool) {
 	return func(yield func(*nats.Msg) bool) {
@@ -187,14 +201,7 @@ func TestStepWhoseRecordCannotBeWrittenIsNotCounted(t *testing.T) {
 		return nil
 	}))
 	cl, c := readerCluster(t, 3)
-	h, err := cl.Submit(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runToEnd(ctx, t, cl, c)
 	if res.Outcome != protocol.OutcomeFailed || !strings.Contains(res.Reason, "the trace could not be written: the disk is full") {
 		t.Fatalf("run = %s (%s), want failed for the trace", res.Outcome, res.Reason)
 	}
@@ -234,14 +241,7 @@ func TestFencedCommitLeavesNothingHeld(t *testing.T) {
 	}))
 	l := ledger.NewMemory()
 	cl, c := readerClusterOn(t, 3, l)
-	h, err := cl.Submit(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := h.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runToEnd(ctx, t, cl, c)
 	if !fenced.Load() || res.Outcome != protocol.OutcomeFinished || res.Steps != 4 {
 		t.Fatalf("run = %s after %d steps (%s), fenced %v; want finished after 4, once fenced", res.Outcome, res.Steps, res.Reason, fenced.Load())
 	}
