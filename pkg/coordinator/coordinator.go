@@ -260,7 +260,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		trace:     traces,
 		index:     trace.NewIndex(assets.Runs, js),
 		blobs:     trace.NewBlobs(assets.Blobs),
-		leases:    &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: time.Now},
+		leases:    &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: leaseClock},
 		approvals: trace.NewApprovals(assets.Approvals, traces),
 		ledger:    cfg.Ledger,
 		metrics:   metrics.NewCoordinator(cfg.Metrics),
@@ -277,6 +277,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		stops:     make(map[string]context.CancelCauseFunc),
 		ready:     make(chan struct{}),
 	}
+	c.leases.onLapse = c.lapsed
 	metrics.RegisterCluster(cfg.Metrics, c.clusterState)
 	return c, nil
 }

@@ -31,3 +31,11 @@ func SetCommitHook(h func(*protocol.Record) error) (restore func()) {
 	commitHook = h
 	return func() { commitHook = was }
 }
+
+// SetLeaseClock makes now the clock of the leases of every coordinator
+// made from here on; the returned func restores it.
+func SetLeaseClock(now func() time.Time) (restore func()) {
+	was := leaseClock
+	leaseClock = now
+	return func() { leaseClock = was }
+}

@@ -29,6 +29,10 @@ import (
 // in memory, so finding the runs to take over reads no key: it looks at
 // the few heartbeats, and at the runs only of an owner found dead.
 
+// leaseClock is the clock of every coordinator's leases; a test moves it
+// to lapse a heartbeat on cue.
+var leaseClock = time.Now
+
 // errHeld means another coordinator holds a live lease on the run.
 var errHeld = errors.New("lease held by another coordinator")
 
@@ -55,12 +59,13 @@ type heartbeatValue struct {
 // so none is taken for a run's lease.
 const heartbeatPrefix = "coordinator."
 
-// lease is one coordinator's hold on one run: the generation it took and
-// the bucket revision it wrote.
+// lease is one coordinator's hold on one run: the generation it took,
+// the bucket revision it wrote and the heartbeat epoch it lives with.
 type lease struct {
-	run string
-	gen uint64
-	rev uint64
+	run   string
+	gen   uint64
+	rev   uint64
+	epoch uint64
 }
 
 // leases takes and gives back run leases and keeps this coordinator's
@@ -76,7 +81,11 @@ type leases struct {
 	epoch   uint64 // 0 until the first beat
 	beatRev uint64
 	lastOK  time.Time
-	lapses  int // how many times the heartbeat lapsed
+	// onLapse, when set, is told the new epoch after a beat that found the
+	// heartbeat lapsed, whichever beat that was (the renewal's, or a lease
+	// taken): every lease of an older epoch may be another's by now, and
+	// one taken under the new epoch is alive. It is called without l.mu.
+	onLapse func(epoch uint64)
 	// view is the bucket as the watch last showed it.
 	beats map[string]heartbeatValue          // by coordinator
 	runs  map[string]leaseValue              // by run
@@ -100,17 +109,26 @@ type ownerEpoch struct {
 // 1, or one past the last this coordinator held) if there is none. It
 // reports lapsed when the previous renewal was a whole TTL ago or more:
 // the leases of the old epoch may have been taken, and a new epoch has
-// begun.
+// begun; onLapse is told so before beat returns.
 func (l *leases) beat(ctx context.Context) (lapsed bool, err error) {
+	lapsed, epoch, err := l.renew(ctx)
+	if lapsed && l.onLapse != nil {
+		l.onLapse(epoch)
+	}
+	return lapsed, err
+}
+
+// renew is beat without telling onLapse: it returns the epoch it began.
+func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	if l.epoch != 0 && now.Sub(l.lastOK) >= l.ttl {
 		lapsed = true
-		l.lapses++
 		l.epoch++
 		l.beatRev = 0
 	}
+	epoch = l.epoch
 	key := heartbeatPrefix + l.owner
 	if l.epoch == 0 {
 		l.epoch = 1
@@ -133,10 +151,10 @@ func (l *leases) beat(ctx context.Context) (lapsed bool, err error) {
 		}
 	}
 	if err != nil {
-		return lapsed, fmt.Errorf("renew the heartbeat: %w", err)
+		return lapsed, epoch, fmt.Errorf("renew the heartbeat: %w", err)
 	}
 	l.beatRev, l.lastOK = rev, now
-	return lapsed, nil
+	return lapsed, epoch, nil
 }
 
 // current is the epoch this coordinator's leases are taken under, beating
@@ -157,18 +175,14 @@ func (l *leases) current(ctx context.Context) (uint64, error) {
 	return l.epoch, nil
 }
 
-// lapsed is how many times the heartbeat has lapsed.
-func (l *leases) lapsed() int {
+// stale reports whether the heartbeat has gone a whole TTL unrenewed, and
+// the epoch it was renewed under: every lease of that epoch or an older
+// one may be another's by now. A lease taken later is of a newer epoch,
+// which only a renewal begins.
+func (l *leases) stale() (epoch uint64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lapses
-}
-
-// sinceOK is how long ago the heartbeat was last renewed.
-func (l *leases) sinceOK() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.now().Sub(l.lastOK)
+	return l.epoch, l.epoch != 0 && l.now().Sub(l.lastOK) >= l.ttl
 }
 
 // stop ends this coordinator's heartbeat, and with it every lease it
@@ -227,7 +241,7 @@ func (l *leases) acquire(ctx context.Context, run string) (*lease, error) {
 		first := leaseValue{Owner: l.owner, Generation: 1, Epoch: epoch}
 		rev, err := l.kv.Create(ctx, run, mustJSON(first))
 		if err == nil {
-			return &lease{run: run, gen: 1, rev: rev}, nil
+			return &lease{run: run, gen: 1, rev: rev, epoch: epoch}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("create lease %s: %w", run, err)
@@ -251,7 +265,7 @@ func (l *leases) acquire(ctx context.Context, run string) (*lease, error) {
 		if err != nil {
 			continue // lost a race: look again
 		}
-		return &lease{run: run, gen: v.Generation, rev: rev}, nil
+		return &lease{run: run, gen: v.Generation, rev: rev, epoch: epoch}, nil
 	}
 	return nil, errHeld
 }

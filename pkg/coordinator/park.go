@@ -377,47 +377,49 @@ func runOfTurn(subject string) string {
 // holds, every third of the lease TTL until ctx ends. Should renewals fail
 // for a whole TTL, the leases may be another coordinator's by now: every
 // run in hand here is let go (the trace's fencing stops a driver that has
-// not heard yet) and a new epoch begins, under which this coordinator
-// takes back, at its next look, what nobody else took.
+// not heard yet). The renewal that then succeeds begins a new epoch, under
+// which this coordinator takes back, at its next look, what nobody else
+// took; whichever beat finds the lapse (this one, or one made to take a
+// lease) lets go of the runs of older epochs at once (lapsed), and of
+// those alone, so a run taken under the new epoch is kept.
 func (c *Coordinator) keepAlive(ctx context.Context) {
 	t := time.NewTicker(c.cfg.LeaseTTL / 3)
 	defer t.Stop()
-	seen := c.leases.lapsed()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		_, err := c.leases.beat(ctx)
-		if err != nil {
+		if _, err := c.leases.beat(ctx); err != nil {
 			c.log.Warn("renew the heartbeat", "err", err)
-			if c.leases.sinceOK() >= c.cfg.LeaseTTL {
-				c.letGo()
+			if epoch, stale := c.leases.stale(); stale {
+				c.letGo(epoch + 1)
 			}
-			continue
-		}
-		if n := c.leases.lapsed(); n != seen {
-			seen = n
-			c.log.Warn("the heartbeat lapsed; letting go of the runs in hand")
-			c.letGo()
 		}
 	}
 }
 
-// letGo stops driving every run in hand: the lease of each may have been
-// taken.
-func (c *Coordinator) letGo() {
+// lapsed is told by the leases that the heartbeat lapsed and epoch began.
+func (c *Coordinator) lapsed(epoch uint64) {
+	c.log.Warn("the heartbeat lapsed; letting go of the runs held under an older epoch", "epoch", epoch)
+	c.letGo(epoch)
+}
+
+// letGo stops driving every run in hand whose lease is of an epoch before
+// before: the lease of each may have been taken.
+func (c *Coordinator) letGo(before uint64) {
 	c.mu.Lock()
 	var gone []*driver
 	for run, d := range c.active {
+		if d == nil || d.ls != nil && d.ls.epoch >= before {
+			continue // being started (under a lease just taken), or alive
+		}
 		if drop := c.drops[run]; drop != nil {
 			drop()
 			continue
 		}
-		if d != nil {
-			gone = append(gone, d)
-		}
+		gone = append(gone, d)
 	}
 	c.mu.Unlock()
 	var closing []*driver
