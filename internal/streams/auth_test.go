@@ -289,6 +289,10 @@ func TestTheServerRefuses(t *testing.T) {
 		{"a sandboxer takes another node's operations", "sandboxer-sb1", "harness.sandbox.sb2.op", true},
 		{"a sandboxer publishes a turn", "sandboxer-sb1", "harness.turns.r1.1.1", false},
 		{"a worker publishes outside a call's turn subject", "worker", "harness.turns.r1", false},
+		// Only the turns stream tells a coordinator a turn is stored.
+		{"a worker tells a turn stored", "worker", "harness.stored.turns.r1.1.1", false},
+		{"a sandboxer tells a turn stored", "sandboxer-sb1", "harness.stored.turns.r1.1.1", false},
+		{"a tenant tells a turn stored", "acme", "harness.stored.turns.r1.1.1", false},
 		{"a tenant reads another tenant's events", "acme", "harness.tenant.bravo.events.>", true},
 		{"a tenant reads another tenant's answers", "acme", "_INBOX.bravo.>", true},
 		{"a tenant reads every run's events", "acme", "harness.events.>", true},

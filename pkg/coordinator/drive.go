@@ -155,7 +155,7 @@ func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol
 	// Every run's turns come to the one inbox, to be handed to their
 	// drivers, parked or not: a run waiting on a turn needs no goroutine
 	// of its own to hear it.
-	if d.sub, err = c.nc.ChanSubscribe(wire.Turns(run), c.inbox); err != nil {
+	if d.sub, err = c.nc.ChanSubscribe(wire.Stored(run), c.inbox); err != nil {
 		log.Error("subscribe to turns", "err", err)
 		return nil, false
 	}

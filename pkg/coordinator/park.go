@@ -364,9 +364,9 @@ func (c *Coordinator) deliver(m *nats.Msg) {
 	d.wake()
 }
 
-// runOfTurn is the run of a turn's subject (wire.Turn).
+// runOfTurn is the run of a stored turn's subject (wire.Stored).
 func runOfTurn(subject string) string {
-	rest := strings.TrimPrefix(subject, wire.TurnsPrefix)
+	rest := strings.TrimPrefix(subject, wire.StoredPrefix)
 	if i := strings.IndexByte(rest, '.'); i >= 0 {
 		return rest[:i]
 	}

@@ -110,9 +110,13 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Assets, e
 		return nil, fmt.Errorf("ensure stream %s: %w", StreamSteps, err)
 	}
 	if a.Turns, err = ensureStream(ctx, js, jetstream.StreamConfig{
-		Name:              StreamTurns,
-		Description:       "provider turns, durable before the coordinator acts on them",
-		Subjects:          []string{TurnsPrefix + ">"},
+		Name:        StreamTurns,
+		Description: "provider turns, durable before the coordinator acts on them",
+		Subjects:    []string{TurnsPrefix + ">"},
+		// A turn is told to its coordinator once it is stored, never
+		// before: the publish reaches core subscribers first, and a turn
+		// the stream then refuses or loses would be acted on undurable.
+		RePublish:         &jetstream.RePublish{Source: TurnsPrefix + ">", Destination: StoredPrefix + ">"},
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		MaxAge:            turnsAge,
@@ -235,13 +239,19 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	have := s.CachedInfo().Config
 	if slices.Equal(have.Subjects, cfg.Subjects) && have.Storage == cfg.Storage && have.Retention == cfg.Retention &&
 		have.Duplicates == cfg.Duplicates && have.NoAck == cfg.NoAck && limit(have.MaxMsgSize) == limit(cfg.MaxMsgSize) && have.MaxAge == cfg.MaxAge &&
-		limit(have.MaxMsgsPerSubject) == limit(cfg.MaxMsgsPerSubject) && (cfg.Replicas == 0 || have.Replicas == cfg.Replicas) {
+		limit(have.MaxMsgsPerSubject) == limit(cfg.MaxMsgsPerSubject) && (cfg.Replicas == 0 || have.Replicas == cfg.Replicas) &&
+		samePointee(have.RePublish, cfg.RePublish) {
 		return s, nil
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = have.Replicas
 	}
 	return js.UpdateStream(ctx, cfg)
+}
+
+// samePointee reports whether a and b are both nil or point to equal values.
+func samePointee[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // limit is a stream limit as the server stores it: a limit we leave at

@@ -22,9 +22,15 @@ import (
 
 // Subjects and their prefixes.
 const (
-	SubjectSubmit      = "harness.submit"
-	StepsPrefix        = "harness.steps."
-	TurnsPrefix        = "harness.turns."
+	SubjectSubmit = "harness.submit"
+	StepsPrefix   = "harness.steps."
+	TurnsPrefix   = "harness.turns."
+	// StoredPrefix is where the turns stream republishes each turn once
+	// it has stored it: harness.stored.turns.<run>.<step>.<attempt>. A
+	// coordinator acts on a turn heard here, never on the publish itself,
+	// which core subscribers hear before the stream has stored it (or
+	// refused it).
+	StoredPrefix       = "harness.stored.turns."
 	TracePrefix        = "harness.trace."
 	EventsPrefix       = "harness.events."
 	SandboxOpenSubject = "harness.sandbox.open"
@@ -106,6 +112,10 @@ func Turn(run string, step, attempt int) string {
 
 // Turns returns the wildcard subject of every turn of a run.
 func Turns(run string) string { return TurnsPrefix + run + ".>" }
+
+// Stored returns the wildcard subject every turn of a run is republished
+// on once the turns stream has stored it.
+func Stored(run string) string { return StoredPrefix + run + ".>" }
 
 // Trace returns the subject of a run's trace.
 func Trace(run string) string { return TracePrefix + run }

@@ -1,0 +1,67 @@
+package coordinator_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/wire"
+)
+
+// TestTurnNeverStoredIsNeverActedOn has the turns stream refuse a turn
+// (over the stream's own size limit, under the bus's): the coordinator
+// must not act on it, since it is not durable, whatever the bus carried.
+// The worker reports the call too_large instead, the run ends on that,
+// and the turn's write is never made.
+func TestTurnNeverStoredIsNeverActedOn(t *testing.T) {
+	ws := t.TempDir()
+	big := strings.Repeat("a thought that goes on. ", 2000) // ~48 KB
+	agent := provider.NewScriptedFunc(func(_ *protocol.CompletionRequest, call int) (*protocol.Turn, error) {
+		if call == 1 {
+			args, _ := json.Marshal(map[string]string{"path": "acted.txt", "content": "x"})
+			return &protocol.Turn{Text: big, ToolCalls: []protocol.ToolCall{{ID: "w", Name: "write_file", Arguments: args}}}, nil
+		}
+		return &protocol.Turn{Text: "done"}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
+	ctx := t.Context()
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, wire.StreamTurns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxMsgSize = 16 << 10
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	h, err := cl.Submit(ctx, contract(ws), harness.WithRunID("unstored"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "acted.txt")); err == nil {
+		t.Error("acted.txt was written: the coordinator acted on a turn the turns stream never stored")
+	}
+	if res.Outcome != protocol.OutcomeEscalatedTerminal || !strings.Contains(res.Reason, "too_large") {
+		t.Errorf("run = %s after %d steps (%s), want escalated_terminal for the turn that could not be stored", res.Outcome, res.Steps, res.Reason)
+	}
+}
