@@ -41,9 +41,9 @@ func request() *protocol.CompletionRequest {
 // BenchmarkWorkerTurn is the worker's whole path for one turn against a
 // local OpenAI-compatible server that answers at once: the step task
 // taken from JetStream, the request built, sent and parsed, the turn
-// published durably, seen by a subscriber. Compare with BenchmarkBareHTTP,
-// the same exchange as one plain HTTP round trip; the difference is the
-// worker's own overhead.
+// published durably and heard where a coordinator hears it, once stored.
+// Compare with BenchmarkBareHTTP, the same exchange as one plain HTTP
+// round trip; the difference is the worker's own overhead.
 func BenchmarkWorkerTurn(b *testing.B) {
 	srv := fastServer(b)
 	nc := testkit.Conn(b, testkit.NATS(b))
@@ -63,7 +63,7 @@ func BenchmarkWorkerTurn(b *testing.B) {
 	}
 	go func() { _ = w.Run(ctx) }()
 	turns := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(wire.Turns("bench"), turns)
+	sub, err := nc.ChanSubscribe(wire.Stored("bench"), turns)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func BenchmarkBareHTTP(b *testing.B) {
 // BenchmarkBareJetStreamHop is the JetStream half of BenchmarkWorkerTurn
 // with no worker: the same step task published, taken by a plain pull
 // consumer of the pool, and answered with a turn of the same size
-// published durably, seen by a subscriber. BenchmarkWorkerTurn's time
+// published durably, heard once stored. BenchmarkWorkerTurn's time
 // less this and BenchmarkBareHTTP is the worker's own overhead.
 func BenchmarkBareJetStreamHop(b *testing.B) {
 	nc := testkit.Conn(b, testkit.NATS(b))
@@ -146,7 +146,7 @@ func BenchmarkBareJetStreamHop(b *testing.B) {
 	}
 	defer cc.Stop()
 	turns := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(wire.Turns("bench"), turns)
+	sub, err := nc.ChanSubscribe(wire.Stored("bench"), turns)
 	if err != nil {
 		b.Fatal(err)
 	}
