@@ -68,3 +68,9 @@ func MarshalStepTask(t *protocol.StepTask) ([]byte, error) {
 	out = append(out, req...)
 	return append(out, '}'), nil
 }
+
+// MarshalReply encodes a sandboxer's reply as encoding/json does, through
+// segmentio's encoder: a reply holds no omitzero field (a test holds it
+// to that), and it is encoded on every tool call, its observation
+// (a file read, a command's output) often the largest part of it.
+func MarshalReply(r *protocol.SandboxReply) ([]byte, error) { return json.Marshal(r) }

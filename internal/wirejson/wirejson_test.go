@@ -117,8 +117,8 @@ func TestMarshalStepTask(t *testing.T) {
 }
 
 // TestRequestUsesNoOmitzero: segmentio's encoder does not know omitzero,
-// so MarshalStepTask is exact only while no field a completion request
-// holds uses it.
+// so MarshalStepTask and MarshalReply are exact only while no field a
+// completion request or a sandbox reply holds uses it.
 func TestRequestUsesNoOmitzero(t *testing.T) {
 	seen := map[reflect.Type]bool{}
 	var walk func(reflect.Type, string)
@@ -133,12 +133,13 @@ func TestRequestUsesNoOmitzero(t *testing.T) {
 		for i := range ty.NumField() {
 			f := ty.Field(i)
 			if strings.Contains(f.Tag.Get("json"), "omitzero") {
-				t.Errorf("%s.%s uses omitzero: encode the request with encoding/json in wirejson.MarshalStepTask, or drop the tag", at, f.Name)
+				t.Errorf("%s.%s uses omitzero: encode it with encoding/json in wirejson, or drop the tag", at, f.Name)
 			}
 			walk(f.Type, at+"."+f.Name)
 		}
 	}
 	walk(reflect.TypeOf(protocol.CompletionRequest{}), "CompletionRequest")
+	walk(reflect.TypeOf(protocol.SandboxReply{}), "SandboxReply")
 }
 
 // sample is a step task with the text a transcript can hold: HTML-like
@@ -154,4 +155,29 @@ func sample() *protocol.StepTask {
 				{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "read_file", Arguments: stdjson.RawMessage(`{"path": "a<b>.go"}`)}}},
 				{Role: protocol.RoleTool, ToolCallID: "c1", Content: "line\x00nul and \xff invalid utf-8"},
 			}}}
+}
+
+// TestMarshalReply: a sandbox reply encodes byte for byte as encoding/json
+// encodes it, the text an observation can hold included.
+func TestMarshalReply(t *testing.T) {
+	for _, r := range []*protocol.SandboxReply{
+		{OpID: "o"},
+		{OpID: "r.1.0.1", Node: "sb1", Observation: &protocol.Observation{CallID: "c1", Tool: "read_file",
+			Content: "a <b> & \"c\" \u2028 é\x00 and \xff invalid", IsError: true, Changed: true,
+			Exec: &protocol.ExecReport{ExitCode: 2}, Image: &protocol.Image{MediaType: "image/png", Data: []byte{0x89, 'P', 0, 255}}},
+			Tools: []protocol.ToolSpec{{Name: "t", Description: "<d>", Parameters: stdjson.RawMessage(`{"type": "object"}`)}},
+			Error: protocol.Errorf(protocol.CodeRefused, "refused <here> & now")},
+	} {
+		got, err := wirejson.MarshalReply(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := stdjson.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("MarshalReply =\n%s\nencoding/json writes\n%s", got, want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness/internal/fault"
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -85,7 +86,7 @@ func (c *Coordinator) requestUntilGone(ctx context.Context, subject string, op *
 		return nil, err // the last request's error, also when the op's time ran out in a wait
 	}
 	var reply protocol.SandboxReply
-	if err := json.Unmarshal(m.Data, &reply); err != nil {
+	if err := wirejson.Unmarshal(m.Data, &reply); err != nil {
 		return nil, fmt.Errorf("undecodable sandbox reply: %w", err)
 	}
 	return &reply, nil

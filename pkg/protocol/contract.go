@@ -628,15 +628,17 @@ func (p *Policy) Validate() error {
 			return FieldError(CodeMissingField, fmt.Sprintf("policy.layers[%d].name", i), "name every layer; verdicts are attributed to it", "layer has no name")
 		}
 		for j, r := range l.Rules {
-			at := fmt.Sprintf("policy.layers[%d].rules[%d]", i, j)
+			// The rule's path is made only for an error: a valid policy is
+			// checked on every op a sandboxer serves.
+			at := func() string { return fmt.Sprintf("policy.layers[%d].rules[%d]", i, j) }
 			if !validAct(r.Act) {
-				return FieldError(CodeInvalidField, at+".act", `use "read", "write", "exec" or "net"`, "unknown act %q", r.Act)
+				return FieldError(CodeInvalidField, at()+".act", `use "read", "write", "exec" or "net"`, "unknown act %q", r.Act)
 			}
 			if !validEffect(r.Effect) {
-				return FieldError(CodeInvalidField, at+".effect", `use "allow", "ask" or "deny"`, "unknown effect %q", r.Effect)
+				return FieldError(CodeInvalidField, at()+".effect", `use "allow", "ask" or "deny"`, "unknown effect %q", r.Effect)
 			}
 			if r.Pattern == "" {
-				return FieldError(CodeMissingField, at+".pattern", `give a glob; "*" matches everything`, "rule has no pattern")
+				return FieldError(CodeMissingField, at()+".pattern", `give a glob; "*" matches everything`, "rule has no pattern")
 			}
 		}
 	}

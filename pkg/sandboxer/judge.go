@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
@@ -74,33 +75,73 @@ func orEmpty(p *protocol.Policy) *protocol.Policy {
 	return p
 }
 
-// opPolicies holds, while an op is served, the policy it carries,
-// compiled once: a tool call's policy is asked for its verdict, by its
-// environment's judge and by the call's own judge, and compiling it each
-// time cost more than the read it judged. Keyed by the op's own policy
-// value, which the entry keeps alive, so no other op's can match it.
-var opPolicies sync.Map // *protocol.Policy -> *policy.Policy
+// compiled holds the compiled form of every policy a sandboxer's cache
+// of policies (policies) holds, by the cached policy's own value: an op
+// decoded with a cached policy shares that value, and each of its
+// verdicts (the environment's judge, the call's own judge) finds it here
+// rather than compiling the policy again, which cost more than the read it
+// judged. An op whose policy was dropped from the cache meanwhile, or was
+// never in it, compiles it at each use.
+var compiled sync.Map // *protocol.Policy -> *policy.Policy
 
-// holdPolicy compiles op's policy for the time op is served; release
-// forgets it. An op without a policy, or with one that does not compile,
-// holds nothing: each use compiles it and says why it cannot.
-func holdPolicy(op *protocol.SandboxOp) (release func()) {
-	if op.Policy == nil {
-		return func() {}
-	}
-	pol, err := policy.FromProtocol(op.Policy)
-	if err != nil {
-		return func() {}
-	}
-	opPolicies.Store(op.Policy, pol)
-	return func() { opPolicies.Delete(op.Policy) }
-}
-
-// compilePolicy is policy.FromProtocol(p), the compiled policy held for
-// the op being served when p is its policy.
+// compilePolicy is policy.FromProtocol(p), the compiled policy of a cached
+// one when p is.
 func compilePolicy(p *protocol.Policy) (*policy.Policy, error) {
-	if pol, ok := opPolicies.Load(p); ok {
+	if pol, ok := compiled.Load(p); ok {
 		return pol.(*policy.Policy), nil
 	}
 	return policy.FromProtocol(p)
+}
+
+// policies caches the policies the ops a sandboxer serves carry, decoded
+// and compiled, by their JSON: a run's ops all carry the run's policy, byte
+// for byte, so each is decoded and compiled once rather than at every op.
+// It holds at most policyCacheSize; past that it starts again empty.
+type policies struct {
+	mu    sync.Mutex
+	byRaw map[string]*protocol.Policy
+}
+
+// policyCacheSize bounds the policies a sandboxer keeps compiled: a few
+// hundred runs' worth, a few kilobytes each.
+const policyCacheSize = 256
+
+// decode returns the policy whose JSON is raw (nil for none): the cached
+// one, or a new one decoded and compiled (kept, if it compiles). Errors:
+// raw is not a policy's JSON.
+func (c *policies) decode(raw []byte) (*protocol.Policy, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	c.mu.Lock()
+	p, ok := c.byRaw[string(raw)]
+	c.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p = new(protocol.Policy)
+	if err := wirejson.Unmarshal(raw, p); err != nil {
+		return nil, err
+	}
+	pol, err := policy.FromProtocol(p)
+	if err != nil {
+		return p, nil // each use says why it does not compile
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q, ok := c.byRaw[string(raw)]; ok {
+		return q, nil // another op's, decoded meanwhile
+	}
+	if len(c.byRaw) >= policyCacheSize {
+		for _, q := range c.byRaw {
+			compiled.Delete(q)
+		}
+		clear(c.byRaw)
+	}
+	if c.byRaw == nil {
+		c.byRaw = make(map[string]*protocol.Policy)
+	}
+	c.byRaw[string(raw)] = p
+	compiled.Store(p, pol)
+	return p, nil
 }

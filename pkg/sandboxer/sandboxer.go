@@ -260,6 +260,8 @@ type Sandboxer struct {
 	cfg Config
 	nc  *nats.Conn
 	log *slog.Logger
+	// policies are the runs' policies, decoded and compiled once.
+	policies policies
 	// admitted holds a place for each operation with a goroutine, running
 	// or waiting for a slot: MaxConcurrent+MaxQueued in all. slots holds
 	// one for each running: MaxConcurrent.
@@ -463,8 +465,18 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 // It answers what it refuses, except an open of a root that is not ours,
 // which another sandboxer may serve, and reports whether to go on.
 func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, bool) {
-	var op protocol.SandboxOp
-	if err := wirejson.Unmarshal(r.Data(), &op); err != nil || op.OpID == "" || !protocol.ValidToken(op.Run) {
+	// The policy is decoded on its own, from the cache of those decoded
+	// before (policies): the field below hides the op's own.
+	var in struct {
+		protocol.SandboxOp
+		Policy json.RawMessage `json:"policy,omitempty"`
+	}
+	err := wirejson.Unmarshal(r.Data(), &in)
+	op := in.SandboxOp
+	if err == nil {
+		op.Policy, err = s.policies.decode(in.Policy)
+	}
+	if err != nil || op.OpID == "" || !protocol.ValidToken(op.Run) {
 		s.respond(r, &protocol.SandboxReply{Error: protocol.Errorf(protocol.CodeMalformed, "undecodable sandbox operation")})
 		return nil, false
 	}
@@ -525,8 +537,6 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 		ctx, end = s.running.track(ctx, op.Run)
 		defer end()
 	}
-	release := holdPolicy(op)
-	defer release()
 	var reply *protocol.SandboxReply
 	if journaled(op.Kind) {
 		reply = s.durably(ctx, op)
@@ -563,7 +573,7 @@ func (s *Sandboxer) answer(r micro.Request, reply *protocol.SandboxReply, later 
 		named.Node = s.cfg.ID
 		reply = &named
 	}
-	data, err := json.Marshal(reply)
+	data, err := wirejson.MarshalReply(reply)
 	if err != nil {
 		s.log.Error("encode reply", "err", err)
 		return
