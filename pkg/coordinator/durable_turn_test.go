@@ -7,15 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
-	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
-	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestTurnNeverStoredIsNeverActedOn has the turns stream refuse a turn
@@ -35,16 +30,8 @@ func TestTurnNeverStoredIsNeverActedOn(t *testing.T) {
 	})
 	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
 	ctx := t.Context()
-	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := js.Stream(ctx, wire.StreamTurns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := s.CachedInfo().Config
+	js, assets := streamsOf(t, cl)
+	cfg := assets.Turns.CachedInfo().Config
 	cfg.MaxMsgSize = 16 << 10
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)

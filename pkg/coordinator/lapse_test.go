@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
@@ -15,7 +14,6 @@ import (
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
-	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestRunTakenAsTheHeartbeatLapsesIsKept lapses the coordinator's
@@ -39,15 +37,7 @@ func TestRunTakenAsTheHeartbeatLapsesIsKept(t *testing.T) {
 	ws := t.TempDir()
 	agent := &heldProvider{all: make(chan struct{}), answer: make(chan struct{}), n: 2}
 	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, Concurrency: 4})
-	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := wire.Ensure(ctx, js, wire.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, assets := streamsOf(t, cl)
 	beats, err := assets.Leases.Watch(ctx, "coordinator.>", jetstream.UpdatesOnly())
 	if err != nil {
 		t.Fatal(err)

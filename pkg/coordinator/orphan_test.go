@@ -31,15 +31,7 @@ func TestTakeoverWhoseTraceReadFailsIsTakenAgain(t *testing.T) {
 	})
 	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: agent})
 	ctx := t.Context()
-	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := wire.Ensure(ctx, js, wire.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, assets := streamsOf(t, cl)
 
 	// A run a coordinator now gone started, with a record after its first
 	// that does not read (a trace the server cannot serve whole looks the
@@ -95,4 +87,19 @@ func TestTakeoverWhoseTraceReadFailsIsTakenAgain(t *testing.T) {
 	if res.Outcome != protocol.OutcomeFinished || res.Steps != 1 {
 		t.Errorf("run = %s after %d steps (%s), want finished after 1", res.Outcome, res.Steps, res.Reason)
 	}
+}
+
+// streamsOf connects to cl as its operator and returns JetStream and the
+// cluster's streams and buckets, for a test that reads or bends them.
+func streamsOf(t *testing.T, cl *harness.Cluster) (jetstream.JetStream, *wire.Assets) {
+	t.Helper()
+	js, err := jetstream.New(testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, assets
 }
