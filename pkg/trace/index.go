@@ -137,19 +137,35 @@ func (x *Index) Wait(ctx context.Context, run string, done func(*protocol.RunSta
 // waitPoll is how often Wait reads a run's state besides watching it.
 var waitPoll = 5 * time.Second
 
-// List returns the state of every run in the index.
+// List returns the state of every run in the index, read in one pass of
+// a watch over the bucket (the latest entry of each run, then the end of
+// them), not a look-up a run: a coordinator lists the index to rebuild a
+// tree's budget, and an index holds every run kept (30 days of them by
+// default). An entry that does not decode, or whose key is not a run id,
+// is left out.
 func (x *Index) List(ctx context.Context) ([]protocol.RunState, error) {
-	lister, err := x.kv.ListKeys(ctx)
+	w, err := x.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
+	defer func() { _ = w.Stop() }()
 	var out []protocol.RunState
-	for k := range lister.Keys() {
-		st, err := x.Get(ctx, k)
-		if err != nil {
-			continue
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list runs: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("list runs: the watch of the index ended")
+			}
+			if e == nil {
+				return out, nil // every run's latest entry is in
+			}
+			var st protocol.RunState
+			if !protocol.ValidToken(e.Key()) || json.Unmarshal(e.Value(), &st) != nil {
+				continue
+			}
+			out = append(out, st)
 		}
-		out = append(out, *st)
 	}
-	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -335,5 +336,57 @@ func TestIndexWaitOutlastsAWatchThatFails(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("Wait: %v", err)
+	}
+}
+
+// TestIndexList lists an index whose runs were written, rewritten and
+// deleted, beside a key that is not a run and a value that is not a run's
+// state: each run's latest state, once, and nothing else; an empty index
+// lists nothing.
+func TestIndexList(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "runs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := trace.NewIndex(kv, nil)
+	ctx := t.Context()
+	if got, err := x.List(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("List of an empty index = %v, %v; want nothing", got, err)
+	}
+	for _, st := range []protocol.RunState{
+		{Run: "r1", Status: protocol.StatusRunning},
+		{Run: "r2", Status: protocol.StatusRunning},
+		{Run: "r1", Status: protocol.StatusCompleted, Outcome: protocol.OutcomeSuccess},
+		{Run: "r3", Status: protocol.StatusRunning},
+	} {
+		if err := x.Put(ctx, &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.Delete(ctx, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "r4", []byte("not a run state")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "not.a.run", []byte(`{"run":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := x.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for _, st := range got {
+		runs = append(runs, st.Run+":"+string(st.Status))
+	}
+	slices.Sort(runs)
+	if want := []string{"r1:" + string(protocol.StatusCompleted), "r3:" + string(protocol.StatusRunning)}; !slices.Equal(runs, want) {
+		t.Errorf("List = %v, want %v", runs, want)
 	}
 }
