@@ -68,7 +68,7 @@ func (d *driver) toolsHeld(ctx context.Context) (string, error) {
 		var held, seen []string
 		wg.Go(func() { held, seen = d.c.sandboxersWith(ctx, want, doc) })
 		byWorker, workersSeen := map[string]workerTool{}, []string(nil)
-		if len(want) > 0 {
+		if len(want) > 0 && d.c.workersMayHold(ctx, want) {
 			byWorker, workersSeen = d.c.workersWith(ctx, want)
 		}
 		wg.Wait()
@@ -121,6 +121,31 @@ func (d *driver) offerWorkerTools() {
 			d.tools = append(d.tools, wt.spec)
 		}
 	}
+}
+
+// workersMayHold reports whether any worker may hold one of the tools
+// want names. Only a worker holding a tool subscribes to its subject
+// (wire.WorkerTool), so a request there is answered at once with no
+// responders where none does, and the look-up of every worker's info,
+// which waits discoverWait for the last of them to answer, is spared the
+// runs whose tools the sandboxers alone hold. The request is an empty
+// operation, which a worker's tool refuses without running; a reply, or
+// none in time, may be a worker holding it.
+func (c *Coordinator) workersMayHold(ctx context.Context, want []string) bool {
+	ctx, cancel := context.WithTimeout(ctx, discoverWait)
+	defer cancel()
+	held := make(chan bool, len(want))
+	for _, name := range want {
+		go func() {
+			_, err := c.nc.RequestWithContext(ctx, wire.WorkerTool(name), []byte("{}"))
+			held <- !errors.Is(err, nats.ErrNoResponders)
+		}()
+	}
+	may := false
+	for range want {
+		may = <-held || may
+	}
+	return may
 }
 
 // services asks every instance of the micro service svc for its info,

@@ -89,9 +89,23 @@ func TestContractTools(t *testing.T) {
 		return res, recs
 	}
 
+	// No worker holds word_count, and none is asked for its info: only a
+	// worker holding a tool hears on its subject, so the coordinator
+	// knows at once that none does.
+	admin := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	infos, err := admin.SubscribeSync("$SRV.INFO.harness-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	res, recs := run("counts", "count the words", []string{"word_count"})
 	if res.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("run naming word_count = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+	if n, _, _ := infos.Pending(); n != 0 {
+		t.Errorf("the workers were asked for their info %d times for a tool none holds, want none", n)
 	}
 	var obs []protocol.Observation
 	for _, r := range recs {
