@@ -39,7 +39,11 @@ func (st *stallState) check(spec *protocol.StallSpec, rec *protocol.Record) (sta
 	if spec == nil || spec.Window == 0 || rec.Turn == nil || changedFiles(rec) {
 		return stallFine, nil
 	}
-	sig := signature(rec.Turn)
+	return st.checkSig(spec, signature(rec.Turn))
+}
+
+// checkSig is check of an unproductive step whose calls' signature is sig.
+func (st *stallState) checkSig(spec *protocol.StallSpec, sig string) (stallVerdict, []string) {
 	if len(st.window)+1 < spec.Window || !st.has(sig) {
 		return stallFine, nil
 	}
@@ -60,25 +64,27 @@ func (st *stallState) has(sig string) bool {
 // fold folds one committed step into the stall state, in place, as check
 // decides.
 func (st *stallState) fold(spec *protocol.StallSpec, rec *protocol.Record) {
-	v, _ := st.check(spec, rec)
-	switch {
-	case spec == nil || spec.Window == 0 || rec.Turn == nil:
-	case changedFiles(rec):
+	if spec == nil || spec.Window == 0 || rec.Turn == nil {
+		return
+	}
+	if changedFiles(rec) {
 		st.window, st.seen = nil, nil
-	case v == stallReplan:
+		return
+	}
+	sig := signature(rec.Turn) // made once, for the verdict and the window
+	if v, _ := st.checkSig(spec, sig); v == stallReplan {
 		st.window, st.seen = nil, nil
 		st.replans++
-	default:
-		if st.seen == nil {
-			st.seen = make(map[string]bool, len(st.window)+1)
-			for _, w := range st.window {
-				st.seen[w] = true
-			}
-		}
-		sig := signature(rec.Turn)
-		st.window = append(st.window, sig)
-		st.seen[sig] = true
+		return
 	}
+	if st.seen == nil {
+		st.seen = make(map[string]bool, len(st.window)+1)
+		for _, w := range st.window {
+			st.seen[w] = true
+		}
+	}
+	st.window = append(st.window, sig)
+	st.seen[sig] = true
 }
 
 // nextStall is check and fold as one pure function: the state after rec,

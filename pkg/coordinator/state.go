@@ -93,7 +93,10 @@ func newRunState(run string, recs []protocol.Record) (*runState, error) {
 		s.tree = run // a root, or a trace from before agent trees
 	}
 	s.notes = recs[0].Memory
-	s.calls = map[string][2]int{}
+	// Sized for the trace at hand (about a step a record, a call or so a
+	// step), so folding a long one does not grow them again and again.
+	s.steps = make([]assemble.Step, 0, len(recs))
+	s.calls = make(map[string][2]int, len(recs))
 	for i := 1; i < len(recs); i++ {
 		if err := s.apply(&recs[i]); err != nil {
 			return nil, err
