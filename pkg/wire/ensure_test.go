@@ -54,3 +54,33 @@ func TestEnsureLeavesUnchangedStreamsAlone(t *testing.T) {
 		t.Fatal("saw no JetStream API calls at all: the watch is not working")
 	}
 }
+
+// TestEnsureAddsTheTurnsRepublish: a turns stream made before turns were
+// republished once stored (a deployment upgraded under its streams) gets
+// the republish at the next Ensure, since a coordinator hears turns only
+// there.
+func TestEnsureAddsTheTurnsRepublish(t *testing.T) {
+	js, err := jetstream.New(testkit.Conn(t, testkit.NATS(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := wire.Ensure(t.Context(), js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := a.Turns.CachedInfo().Config
+	old.RePublish = nil
+	if _, err := js.UpdateStream(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	if a, err = wire.Ensure(t.Context(), js, wire.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := a.Turns.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := info.Config.RePublish; rp == nil || rp.Source != wire.TurnsPrefix+">" || rp.Destination != wire.StoredPrefix+">" {
+		t.Errorf("the turns stream's republish after Ensure = %+v, want %s> to %s>", rp, wire.TurnsPrefix, wire.StoredPrefix)
+	}
+}
