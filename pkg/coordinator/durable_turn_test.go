@@ -6,9 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -37,6 +41,17 @@ func TestTurnNeverStoredIsNeverActedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// What an operator watching the stored turns sees (docs/operations.md
+	// gives this subject to nats sub): the stream's own word alone.
+	admin := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	stored, err := admin.SubscribeSync("harness.stored.turns.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
 	h, err := cl.Submit(ctx, contract(ws), harness.WithRunID("unstored"))
 	if err != nil {
 		t.Fatal(err)
@@ -50,5 +65,16 @@ func TestTurnNeverStoredIsNeverActedOn(t *testing.T) {
 	}
 	if res.Outcome != protocol.OutcomeEscalatedTerminal || !strings.Contains(res.Reason, "too_large") {
 		t.Errorf("run = %s after %d steps (%s), want escalated_terminal for the turn that could not be stored", res.Outcome, res.Steps, res.Reason)
+	}
+	m, err := stored.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("nothing heard on harness.stored.turns.>: %v", err)
+	}
+	var tr protocol.TurnResult
+	if err := json.Unmarshal(m.Data, &tr); err != nil || m.Subject != "harness.stored.turns.unstored.1.1" || tr.Turn != nil || tr.Error == nil {
+		t.Errorf("heard on %s: %.200s; want the worker's too_large report of the run's first call and no turn", m.Subject, m.Data)
+	}
+	if m, err := stored.NextMsg(100 * time.Millisecond); err == nil {
+		t.Errorf("heard a second stored turn on %s: %.200s", m.Subject, m.Data)
 	}
 }
