@@ -8,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
-	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 )
@@ -43,14 +40,7 @@ func TestTurnNeverStoredIsNeverActedOn(t *testing.T) {
 
 	// What an operator watching the stored turns sees (docs/operations.md
 	// gives this subject to nats sub): the stream's own word alone.
-	admin := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	stored, err := admin.SubscribeSync("harness.stored.turns.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	stored := watchAsOperator(t, cl, "harness.stored.turns.>")
 
 	h, err := cl.Submit(ctx, contract(ws), harness.WithRunID("unstored"))
 	if err != nil {

@@ -103,3 +103,18 @@ func streamsOf(t *testing.T, cl *harness.Cluster) (jetstream.JetStream, *wire.As
 	}
 	return js, assets
 }
+
+// watchAsOperator subscribes to subject on cl as its operator, the
+// subscription in place on the server when it returns.
+func watchAsOperator(t *testing.T, cl *harness.Cluster, subject string) *nats.Subscription {
+	t.Helper()
+	admin := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	sub, err := admin.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}

@@ -92,14 +92,7 @@ func TestContractTools(t *testing.T) {
 	// No worker holds word_count, and none is asked for its info: only a
 	// worker holding a tool hears on its subject, so the coordinator
 	// knows at once that none does.
-	admin := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	infos, err := admin.SubscribeSync("$SRV.INFO.harness-worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	infos := watchAsOperator(t, cl, "$SRV.INFO.harness-worker")
 	res, recs := run("counts", "count the words", []string{"word_count"})
 	if res.Outcome != protocol.OutcomeFinished {
 		t.Fatalf("run naming word_count = %s (%s), want finished", res.Outcome, res.Reason)
