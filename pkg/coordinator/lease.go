@@ -118,7 +118,8 @@ func (l *leases) beat(ctx context.Context) (lapsed bool, err error) {
 	return lapsed, err
 }
 
-// renew is beat without telling onLapse: it returns the epoch it began.
+// renew is beat without telling onLapse: it also returns the epoch it
+// renewed (the one it began, after a lapse).
 func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -128,7 +129,6 @@ func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err erro
 		l.epoch++
 		l.beatRev = 0
 	}
-	epoch = l.epoch
 	key := heartbeatPrefix + l.owner
 	if l.epoch == 0 {
 		l.epoch = 1
@@ -140,7 +140,8 @@ func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err erro
 			l.beatRev = e.Revision()
 		}
 	}
-	v := heartbeatValue{Coordinator: l.owner, Epoch: l.epoch, Expires: now.Add(l.ttl)}
+	epoch = l.epoch
+	v := heartbeatValue{Coordinator: l.owner, Epoch: epoch, Expires: now.Add(l.ttl)}
 	var rev uint64
 	if l.beatRev == 0 {
 		rev, err = l.kv.Put(ctx, key, mustJSON(v))
