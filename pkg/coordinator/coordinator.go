@@ -67,9 +67,11 @@ type Config struct {
 	// InlineLimit is the largest observation or turn text kept inside a
 	// trace record; larger content goes to the blob store; default 4 KiB.
 	InlineLimit int
-	// LeaseTTL is how long a run's lease lasts unrenewed; the holder
-	// renews it every third of that. A run whose coordinator dies is taken
-	// over within about LeaseTTL plus TakeoverInterval. Default 5 seconds.
+	// LeaseTTL bounds how long the runs of a coordinator that died wait
+	// for another to take them over: its heartbeat keeps its leases alive
+	// for LeaseTTL less a twentieth after each renewal (the rest is the
+	// survivors' time to see it end and take the runs), and it renews
+	// every third of LeaseTTL. Default 5 seconds.
 	LeaseTTL time.Duration
 	// TakeoverInterval is how often the coordinator looks for runs whose
 	// lease ran out; default 1 second.

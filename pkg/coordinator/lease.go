@@ -105,6 +105,12 @@ type ownerEpoch struct {
 	epoch uint64
 }
 
+// life is how long a heartbeat keeps its leases alive unrenewed: the TTL
+// less a twentieth, the time the survivors take to see it end and take the
+// runs, so that a run whose coordinator died is taken over within the TTL,
+// whenever the coordinator last renewed it.
+func (l *leases) life() time.Duration { return l.ttl - l.ttl/20 }
+
 // beat renews this coordinator's heartbeat, writing the first one (epoch
 // 1, or one past the last this coordinator held) if there is none. It
 // reports lapsed when the previous renewal was a whole TTL ago or more:
@@ -124,7 +130,7 @@ func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err erro
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	if l.epoch != 0 && now.Sub(l.lastOK) >= l.ttl {
+	if l.epoch != 0 && now.Sub(l.lastOK) >= l.life() {
 		lapsed = true
 		l.epoch++
 		l.beatRev = 0
@@ -141,7 +147,7 @@ func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err erro
 		}
 	}
 	epoch = l.epoch
-	v := heartbeatValue{Coordinator: l.owner, Epoch: epoch, Expires: now.Add(l.ttl)}
+	v := heartbeatValue{Coordinator: l.owner, Epoch: epoch, Expires: now.Add(l.life())}
 	var rev uint64
 	if l.beatRev == 0 {
 		rev, err = l.kv.Put(ctx, key, mustJSON(v))
@@ -163,7 +169,7 @@ func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err erro
 // lapsed epoch would be dead).
 func (l *leases) current(ctx context.Context) (uint64, error) {
 	l.mu.Lock()
-	e, fresh := l.epoch, l.now().Sub(l.lastOK) < l.ttl
+	e, fresh := l.epoch, l.now().Sub(l.lastOK) < l.life()
 	l.mu.Unlock()
 	if e != 0 && fresh {
 		return e, nil
@@ -183,7 +189,7 @@ func (l *leases) current(ctx context.Context) (uint64, error) {
 func (l *leases) stale() (epoch uint64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.epoch, l.epoch != 0 && l.now().Sub(l.lastOK) >= l.ttl
+	return l.epoch, l.epoch != 0 && l.now().Sub(l.lastOK) >= l.life()
 }
 
 // stop ends this coordinator's heartbeat, and with it every lease it
@@ -435,7 +441,7 @@ func (l *leases) expired(ctx context.Context) ([]string, error) {
 		if hb, ok := l.beats[oe.owner]; ok && hb.Epoch == oe.epoch && now.Before(hb.Expires) {
 			continue
 		}
-		if oe.owner == l.owner && oe.epoch == l.epoch && now.Sub(l.lastOK) < l.ttl {
+		if oe.owner == l.owner && oe.epoch == l.epoch && now.Sub(l.lastOK) < l.life() {
 			continue // ours, and alive: the view has not shown the latest beat yet
 		}
 		for run := range runs {
