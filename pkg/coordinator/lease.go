@@ -17,10 +17,11 @@ import (
 // A run's lease is a key in the harness-leases bucket naming the
 // coordinator that drives it and that coordinator's epoch. It lives as
 // long as its owner's heartbeat (the key "coordinator.<id>" of the same
-// bucket) is renewed within the TTL under that epoch: a coordinator renews
-// one key however many runs it holds, and a run waiting on a model or a
-// person costs nothing to keep. A coordinator that misses its renewals for
-// a whole TTL begins a new epoch, and every lease of the old one is dead
+// bucket) is renewed within the heartbeat's life (the TTL less a
+// twentieth, life) under that epoch: a coordinator renews one key however
+// many runs it holds, and a run waiting on a model or a person costs
+// nothing to keep. A coordinator that misses its renewals for that long
+// begins a new epoch, and every lease of the old one is dead
 // at once, for whoever takes the runs over (itself included); the trace's
 // fencing stops a driver that has not heard yet. A lease handed over
 // (Expires set in the past) is dead whoever owns it.
@@ -113,7 +114,7 @@ func (l *leases) life() time.Duration { return l.ttl - l.ttl/20 }
 
 // beat renews this coordinator's heartbeat, writing the first one (epoch
 // 1, or one past the last this coordinator held) if there is none. It
-// reports lapsed when the previous renewal was a whole TTL ago or more:
+// reports lapsed when the previous renewal was a whole life ago or more:
 // the leases of the old epoch may have been taken, and a new epoch has
 // begun; onLapse is told so before beat returns.
 func (l *leases) beat(ctx context.Context) (lapsed bool, err error) {
@@ -165,7 +166,7 @@ func (l *leases) renew(ctx context.Context) (lapsed bool, epoch uint64, err erro
 }
 
 // current is the epoch this coordinator's leases are taken under, beating
-// first if it has not yet, or not within the TTL (a lease taken under a
+// first if it has not yet, or not within its life (a lease taken under a
 // lapsed epoch would be dead).
 func (l *leases) current(ctx context.Context) (uint64, error) {
 	l.mu.Lock()
@@ -182,7 +183,7 @@ func (l *leases) current(ctx context.Context) (uint64, error) {
 	return l.epoch, nil
 }
 
-// stale reports whether the heartbeat has gone a whole TTL unrenewed, and
+// stale reports whether the heartbeat has gone its whole life unrenewed, and
 // the epoch it was renewed under: every lease of that epoch or an older
 // one may be another's by now. A lease taken later is of a newer epoch,
 // which only a renewal begins.

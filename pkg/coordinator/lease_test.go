@@ -219,3 +219,35 @@ func TestLeaseHandOver(t *testing.T) {
 		t.Errorf("the old holder's release gave up the lease b took: %v", err)
 	}
 }
+
+// TestLeaseDiesBeforeItsTTL: a holder's leases die a twentieth of the TTL
+// before the TTL has passed since its last renewal, so that another
+// coordinator's look at that moment, and its take, land within the TTL
+// of the holder's death however late in the TTL it renewed; until then
+// they are alive, and the holder itself counts them lapsed at the same
+// mark.
+func TestLeaseDiesBeforeItsTTL(t *testing.T) {
+	kv := leaseBucket(t)
+	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	const ttl = 5 * time.Second
+	a := &leases{kv: kv, owner: "a", ttl: ttl, now: clk.Now}
+	b := &leases{kv: kv, owner: "b", ttl: ttl, now: clk.Now}
+	ctx := t.Context()
+	if _, err := a.acquire(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(ttl - ttl/20 - time.Millisecond)
+	if got, err := b.expired(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("expired just before the heartbeat's life is out = %q, %v; want none", got, err)
+	}
+	if _, stale := a.stale(); stale {
+		t.Fatal("the holder counts its heartbeat stale before its life is out")
+	}
+	clk.advance(time.Millisecond)
+	if got, err := b.expired(ctx); err != nil || !slices.Equal(got, []string{"r1"}) {
+		t.Fatalf("expired once the TTL less a twentieth has passed = %q, %v; want [r1], taken within the TTL", got, err)
+	}
+	if _, stale := a.stale(); !stale {
+		t.Error("the holder does not count its heartbeat stale once others take its leases for dead")
+	}
+}

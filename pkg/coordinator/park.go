@@ -375,9 +375,9 @@ func runOfTurn(subject string) string {
 
 // keepAlive renews the coordinator's heartbeat, and with it every lease it
 // holds, every third of the lease TTL until ctx ends. Should renewals fail
-// for a whole TTL, the leases may be another coordinator's by now: every
-// run in hand here is let go (the trace's fencing stops a driver that has
-// not heard yet). The renewal that then succeeds begins a new epoch, under
+// for the heartbeat's whole life (leases.life), the leases may be another
+// coordinator's by now: every run in hand here is let go (the trace's
+// fencing stops a driver that has not heard yet). The renewal that then succeeds begins a new epoch, under
 // which this coordinator takes back, at its next look, what nobody else
 // took; whichever beat finds the lapse (this one, or one made to take a
 // lease) lets go of the runs of older epochs at once (lapsed), and of

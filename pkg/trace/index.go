@@ -156,7 +156,7 @@ func (x *Index) List(ctx context.Context) ([]protocol.RunState, error) {
 			return nil, fmt.Errorf("list runs: %w", ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, errors.New("list runs: the watch of the index ended")
+				return nil, errors.New("list runs: the watch of the index ended before every run was read (the connection to NATS was lost?); list again")
 			}
 			if e == nil {
 				return out, nil // every run's latest entry is in

@@ -110,9 +110,6 @@ func Turn(run string, step, attempt int) string {
 	return TurnsPrefix + run + "." + strconv.Itoa(step) + "." + strconv.Itoa(attempt)
 }
 
-// Turns returns the wildcard subject of every turn of a run.
-func Turns(run string) string { return TurnsPrefix + run + ".>" }
-
 // Stored returns the wildcard subject every turn of a run is republished
 // on once the turns stream has stored it.
 func Stored(run string) string { return StoredPrefix + run + ".>" }

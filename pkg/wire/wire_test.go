@@ -14,7 +14,6 @@ func TestNamesAreTheDocumentedOnes(t *testing.T) {
 		{wire.SubjectSubmit, "harness.submit"},
 		{wire.Steps("gpu"), "harness.steps.gpu"},
 		{wire.Turn("r1", 2, 3), "harness.turns.r1.2.3"},
-		{wire.Turns("r1"), "harness.turns.r1.>"},
 		{wire.Stored("r1"), "harness.stored.turns.r1.>"},
 		{wire.Trace("r1"), "harness.trace.r1"},
 		{wire.Event("r1", "step"), "harness.events.r1.step"},
