@@ -457,7 +457,13 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	}
 	s.wg.Add(1)
 	s.stopMu.Unlock()
-	go s.serve(ctx, r, op, e)
+	// Registered here, in the order the ops came, not once the op has a
+	// slot: a close that came after it waits for it (serve).
+	var ended func()
+	if op.Kind != protocol.OpClose {
+		ended = s.running.admit(op.Run)
+	}
+	go s.serve(ctx, r, op, e, ended)
 }
 
 // decode reads an operation, and for an open that came to every sandboxer
@@ -517,12 +523,22 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 }
 
 // serve runs an admitted operation on its own goroutine, so that a long
-// command does not hold up the others: it waits for a slot, runs the
+// command does not hold up the others: it waits for a slot (a close
+// first waits for the run's operations that came before it), runs the
 // operation (a journaled one at most once, see durably), and answers it
-// and the repeats that came meanwhile.
-func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry) {
+// and the repeats that came meanwhile. ended, when not nil, is called
+// once it is over.
+func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func()) {
 	defer s.wg.Done()
 	defer func() { <-s.admitted }()
+	if ended != nil {
+		defer ended()
+	}
+	if op.Kind == protocol.OpClose {
+		// The run's ops that came before the close end first, holding
+		// their slots, and the close takes none while it waits.
+		s.running.settle(ctx, op.Run)
+	}
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():

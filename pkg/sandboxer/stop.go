@@ -7,11 +7,13 @@ import (
 
 // running are the cancel functions of each run's operations in progress,
 // so that a stop (the run cancelled) ends its commands at once, wherever
-// they are in their wall-clock allowance.
+// they are in their wall-clock allowance, and each run's operations
+// admitted and not yet ended, so that a close waits for them.
 type running struct {
-	mu   sync.Mutex
-	runs map[string]map[uint64]context.CancelFunc
-	next uint64
+	mu       sync.Mutex
+	runs     map[string]map[uint64]context.CancelFunc
+	admitted map[string]map[uint64]chan struct{}
+	next     uint64
 }
 
 // track returns a context for one operation of run that stop cancels, and
@@ -48,4 +50,53 @@ func (r *running) stop(run string) int {
 		cancel()
 	}
 	return len(r.runs[run])
+}
+
+// admit records an operation of run admitted here, until the function it
+// returns is called when the operation has ended, so that a close of the
+// run waits for it (settle).
+func (r *running) admit(run string) func() {
+	done := make(chan struct{})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.admitted == nil {
+		r.admitted = make(map[string]map[uint64]chan struct{})
+	}
+	if r.admitted[run] == nil {
+		r.admitted[run] = make(map[uint64]chan struct{})
+	}
+	r.next++
+	id := r.next
+	r.admitted[run][id] = done
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.admitted[run], id)
+		if len(r.admitted[run]) == 0 {
+			delete(r.admitted, run)
+		}
+		close(done)
+	}
+}
+
+// settle returns once every operation of run admitted before it was
+// called has ended, or ctx has. A close waits so: its coordinator may
+// close the run as it lets go of it with an operation still here (a tool
+// call it stopped waiting for), and that operation must end as it would
+// have, its reply kept for the next coordinator to ask for, not fail on a
+// workspace closed under it.
+func (r *running) settle(ctx context.Context, run string) {
+	r.mu.Lock()
+	var pending []chan struct{}
+	for _, done := range r.admitted[run] {
+		pending = append(pending, done)
+	}
+	r.mu.Unlock()
+	for _, done := range pending {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

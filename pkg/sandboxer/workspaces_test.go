@@ -1,6 +1,7 @@
 package sandboxer_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,9 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestRunsOnOneDirShareAWorkspace: the runs whose workspace is one
@@ -134,4 +138,100 @@ func writeRun(t *testing.T, nc *nats.Conn, run, dir, name string) {
 	if r.Observation == nil || r.Observation.IsError {
 		t.Fatalf("write %s through run %s = %+v, error %v; want it written", name, run, r.Observation, r.Error)
 	}
+}
+
+// TestCloseWaitsForTheRunsOpsInProgress: a coordinator that lets go of a
+// run (it stops, or its heartbeat lapsed) closes the run's workspace with
+// a tool call it stopped waiting for still running here. The call ends as
+// it would have, its reply the one the next coordinator gets for the same
+// op id, and the close is answered only after it: before, the close took
+// the workspace from under the call (an edit failed on a closed handle,
+// and the failure was kept as the call's answer).
+func TestCloseWaitsForTheRunsOpsInProgress(t *testing.T) {
+	root := t.TempDir()
+	nc, _ := start(t, root)
+	openRun(t, nc, "r1", root)
+	replies := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe("answers.>", replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.01; done; echo done > out.txt"}})
+	exec := &protocol.SandboxOp{OpID: "r1.3.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll}
+	send := func(reply string, op *protocol.SandboxOp) {
+		t.Helper()
+		data, err := json.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.PublishRequest(wire.SandboxOps("sb1"), reply, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("answers.exec", exec)
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		_, err := os.Stat(filepath.Join(root, "started"))
+		return err
+	})
+	send("answers.close", &protocol.SandboxOp{OpID: "r1.close", Run: "r1", Kind: protocol.OpClose})
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The close is in the sandboxer's hands before the call may end.
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := opsHandled(t, nc); n != 2 {
+			return fmt.Errorf("the op endpoint handled %d requests, want the call and the close", n)
+		}
+		return nil
+	})
+	if err := os.WriteFile(filepath.Join(root, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for len(order) < 2 {
+		select {
+		case m := <-replies:
+			order = append(order, m.Subject)
+			if m.Subject != "answers.exec" {
+				continue
+			}
+			var r protocol.SandboxReply
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Observation == nil || r.Observation.IsError {
+				t.Errorf("the call in progress at the close = %+v, want its observation ok", r)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("replies %v, want the call's and the close's", order)
+		}
+	}
+	if order[0] != "answers.exec" {
+		t.Errorf("replies came in the order %v: the close was answered while the run's call still ran", order)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "out.txt")); err != nil || string(b) != "done\n" {
+		t.Errorf("out.txt = %q, %v; want the call's write", b, err)
+	}
+}
+
+// opsHandled is how many requests the sandboxer's op endpoint has
+// returned from.
+func opsHandled(t *testing.T, nc *nats.Conn) int {
+	t.Helper()
+	m, err := nc.Request("$SRV.STATS.harness-sandboxer", nil, 2*time.Second)
+	if err != nil {
+		return -1
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range st.Endpoints {
+		if e.Name == "op" {
+			return e.NumRequests
+		}
+	}
+	return -1
 }

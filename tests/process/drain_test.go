@@ -120,12 +120,28 @@ func TestCoordinatorHandsOverOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != protocol.OutcomeSuccess {
+		logTrace(t, c, "handed-over")
 		t.Fatalf("run after the hand-over = %s (%s), want success", res.Outcome, res.Reason)
 	}
 	if st, err := c.Run("handed-over").Status(t.Context()); err != nil || st.Coordinator != "second" {
 		t.Errorf("the run finished under %q (%v), want the second coordinator", st.Coordinator, err)
 	}
 	checkNothingLost(t, c, "handed-over", res)
+}
+
+// logTrace logs a run's trace, record by record, for a failure to show
+// what each step saw.
+func logTrace(t *testing.T, c *harness.Client, run string) {
+	t.Helper()
+	recs, err := c.Run(run).Trace(t.Context())
+	if err != nil {
+		t.Logf("trace of %s: %v", run, err)
+		return
+	}
+	for _, r := range recs {
+		b, _ := json.Marshal(r)
+		t.Logf("trace of %s: %s", run, b)
+	}
 }
 
 // checkNothingLost checks a run's trace is whole and charges no call as
