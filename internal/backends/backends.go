@@ -111,6 +111,7 @@ func Build(ctx context.Context, names string, o Options, log *slog.Logger) ([]sa
 				missing["native"] = err.Error()
 				continue
 			}
+			log.Info("native sandbox ready", "layers", strings.Join(b.Layers(), " "))
 			out = append(out, b)
 		case "docker":
 			b, err := docker.New(docker.Config{Image: o.DockerImage})

@@ -2,7 +2,7 @@ package protocol
 
 import (
 	"fmt"
-	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -207,13 +207,16 @@ func validServerURL(raw, field string) error {
 	return nil
 }
 
-// LoopbackHost reports whether host is localhost or a loopback address.
+// LoopbackHost reports whether host is localhost or a loopback address
+// (an IPv4 one written as IPv6 too; not one with a zone).
 func LoopbackHost(host string) bool {
 	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
 		return true
 	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	// netip, not net: the sandbox's init links this package, and net
+	// would make it a cgo program, started through the dynamic loader.
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // MCPSession is how one MCP server of a run's tree stands on the sandboxer

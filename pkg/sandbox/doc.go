@@ -20,8 +20,9 @@
 // A caller's steps:
 //
 //  0. For the native backend, call native.RunShimIfRequested first thing
-//     in main (and in TestMain of tests that use it): the native backend
-//     runs every command under a copy of the program's own binary, started
+//     in main (and in TestMain of tests that use it): without
+//     harness-sandbox-init beside the program, the native backend runs
+//     every command under a copy of the program's own binary, started
 //     again as the sandbox's init, and that copy must turn into the init
 //     before anything else runs.
 //  1. Pick a backend once at start-up: native.New, or docker.New, or

@@ -6,13 +6,16 @@
 // Everything the command started dies with it, daemons included. See
 // [Backend] for the details.
 //
-// A program that uses it calls [RunShimIfRequested] first thing in main
-// (and a test package in TestMain): every command runs under a copy of the
-// program's own binary, started again as the sandbox's init, and that copy
-// must turn into the init before anything else runs. [New] probes the
-// machine once and returns [ErrUnavailable], wrapped and saying what is
-// missing, where the backend cannot run; a caller then falls back to
-// another backend. Close a [Backend] when done.
+// Every command runs under a sandbox's init: harness-sandbox-init
+// (cmd/harness-sandbox-init, [InitMain]) when it is beside the program
+// ([Config].Init), else a copy of the program's own binary started again,
+// so a program that uses the backend calls [RunShimIfRequested] first thing
+// in main (and a test package in TestMain), where that copy turns into the
+// init before anything else runs. The small init starts a sandbox several
+// times faster; it must be of the program's build, which [New] checks.
+// [New] probes the machine once and returns [ErrUnavailable], wrapped and
+// saying what is missing, where the backend cannot run; a caller then
+// falls back to another backend. Close a [Backend] when done.
 //
 // A command that may use the network gets a route out of its own network
 // namespace through slirp4netns ([Config].NetworkHelper), with the host's

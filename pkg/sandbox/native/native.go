@@ -80,11 +80,25 @@ type Config struct {
 	// Warm are left waiting. Close stops them. Default 0 means 2; a
 	// negative value keeps none.
 	Warm int
+	// Init is the path of harness-sandbox-init (cmd/harness-sandbox-init),
+	// the program each sandbox's init runs. Default: harness-sandbox-init
+	// in the directory of the running program when it is there (go build
+	// -o bin/ ./cmd/... puts it beside the sandboxer), else the running
+	// program itself, which must then call RunShimIfRequested. Either
+	// confines the same; a sandbox starts several times faster with the
+	// small program than with a large one such as the sandboxer, whose
+	// start-up initialises every package it holds.
+	Init string
 	// Logger receives what an operator needs and a caller does not: a
 	// way of setting sandboxes up that New tried and fell back from, with
 	// the reason. Default: discard.
 	Logger *slog.Logger
 }
+
+// InitName is the name of the program that is nothing but a sandbox's
+// init (cmd/harness-sandbox-init, whose main is InitMain), which New looks
+// for beside the running program.
+const InitName = "harness-sandbox-init"
 
 // defaultWarm is the number of warm sandboxes when Config.Warm is 0.
 const defaultWarm = 2

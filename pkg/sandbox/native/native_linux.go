@@ -3,6 +3,7 @@
 package native
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -78,6 +79,7 @@ const probeTimeout = 10 * time.Second
 // of commands at once.
 type Backend struct {
 	cfg       Config
+	init      string        // the program each sandbox's init runs: harness-sandbox-init, or /proc/self/exe
 	owner     string        // "<pid>-<number>", naming this Backend's cgroups
 	cg        *cgroupLayout // nil without any usable cgroup hierarchy
 	userns    bool
@@ -138,11 +140,17 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !shimWired.Load() {
-		return nil, fmt.Errorf("%w: this program does not call native.RunShimIfRequested at the start of main (or of TestMain in tests), so the sandbox's init cannot run", ErrUnavailable)
+	exe, _ := os.Executable()
+	init, err := findInit(cfg.Init, exe)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameBuild(init); err != nil {
+		return nil, err
 	}
 	n := &Backend{
 		cfg:      cfg,
+		init:     init,
 		owner:    fmt.Sprintf("%d-%d", os.Getpid(), nativeSeq.Add(1)),
 		userns:   cfg.UserNamespace || os.Geteuid() != 0,
 		landlock: landlockABI(),
@@ -219,6 +227,72 @@ func New(cfg Config) (*Backend, error) {
 	return n, nil
 }
 
+// findInit returns the program a sandbox's init runs (Config.Init):
+// path, made absolute, when it is given; else harness-sandbox-init in the
+// directory of exe, the running program, when it is there; else the
+// running program itself, when it called RunShimIfRequested. Errors,
+// wrapping ErrUnavailable: path is not an executable file, or there is no
+// init to run.
+func findInit(path, exe string) (string, error) {
+	if path != "" {
+		abs, err := filepath.Abs(path)
+		if err == nil {
+			err = executable(abs)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%w: the sandbox's init %s: %w (build it with go build ./cmd/%s)", ErrUnavailable, path, err, InitName)
+		}
+		return abs, nil
+	}
+	if exe != "" {
+		if p := filepath.Join(filepath.Dir(exe), InitName); executable(p) == nil {
+			return p, nil
+		}
+	}
+	if !shimWired.Load() {
+		return "", fmt.Errorf("%w: there is no %s beside this program, and it does not call native.RunShimIfRequested at the start of main (or of TestMain in tests), so the sandbox's init cannot run", ErrUnavailable, InitName)
+	}
+	return "/proc/self/exe", nil
+}
+
+// sameBuild checks that init, unless it is the running program, is of
+// this program's build (shimBuild), by asking it. Each init checks it
+// again when it starts, against the build its Backend asks for; this
+// check says so once, at New, rather than at every sandbox. Errors wrap
+// ErrUnavailable.
+func sameBuild(init string) error {
+	if init == "/proc/self/exe" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, init, "--build")
+	cmd.Env = []string{}
+	out, err := cmd.Output()
+	got := strings.TrimSpace(string(out))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: the sandbox's init %s does not say its build (%v): it is not a %s of this release; install the one built with this program", ErrUnavailable, init, err, InitName)
+	case got != wantBuild():
+		return fmt.Errorf("%w: the sandbox's init %s is of build %s and this program of build %s: a sandbox must be confined by this program's own code; install the %s built with it (or remove that one, and this program starts itself as the init)", ErrUnavailable, init, got, wantBuild(), InitName)
+	}
+	return nil
+}
+
+// executable reports why p is not a regular file someone may execute.
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return errors.New("not a regular file")
+	case fi.Mode()&0o111 == 0:
+		return errors.New("not executable")
+	}
+	return nil
+}
+
 // probe runs an empty sandbox: the whole setup, and no command.
 func (n *Backend) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
@@ -256,8 +330,10 @@ func (n *Backend) Enforces() []string { return slices.Clone(n.enforces) }
 // advertisement: the namespaces, how the workspace reaches the sandbox
 // ("workspace:passed", a clone of its mounts, with the host's root
 // detached before the command is known; or "workspace:bound" from the
-// host's root), the cgroup hierarchies, and "landlock-abiN" and
-// "seccomp" when the kernel has them.
+// host's root), the cgroup hierarchies, "landlock-abiN" and "seccomp"
+// when the kernel has them, and last the program each sandbox's init
+// runs: "init:harness-sandbox-init", or "init:self" for the running
+// program (Config.Init).
 func (n *Backend) Layers() []string {
 	ns := "namespaces:mnt,pid,uts,ipc,net"
 	if n.userns {
@@ -276,7 +352,10 @@ func (n *Backend) Layers() []string {
 	if n.seccomp {
 		out = append(out, "seccomp")
 	}
-	return out
+	if n.init == "/proc/self/exe" {
+		return append(out, "init:self")
+	}
+	return append(out, "init:"+InitName)
 }
 
 // Leftovers lists the cgroups of this process that exist, except those
@@ -510,11 +589,12 @@ func (n *Backend) startShim(cg *cgroup, stdin *os.File) (*shimProc, error) {
 	if cg != nil && cg.fd != nil {
 		attr.UseCgroupFD, attr.CgroupFD, sp.inV2 = true, int(cg.fd.Fd()), true
 	}
+	env := shimEnviron()
 	newCmd := func() *exec.Cmd {
 		return &exec.Cmd{
-			Path:        "/proc/self/exe",
-			Args:        []string{"harness-sandbox"},
-			Env:         shimEnviron,
+			Path:        n.init,
+			Args:        []string{InitName},
+			Env:         env,
 			Stdin:       stdin, // nil or an *os.File: passed to the child as is
 			Stdout:      outW,
 			Stderr:      errW,
@@ -587,10 +667,15 @@ func withVar(env []string, key, value string) []string {
 	return append(out, key+"="+value)
 }
 
-// shimEnviron is the shim's whole environment: the marker, one OS thread
-// for Go code, and (for race-enabled builds, which tests use) no
-// one-second sleep at exit.
-var shimEnviron = []string{shimEnv + "=1", "GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"}
+// shimEnviron returns the shim's whole environment: the marker, naming
+// the build the shim must be of, one OS thread for Go code, and (for
+// race-enabled builds, which tests use) no one-second sleep at exit.
+func shimEnviron() []string {
+	return []string{shimEnv + "=" + wantBuild(), "GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"}
+}
+
+// wantBuild is the build a Backend asks of a sandbox's init: its own.
+var wantBuild = shimBuild
 
 // defaultTmpBytes sizes /tmp and /dev/shm of a sandbox before its command
 // is known; the shim resizes them to the command's memory cap.
@@ -649,7 +734,7 @@ func (n *Backend) sandbox(ctx context.Context, cfg *shimConfig, lim protocol.Lim
 		}
 	}
 	if err := sp.configure(cfg); err != nil {
-		n.discard(sp)
+		err = n.setupFailed(sp, err)
 		return nil, protocol.Errorf(protocol.CodeSandbox, "could not set up the sandbox for %s: %v", process.Argv0(cfg.Argv), err)
 	}
 
@@ -771,6 +856,22 @@ func (n *Backend) newShim(prepare func(*cgroup) error, stdin *os.File) (*shimPro
 		}
 	}
 	return sp, nil
+}
+
+// setupFailed discards sp, whose configure failed with err, and returns
+// why: the shim's own report, when it wrote one (an init of another build
+// reports and exits before it takes the workspace, whose passing then
+// fails), else err.
+func (n *Backend) setupFailed(sp *shimProc, err error) error {
+	_ = sp.cmd.Process.Kill()
+	_ = sp.cmd.Wait() // the PID namespace is gone with it: the report pipe ends
+	b, _ := io.ReadAll(sp.repR)
+	var r shimReport
+	if json.Unmarshal(bytes.TrimLeft(b, "\n"), &r) == nil && r.Err != "" {
+		err = errors.New(r.Err)
+	}
+	n.discard(sp)
+	return err
 }
 
 // discard kills a shim that will not be used and removes its cgroups.

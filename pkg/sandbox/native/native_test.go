@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -38,7 +39,11 @@ func TestMain(m *testing.M) {
 	case "caller":
 		os.Exit(killRestCaller())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if native.InitDir != "" {
+		os.RemoveAll(native.InitDir)
+	}
+	os.Exit(code)
 }
 
 // requireNative is HARNESS_REQUIRE_NATIVE=1: CI sets it, so that a
@@ -62,20 +67,126 @@ func newNative(t testing.TB, cfg native.Config) *native.Backend {
 	return n
 }
 
+// TestNativeConformance runs the suite as a sandboxer beside
+// harness-sandbox-init runs it: each sandbox's init is that program.
 func TestNativeConformance(t *testing.T) {
-	n := newNative(t, native.Config{})
+	n := newNative(t, native.Config{Init: native.BuiltInit(t)})
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return n })
 }
 
 // TestNativeConformanceUserNamespace runs the suite with a user namespace
 // (what an unprivileged sandboxer gets) and without warm sandboxes, so
-// that every command starts its sandbox afresh.
+// that every command starts its sandbox afresh, and with the running
+// program (this test binary) as each sandbox's init, as a sandboxer
+// without harness-sandbox-init beside it has.
 func TestNativeConformanceUserNamespace(t *testing.T) {
 	n := newNative(t, native.Config{UserNamespace: true, Warm: -1})
 	if !slices.Contains(n.Layers()[0:1], "namespaces:mnt,pid,uts,ipc,net,user") {
 		t.Errorf("Layers() = %q, want a user namespace first", n.Layers())
 	}
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return n })
+}
+
+// TestNativeInit: New finds harness-sandbox-init beside the running
+// program and otherwise falls back to the program itself; an Init that is
+// not a program, or an init of another build, leaves the backend
+// unavailable, saying why; run by hand, the init exits 2.
+func TestNativeInit(t *testing.T) {
+	beside := t.TempDir()
+	exe := filepath.Join(beside, "sandboxer")
+	if got, err := native.FindInit("", exe); err != nil || got != "/proc/self/exe" {
+		t.Errorf("FindInit with no init beside = %q, %v; want the running program", got, err)
+	}
+	init := filepath.Join(beside, native.InitName)
+	if err := os.WriteFile(init, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := native.FindInit("", exe); got != "/proc/self/exe" {
+		t.Errorf("FindInit with an init beside that is not executable = %q, want the running program", got)
+	}
+	if err := os.Chmod(init, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := native.FindInit("", exe); err != nil || got != init {
+		t.Errorf("FindInit with an init beside = %q, %v; want %s", got, err, init)
+	}
+	for _, bad := range []string{filepath.Join(beside, "missing"), beside} {
+		_, err := native.New(native.Config{Init: bad})
+		if !errors.Is(err, native.ErrUnavailable) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("New with Init %s = %v, want ErrUnavailable naming it", bad, err)
+		}
+	}
+
+	built := native.BuiltInit(t)
+	out, err := exec.Command(built).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "sandboxer starts it") {
+		t.Errorf("%s run by hand = %v, %q; want exit 2 saying what it is", native.InitName, err, out)
+	}
+
+	n := newNative(t, native.Config{Init: built, Warm: -1})
+	if l := n.Layers(); l[len(l)-1] != "init:"+native.InitName {
+		t.Errorf("Layers() with Init set = %q, want init:%s last", l, native.InitName)
+	}
+	if l := newNative(t, native.Config{Warm: -1}).Layers(); l[len(l)-1] != "init:self" {
+		t.Errorf("Layers() of a test binary with no init beside = %q, want init:self last", l)
+	}
+
+	// An init of another build: New refuses it, and so does each init it
+	// starts, were it replaced after New.
+	restore := native.AskBuild("go1.0-00000000")
+	defer restore()
+	_, err = native.New(native.Config{Init: built, Warm: -1})
+	if !errors.Is(err, native.ErrUnavailable) || !strings.Contains(err.Error(), "is of build "+native.ShimBuild()) {
+		t.Errorf("New with an init of another build = %v, want ErrUnavailable naming both builds", err)
+	}
+	res, err := n.Run(t.Context(), sandbox.Spec{Argv: []string{"/bin/true"}, Dir: t.TempDir(), Env: sandbox.MinimalEnv()})
+	if pe := protocol.AsError(err); pe == nil || pe.Code != protocol.CodeSandbox || !strings.Contains(pe.Message, "different builds") {
+		t.Errorf("Run by an init of another build = %+v, %v; want a sandbox error saying they are of different builds", res, err)
+	}
+}
+
+// TestInitLinksNoCgo: harness-sandbox-init links neither net nor cgo, so
+// that it is a static program however it is built, started without the
+// dynamic loader (a millisecond of every sandbox's start).
+func TestInitLinksNoCgo(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/ioharness/harness/cmd/harness-sandbox-init").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "net" || p == "runtime/cgo" || p == "os/user" {
+			t.Errorf("harness-sandbox-init links %s, which makes it a cgo program where cgo is enabled", p)
+		}
+	}
+}
+
+// TestInitBuildCoversThePackage: the build an init is checked against
+// covers every file of the package's code, so no change to the code a
+// sandbox is confined by leaves it the same.
+func TestInitBuildCoversThePackage(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("build.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var embedded []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if rest, ok := strings.CutPrefix(line, "//go:embed "); ok {
+			embedded = append(embedded, strings.Fields(rest)...)
+		}
+	}
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") && !slices.Contains(embedded, f) {
+			t.Errorf("%s is not among the files build.go embeds: add it, or a change to it would not change the init's build", f)
+		}
+	}
+	if b := native.ShimBuild(); !strings.HasPrefix(b, runtime.Version()+"-") {
+		t.Errorf("ShimBuild() = %q, want it to begin with the Go release", b)
+	}
 }
 
 func TestNativeConfigValidate(t *testing.T) {

@@ -18,8 +18,9 @@ import (
 	"github.com/ioharness/harness/pkg/sandbox/internal/process"
 )
 
-// shimEnv marks the sandbox's init process: the sandboxer's own binary,
-// run again by a Backend in fresh namespaces with shimEnv=1 and nothing else
+// shimEnv marks the sandbox's init process (harness-sandbox-init, or the
+// sandboxer's own binary run again), started by a Backend in fresh
+// namespaces with shimEnv set to the Backend's shimBuild and nothing else
 // in its environment.
 const shimEnv = "HARNESS_SANDBOX_SHIM"
 
@@ -50,8 +51,9 @@ var shimWired atomic.Bool
 // RunShimIfRequested turns the process into a sandbox's init when a Backend
 // started it, and never returns then; otherwise it returns at once.
 //
-// A Backend runs every command through a re-executed copy of the current
-// binary (/proc/self/exe), so every program that uses New must call
+// Without harness-sandbox-init beside it (see Config.Init), a Backend runs
+// every command through a re-executed copy of the current binary
+// (/proc/self/exe), so every program that uses New must call
 // RunShimIfRequested first thing in main, before flags are parsed or
 // anything else starts, and a test package that uses it must do the same
 // in TestMain:
@@ -62,7 +64,7 @@ var shimWired atomic.Bool
 //	}
 //
 // New refuses to work (ErrUnavailable) in a process that has not called
-// it.
+// it and has no harness-sandbox-init to start instead.
 func RunShimIfRequested() {
 	if os.Getenv(shimEnv) == "" {
 		shimWired.Store(true)
@@ -74,6 +76,26 @@ func RunShimIfRequested() {
 		os.Unsetenv(shimEnv)
 		shimWired.Store(true)
 		return
+	}
+	os.Exit(runShim())
+}
+
+// InitMain is the whole of harness-sandbox-init (cmd/harness-sandbox-init):
+// a program that is nothing but a sandbox's init, which a Backend starts
+// for each sandbox instead of the running program (Config.Init). Its
+// start-up is a small program's, where the running program (a sandboxer,
+// the harness command line) first initialises every package it holds:
+// most of a sandbox's cost, without it. With the one argument --build it
+// prints the build of its code (New compares it with its own) and exits 0;
+// run any other way than by a Backend, it says what it is and exits 2.
+func InitMain() {
+	if len(os.Args) == 2 && os.Args[1] == "--build" {
+		fmt.Println(shimBuild())
+		os.Exit(0)
+	}
+	if os.Getenv(shimEnv) == "" || os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "harness-sandbox-init is the init of a native sandbox: a sandboxer starts it, in a sandbox of its own, for each command; it does nothing run by hand")
+		os.Exit(2)
 	}
 	os.Exit(runShim())
 }
@@ -152,6 +174,9 @@ func runShim() int {
 	// new PID namespace (endAll): refuse to run anything otherwise.
 	if pid := syscall.Getpid(); pid != 1 {
 		return report(shimReport{Err: fmt.Sprintf("the sandbox's init is PID %d, not 1 of a PID namespace of its own", pid)})
+	}
+	if v := os.Getenv(shimEnv); v != shimBuild() {
+		return report(shimReport{Err: fmt.Sprintf("the sandbox's init is of build %s and the sandboxer of build %s: they are of different builds, and a sandbox is confined only by the sandboxer's own code; install the %s built with the sandboxer beside it (or remove it, and the sandboxer starts itself instead)", shimBuild(), v, InitName)})
 	}
 	// The command runs as the shim's uid, without capabilities. Without
 	// this, it could ptrace the shim's thread that dropped them too, and so

@@ -64,7 +64,7 @@ func (n *Backend) Start(ctx context.Context, spec sandbox.Spec) (*sandbox.Proces
 	if err := sp.configure(cfg); err != nil {
 		inW.Close()
 		stopNet()
-		n.discard(sp)
+		err = n.setupFailed(sp, err)
 		return nil, protocol.Errorf(protocol.CodeSandbox, "could not set up the sandbox for %s: %v", process.Argv0(cfg.Argv), err)
 	}
 

@@ -1,0 +1,18 @@
+// Command harness-sandbox-init is the init of a native sandbox and nothing
+// else: a sandboxer (or the harness command line, running the embedded
+// default) starts it for each sandbox, as PID 1 of the sandbox's own
+// namespaces, to assemble the sandbox's root, confine and start the
+// command, reap it and report how it ended.
+//
+// Put it beside the sandboxer (go build -o bin/ ./cmd/... does): the
+// native backend finds it there and starts it instead of the sandboxer's
+// own binary, whose start-up, every package of a large program
+// initialised, is most of a sandbox's cost. Without it the sandboxer
+// starts itself, which confines the same, more slowly. Install the one
+// built with the sandboxer: one of another build refuses to run, and the
+// native backend is then unavailable, saying so. Run by hand, it exits 2.
+package main
+
+import "github.com/ioharness/harness/pkg/sandbox/native"
+
+func main() { native.InitMain() }
