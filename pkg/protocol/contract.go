@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -77,12 +76,24 @@ type Contract struct {
 // MaxContractTools is how many tools a contract may name.
 const MaxContractTools = 64
 
-// validTool is what providers accept as a function name.
-var validTool = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
 // ValidToolName reports whether name is one providers accept as a
-// function's: 1 to 64 letters, digits, '_' or '-'.
-func ValidToolName(name string) bool { return validTool.MatchString(name) }
+// function's: 1 to 64 ASCII letters, digits, '_' or '-'. (A loop, not a
+// regular expression: compiled at start-up, the expression's 64-fold
+// repetition cost every program linking this package, a sandbox's init
+// among them, a quarter of a millisecond.)
+func ValidToolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := range len(name) {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // validateTools checks the tools a contract names: valid names, none twice,
 // and none of those a sandboxer cannot advertise (the coordinator's own,

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -350,6 +352,29 @@ func TestSingleFileDocumentCheck(t *testing.T) {
 		}
 		if got := c.Verification.CheckedFile(); got != "report.pdf" || DocumentKind(got) != "pdf" {
 			t.Errorf("path %q: checks %q (kind %q), want report.pdf, a pdf", path, got, DocumentKind(got))
+		}
+	}
+}
+
+// TestValidToolName holds the tool-name check to what providers accept,
+// the regular expression ^[a-zA-Z0-9_-]{1,64}$, on the edges and on
+// random names drawn from letters, digits and the bytes around them.
+func TestValidToolName(t *testing.T) {
+	want := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	cases := []string{"", "a", "read_file", "mcp__web__fetch", "A-Z_0-9", strings.Repeat("x", 64), strings.Repeat("x", 65),
+		"read file", "é", "a.b", "a/b", "a\x00", "tool\n", "ünïcode", "@", "`", "[", "{", ":"}
+	alphabet := "azAZ09_-@`[{:/. \x00\xff"
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		b := make([]byte, rng.IntN(70))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, name := range cases {
+		if got := ValidToolName(name); got != want.MatchString(name) {
+			t.Errorf("ValidToolName(%q) = %v, want %v", name, got, !got)
 		}
 	}
 }

@@ -26,7 +26,9 @@ var source embed.FS
 // containment may differ) refuses to set anything up: a sandbox is always
 // confined by the code of the program that asked for it.
 var shimBuild = sync.OnceValue(func() string {
-	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	// IEEE, not Castagnoli: every init computes this as it starts, and
+	// Castagnoli's tables take longer to make than the sum itself.
+	h := crc32.NewIEEE()
 	_ = fs.WalkDir(source, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
