@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -48,28 +47,10 @@ func TestAdmissionIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// handled is how many requests the op endpoint's handler has returned
-	// from.
-	handled := func() int {
-		m, err := nc.Request("$SRV.STATS.harness-sandboxer", nil, 2*time.Second)
-		if err != nil {
-			return -1
-		}
-		var st micro.Stats
-		if err := json.Unmarshal(m.Data, &st); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range st.Endpoints {
-			if e.Name == "op" {
-				return e.NumRequests
-			}
-		}
-		return -1
-	}
 	waitHandled := func(n int) {
 		t.Helper()
 		testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-			if got := handled(); got != n {
+			if got := opsHandled(t, nc); got != n {
 				return fmt.Errorf("the op endpoint handled %d requests, want %d", got, n)
 			}
 			return nil
