@@ -460,10 +460,17 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	// Registered here, in the order the ops came, not once the op has a
 	// slot: a close that came after it waits for it (serve).
 	var ended func()
-	if op.Kind != protocol.OpClose {
+	var opens uint64
+	switch op.Kind {
+	case protocol.OpClose:
+		opens = s.running.openCount(op.Run)
+	case protocol.OpOpen:
+		s.running.opened(op.Run)
+		ended = s.running.admit(op.Run)
+	default:
 		ended = s.running.admit(op.Run)
 	}
-	go s.serve(ctx, r, op, e, ended)
+	go s.serve(ctx, r, op, e, ended, opens)
 }
 
 // decode reads an operation, and for an open that came to every sandboxer
@@ -527,8 +534,9 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 // first waits for the run's operations that came before it), runs the
 // operation (a journaled one at most once, see durably), and answers it
 // and the repeats that came meanwhile. ended, when not nil, is called
-// once it is over.
-func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func()) {
+// once it is over; opens is, for a close, the run's count of opens when
+// it came (running.reopened).
+func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func(), opens uint64) {
 	defer s.wg.Done()
 	defer func() { <-s.admitted }()
 	if ended != nil {
@@ -536,8 +544,16 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 	}
 	if op.Kind == protocol.OpClose {
 		// The run's ops that came before the close end first, holding
-		// their slots, and the close takes none while it waits.
+		// their slots, and the close takes none while it waits. Opened
+		// again meanwhile (its coordinator let go of it, and another
+		// took it over), the run is the new coordinator's: the close is
+		// answered and not carried out.
 		s.running.settle(ctx, op.Run)
+		if s.running.reopened(op.Run, opens) {
+			s.log.Info("a close that waited for the run's operations was not carried out: the run was opened again meanwhile", "run", op.Run)
+			s.respondLater(r, &protocol.SandboxReply{OpID: op.OpID})
+			return
+		}
 	}
 	select {
 	case s.slots <- struct{}{}:

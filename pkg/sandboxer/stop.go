@@ -14,6 +14,10 @@ type running struct {
 	runs     map[string]map[uint64]context.CancelFunc
 	admitted map[string]map[uint64]chan struct{}
 	next     uint64
+	// opens counts the opens of each run that came here, until a close
+	// of the run is carried out: a close that waited (settle) while the
+	// run was opened again is stale (reopened).
+	opens map[string]uint64
 }
 
 // track returns a context for one operation of run that stop cancels, and
@@ -99,4 +103,39 @@ func (r *running) settle(ctx context.Context, run string) {
 			return
 		}
 	}
+}
+
+// opened counts an open of run, in the order the ops came.
+func (r *running) opened(run string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.opens == nil {
+		r.opens = make(map[string]uint64)
+	}
+	r.opens[run]++
+}
+
+// openCount is how many opens of run came since its last close was
+// carried out, for a close that comes now to pass to reopened.
+func (r *running) openCount(run string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opens[run]
+}
+
+// reopened reports whether run was opened again since a close of it
+// came, when the run's opens stood at seen; if not, the close is carried
+// out and the count starts again. A close waits for the run's operations
+// before it (settle), and meanwhile the coordinator that sent it may have
+// let go of the run and another taken it over and opened it: that
+// close must not take the workspace, the skills or the MCP servers from
+// the new one.
+func (r *running) reopened(run string, seen uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.opens[run] != seen {
+		return true
+	}
+	delete(r.opens, run)
+	return false
 }

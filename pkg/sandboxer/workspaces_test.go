@@ -216,6 +216,68 @@ func TestCloseWaitsForTheRunsOpsInProgress(t *testing.T) {
 	}
 }
 
+// TestStaleCloseLeavesTheRunToItsNewCoordinator: a close that waits for
+// the run's call in progress while another coordinator takes the run over
+// and opens it again is answered but not carried out, so the workspace
+// stays open for the new coordinator; the new coordinator's own close,
+// later, is carried out.
+func TestStaleCloseLeavesTheRunToItsNewCoordinator(t *testing.T) {
+	root := t.TempDir()
+	nc, sb := start(t, root)
+	openRun(t, nc, "r1", root)
+	replies := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe("answers.>", replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.01; done"}})
+	for _, m := range []struct {
+		reply string
+		op    *protocol.SandboxOp
+	}{
+		{"answers.exec", &protocol.SandboxOp{OpID: "r1.3.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll}},
+		{"answers.close", &protocol.SandboxOp{OpID: "r1.close", Run: "r1", Kind: protocol.OpClose}},
+	} {
+		data, err := json.Marshal(m.op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.PublishRequest(wire.SandboxOps("sb1"), m.reply, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if _, err := os.Stat(filepath.Join(root, "started")); err != nil {
+			return err
+		}
+		if n := opsHandled(t, nc); n != 2 {
+			return fmt.Errorf("the op endpoint handled %d requests, want the call and the close", n)
+		}
+		return nil
+	})
+	openRun(t, nc, "r1", root) // the coordinator that took the run over
+	if err := os.WriteFile(filepath.Join(root, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for got := map[string]bool{}; len(got) < 2; {
+		select {
+		case m := <-replies:
+			got[m.Subject] = true
+		case <-time.After(20 * time.Second):
+			t.Fatalf("replies %v, want the call's and the close's", got)
+		}
+	}
+	if n := sandboxer.OpenHandles(sb); n != 1 {
+		t.Errorf("OpenHandles after the stale close = %d, want the run's workspace still open for its new coordinator", n)
+	}
+	closeRun(t, nc, "r1")
+	if n := sandboxer.OpenHandles(sb); n != 0 {
+		t.Errorf("OpenHandles after the new coordinator's close = %d, want 0", n)
+	}
+}
+
 // opsHandled is how many requests the sandboxer's op endpoint has
 // returned from.
 func opsHandled(t *testing.T, nc *nats.Conn) int {
