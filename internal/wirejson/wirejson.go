@@ -31,8 +31,8 @@ func Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 // they can rather than copy them: data must not change for as long as v
 // is kept. Raw messages and byte slices are still copies, so that an
 // append to one cannot write over the bytes a string shares. A trace read
-// decodes every record of a run this way, each from a message the NATS
-// client allocated for it alone.
+// decodes every record of a run this way, and a worker its step task, each
+// from a message the NATS client allocated for it alone.
 func UnmarshalShared(data []byte, v any) error {
 	rest, err := json.Parse(data, v, json.DontCopyString|json.DontCopyNumber)
 	if rest = bytes.TrimSpace(rest); len(rest) != 0 && err == nil {
