@@ -433,6 +433,12 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 		s.respond(r, &protocol.SandboxReply{OpID: op.OpID})
 		return
 	}
+	if op.Kind == protocol.OpClose && s.running.closingNow(op.Run) {
+		// Asked again while the first waits for the run's operations:
+		// that one carries the close out, and this one holds no place.
+		s.respond(r, &protocol.SandboxReply{OpID: op.OpID})
+		return
+	}
 	e, first := s.entry(op)
 	if !first {
 		// A repeat (its coordinator asked again, its first answer lost or
@@ -460,17 +466,17 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	// Registered here, in the order the ops came, not once the op has a
 	// slot: a close that came after it waits for it (serve).
 	var ended func()
-	var opens uint64
+	var cl closing
 	switch op.Kind {
 	case protocol.OpClose:
-		opens = s.running.openCount(op.Run)
+		cl = s.running.closing(op.Run)
 	case protocol.OpOpen:
 		s.running.opened(op.Run)
 		ended = s.running.admit(op.Run)
 	default:
 		ended = s.running.admit(op.Run)
 	}
-	go s.serve(ctx, r, op, e, ended, opens)
+	go s.serve(ctx, r, op, e, ended, cl)
 }
 
 // decode reads an operation, and for an open that came to every sandboxer
@@ -534,9 +540,8 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 // first waits for the run's operations that came before it), runs the
 // operation (a journaled one at most once, see durably), and answers it
 // and the repeats that came meanwhile. ended, when not nil, is called
-// once it is over; opens is, for a close, the run's count of opens when
-// it came (running.reopened).
-func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func(), opens uint64) {
+// once it is over; cl is, for a close, what it came to (running.closing).
+func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func(), cl closing) {
 	defer s.wg.Done()
 	defer func() { <-s.admitted }()
 	if ended != nil {
@@ -548,8 +553,8 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 		// again meanwhile (its coordinator let go of it, and another
 		// took it over), the run is the new coordinator's: the close is
 		// answered and not carried out.
-		s.running.settle(ctx, op.Run)
-		if s.running.reopened(op.Run, opens) {
+		cl.settle(ctx)
+		if !s.running.closed(op.Run, cl) {
 			s.log.Info("a close that waited for the run's operations was not carried out: the run was opened again meanwhile", "run", op.Run)
 			s.respondLater(r, &protocol.SandboxReply{OpID: op.OpID})
 			return

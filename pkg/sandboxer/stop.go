@@ -14,10 +14,13 @@ type running struct {
 	runs     map[string]map[uint64]context.CancelFunc
 	admitted map[string]map[uint64]chan struct{}
 	next     uint64
-	// opens counts the opens of each run that came here, until a close
-	// of the run is carried out: a close that waited (settle) while the
-	// run was opened again is stale (reopened).
-	opens map[string]uint64
+	// opens stamps each run's last open, from openSeq, until a close of
+	// the run is carried out: a close that waited (settle) while the run
+	// was opened again is stale (closed). closes are the runs with a
+	// close under way.
+	opens   map[string]uint64
+	openSeq uint64
+	closes  map[string]bool
 }
 
 // track returns a context for one operation of run that stop cancels, and
@@ -83,20 +86,47 @@ func (r *running) admit(run string) func() {
 	}
 }
 
-// settle returns once every operation of run admitted before it was
-// called has ended, or ctx has. A close waits so: its coordinator may
-// close the run as it lets go of it with an operation still here (a tool
-// call it stopped waiting for), and that operation must end as it would
-// have, its reply kept for the next coordinator to ask for, not fail on a
-// workspace closed under it.
-func (r *running) settle(ctx context.Context, run string) {
+// closing is a close of a run as it came: the run's operations admitted
+// before it, which it waits for, and the stamp of the run's last open
+// then.
+type closing struct {
+	pending []chan struct{}
+	opened  uint64
+}
+
+// closingNow reports whether a close of run is under way: a coordinator
+// that asks again while the first waits is answered at once rather than
+// holding a place of its own.
+func (r *running) closingNow(run string) bool {
 	r.mu.Lock()
-	var pending []chan struct{}
-	for _, done := range r.admitted[run] {
-		pending = append(pending, done)
+	defer r.mu.Unlock()
+	return r.closes[run]
+}
+
+// closing registers a close of run, admitted, in the order the ops came;
+// closed ends it.
+func (r *running) closing(run string) (c closing) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closes == nil {
+		r.closes = make(map[string]bool)
 	}
-	r.mu.Unlock()
-	for _, done := range pending {
+	r.closes[run] = true
+	for _, done := range r.admitted[run] {
+		c.pending = append(c.pending, done)
+	}
+	c.opened = r.opens[run]
+	return c
+}
+
+// settle returns once every operation of c's run admitted before c came
+// has ended, or ctx has. A close waits so: its coordinator may close the
+// run as it lets go of it with an operation still here (a tool call it
+// stopped waiting for), and that operation must end as it would have,
+// its reply kept for the next coordinator to ask for, not fail on a
+// workspace closed under it.
+func (c closing) settle(ctx context.Context) {
+	for _, done := range c.pending {
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -105,37 +135,32 @@ func (r *running) settle(ctx context.Context, run string) {
 	}
 }
 
-// opened counts an open of run, in the order the ops came.
+// opened stamps an open of run, in the order the ops came, from a count
+// that only grows.
 func (r *running) opened(run string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.opens == nil {
 		r.opens = make(map[string]uint64)
 	}
-	r.opens[run]++
+	r.openSeq++
+	r.opens[run] = r.openSeq
 }
 
-// openCount is how many opens of run came since its last close was
-// carried out, for a close that comes now to pass to reopened.
-func (r *running) openCount(run string) uint64 {
+// closed ends c, a close of run, once it has settled, and reports whether
+// to carry it out: not if run was opened again since c came. A close
+// waits for the run's operations before it, and meanwhile the
+// coordinator that sent it may have let go of the run and another taken
+// it over and opened it: that close must not take the workspace, the
+// skills or the MCP servers from the new one. A close carried out
+// forgets the run's opens.
+func (r *running) closed(run string, c closing) (carryOut bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.opens[run]
-}
-
-// reopened reports whether run was opened again since a close of it
-// came, when the run's opens stood at seen; if not, the close is carried
-// out and the count starts again. A close waits for the run's operations
-// before it (settle), and meanwhile the coordinator that sent it may have
-// let go of the run and another taken it over and opened it: that
-// close must not take the workspace, the skills or the MCP servers from
-// the new one.
-func (r *running) reopened(run string, seen uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.opens[run] != seen {
-		return true
+	delete(r.closes, run)
+	if r.opens[run] != c.opened {
+		return false
 	}
 	delete(r.opens, run)
-	return false
+	return true
 }

@@ -146,7 +146,8 @@ func writeRun(t *testing.T, nc *nats.Conn, run, dir, name string) {
 // it would have, its reply the one the next coordinator gets for the same
 // op id, and the close is answered only after it: before, the close took
 // the workspace from under the call (an edit failed on a closed handle,
-// and the failure was kept as the call's answer).
+// and the failure was kept as the call's answer). The close asked again
+// meanwhile is answered at once, and holds no place of its own.
 func TestCloseWaitsForTheRunsOpsInProgress(t *testing.T) {
 	root := t.TempDir()
 	nc, _ := start(t, root)
@@ -176,13 +177,21 @@ func TestCloseWaitsForTheRunsOpsInProgress(t *testing.T) {
 		return err
 	})
 	send("answers.close", &protocol.SandboxOp{OpID: "r1.close", Run: "r1", Kind: protocol.OpClose})
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
+	// Asked again while the first waits: answered at once, holding no
+	// place while the call runs.
+	send("answers.again", &protocol.SandboxOp{OpID: "r1.close", Run: "r1", Kind: protocol.OpClose})
+	select {
+	case m := <-replies:
+		if m.Subject != "answers.again" {
+			t.Fatalf("%s answered while the run's call still ran, want only the repeated close", m.Subject)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the close asked again while the first waited was not answered")
 	}
 	// The close is in the sandboxer's hands before the call may end.
 	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if n := opsHandled(t, nc); n != 2 {
-			return fmt.Errorf("the op endpoint handled %d requests, want the call and the close", n)
+		if n := opsHandled(t, nc); n != 3 {
+			return fmt.Errorf("the op endpoint handled %d requests, want the call and the two closes", n)
 		}
 		return nil
 	})
