@@ -9,8 +9,11 @@
 // own binary, whose start-up, every package of a large program
 // initialised, is most of a sandbox's cost. Without it the sandboxer
 // starts itself, which confines the same, more slowly. Install the one
-// built with the sandboxer: one of another build refuses to run, and the
-// native backend is then unavailable, saying so. Run by hand, it exits 2.
+// built with the sandboxer: with one of another build the sandboxer
+// starts itself instead and logs why. Keep its directory out of every
+// workspace (a sandboxer refuses a workspace that overlaps it). With
+// --build it prints the build of its code and exits 0; run by hand
+// otherwise, it exits 2.
 package main
 
 import "github.com/ioharness/harness/pkg/sandbox/native"

@@ -36,3 +36,13 @@ const ConfineProcesses = "processes"
 type LeftoverLister interface {
 	Leftovers() ([]string, error)
 }
+
+// ProgramRunner is an optional interface of a Backend that runs programs
+// of its own outside every sandbox (the native backend's
+// harness-sandbox-init, the init of each sandbox). Programs names them; a
+// sandboxer serves no workspace that contains one, or overlaps its
+// directory, since an agent could otherwise rewrite a program the backend
+// runs with the sandboxer's rights.
+type ProgramRunner interface {
+	Programs() []string
+}

@@ -17,7 +17,8 @@ var systemDirs = []string{"/proc", "/sys", "/dev", "/etc", "/boot", "/usr", "/bi
 // RefuseRoot says why dir (absolute, clean, links resolved) cannot be a
 // workspace whatever roots a sandboxer serves: it is the file system's
 // root, a system directory or inside one, or it is, lies in or contains
-// one of reserved (a data directory: its store, its credentials). It
+// one of reserved (a data directory: its store, its credentials; the
+// directory of a program run outside the sandboxes). It
 // returns nil for a directory that may be one. The error is a
 // *protocol.Error with CodePathEscape, naming the field workspace.root.
 func RefuseRoot(dir string, reserved ...string) error {
@@ -36,8 +37,8 @@ func RefuseRoot(dir string, reserved ...string) error {
 			continue
 		}
 		if within(dir, r) || within(r, dir) {
-			return protocol.FieldError(protocol.CodePathEscape, "workspace.root", "give a directory apart from the harness's data directory",
-				"the workspace root %s overlaps the harness's data directory %s (its trace store and credentials), which no agent may read or write", dir, r)
+			return protocol.FieldError(protocol.CodePathEscape, "workspace.root", "give a directory apart from the harness's data directory and its programs",
+				"the workspace root %s overlaps %s, the harness's data directory (its trace store and credentials) or the directory of a program it runs outside the sandboxes, which no agent may read or write", dir, r)
 		}
 	}
 	return nil

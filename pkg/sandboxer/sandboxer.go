@@ -76,7 +76,9 @@ type Config struct {
 	// Reserved are directories no workspace may be, lie in or contain,
 	// whatever Roots say: the data directory of the process (its trace
 	// store, its credentials). The file system's root and the system
-	// directories are always refused (see RefuseRoot).
+	// directories are always refused (see RefuseRoot), and so are the
+	// directories of the programs a backend runs outside every sandbox
+	// (sandbox.ProgramRunner: the native backend's harness-sandbox-init).
 	Reserved []string
 	// MaxConcurrent bounds operations running at once; default 4.
 	MaxConcurrent int
@@ -191,6 +193,17 @@ func (c *Config) setDefaults() error {
 		roots[i] = abs
 	}
 	c.Roots = roots
+	// The directories of the programs a backend runs outside every
+	// sandbox (the native backend's init): a workspace holding one would
+	// let an agent rewrite it.
+	c.Reserved = slices.Clone(c.Reserved)
+	for _, b := range c.Backends {
+		if pr, ok := b.(sandbox.ProgramRunner); ok {
+			for _, p := range pr.Programs() {
+				c.Reserved = append(c.Reserved, filepath.Dir(p))
+			}
+		}
+	}
 	reserved := make([]string, 0, len(c.Reserved))
 	for _, r := range c.Reserved {
 		if r == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
+	"github.com/ioharness/harness/pkg/sandbox/floor"
 	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -305,4 +308,36 @@ func opsHandled(t *testing.T, nc *nats.Conn) int {
 		}
 	}
 	return -1
+}
+
+// runsOwn is a backend that runs a program of its own outside every
+// sandbox, as the native backend runs harness-sandbox-init.
+type runsOwn struct {
+	sandbox.Backend
+	program string
+}
+
+func (r runsOwn) Programs() []string { return []string{r.program} }
+
+// TestNoWorkspaceHoldsABackendsProgram: a workspace that contains the
+// directory of a program a backend runs outside the sandboxes, or lies in
+// it, is refused (an agent could rewrite the program); one beside it is
+// served.
+func TestNoWorkspaceHoldsABackendsProgram(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "bin")
+	for _, d := range []string{bin, filepath.Join(bin, "inner"), filepath.Join(root, "project")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc, _ := startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root},
+		Backends: []sandbox.Backend{runsOwn{floor.New(), filepath.Join(bin, "harness-sandbox-init")}}})
+	for _, ws := range []string{root, bin, filepath.Join(bin, "inner")} {
+		r, err := do(t, nc, "harness.sandbox.open", &protocol.SandboxOp{OpID: "o", Run: "r1", Kind: protocol.OpOpen, Workspace: ws}, 5*time.Second)
+		if err != nil || r.Error == nil || r.Error.Code != protocol.CodePathEscape || !strings.Contains(r.Error.Message, bin) {
+			t.Errorf("open of %s = %+v, %v; want path_escape naming %s", ws, r, err, bin)
+		}
+	}
+	openRun(t, nc, "r2", filepath.Join(root, "project"))
 }

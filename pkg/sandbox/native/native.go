@@ -87,7 +87,12 @@ type Config struct {
 	// program itself, which must then call RunShimIfRequested. Either
 	// confines the same; a sandbox starts several times faster with the
 	// small program than with a large one such as the sandboxer, whose
-	// start-up initialises every package it holds.
+	// start-up initialises every package it holds. New runs a copy of the
+	// file, taken once (a file put in its place later is not run), and
+	// only if it is of this program's build; otherwise, when the program
+	// calls RunShimIfRequested, it uses the program itself and logs why.
+	// Keep it out of every workspace: Backend.Programs names it, and a
+	// sandboxer refuses workspaces that overlap its directory.
 	Init string
 	// Logger receives what an operator needs and a caller does not: a
 	// way of setting sandboxes up that New tried and fell back from, with

@@ -78,12 +78,15 @@ const probeTimeout = 10 * time.Second
 // A Backend has no per-command state outside Run; one value runs any number
 // of commands at once.
 type Backend struct {
-	cfg       Config
-	init      string        // the program each sandbox's init runs: harness-sandbox-init, or /proc/self/exe
-	owner     string        // "<pid>-<number>", naming this Backend's cgroups
-	cg        *cgroupLayout // nil without any usable cgroup hierarchy
-	userns    bool
-	netHelper string // slirp4netns, "" without: no command may use the network
+	cfg Config
+	// init is the program each sandbox's init runs: harness-sandbox-init
+	// as loadInit holds it (/proc/self/fd/N), or selfExe; initPath is
+	// where that harness-sandbox-init was, "" for selfExe.
+	init, initPath string
+	owner          string        // "<pid>-<number>", naming this Backend's cgroups
+	cg             *cgroupLayout // nil without any usable cgroup hierarchy
+	userns         bool
+	netHelper      string // slirp4netns, "" without: no command may use the network
 	// unreachable are the prefixes every sandbox routes nowhere
 	// (Config.Unreachable).
 	unreachable []string
@@ -141,16 +144,30 @@ func New(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	exe, _ := os.Executable()
-	init, err := findInit(cfg.Init, exe)
+	path, err := findInit(cfg.Init, exe)
 	if err != nil {
 		return nil, err
 	}
-	if err := sameBuild(init); err != nil {
-		return nil, err
+	init, initPath := selfExe, ""
+	if path != selfExe {
+		if loaded, err := loadInit(path); err == nil {
+			init, initPath = loaded, path
+		} else if !shimWired.Load() {
+			return nil, err
+		} else {
+			// The running program can be the init itself, with its own
+			// code: better than no native sandbox, and said.
+			log := cfg.Logger
+			if log == nil {
+				log = slog.New(slog.DiscardHandler)
+			}
+			log.Warn("native sandbox: "+InitName+" cannot be used; each sandbox's init is this program instead, which starts more slowly", "err", err)
+		}
 	}
 	n := &Backend{
 		cfg:      cfg,
 		init:     init,
+		initPath: initPath,
 		owner:    fmt.Sprintf("%d-%d", os.Getpid(), nativeSeq.Add(1)),
 		userns:   cfg.UserNamespace || os.Geteuid() != 0,
 		landlock: landlockABI(),
@@ -227,6 +244,71 @@ func New(cfg Config) (*Backend, error) {
 	return n, nil
 }
 
+// selfExe is the running program, as each sandbox's init.
+const selfExe = "/proc/self/exe"
+
+// loadInit copies the harness-sandbox-init at path into a sealed memory
+// file, checks that it is of this program's build (sameBuild), and
+// returns the path every sandbox starts it by (/proc/self/fd/N, the
+// descriptor kept for the life of the process). What New checked is then
+// what every sandbox runs: a later write to the file at path, or another
+// file put in its place (an upgrade under a running sandboxer), changes
+// nothing. Errors wrap ErrUnavailable.
+func loadInit(path string) (string, error) {
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("%w: the sandbox's init %s: %w", ErrUnavailable, path, err)
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return fail(err)
+	}
+	defer src.Close()
+	name := []byte(InitName + "\x00")
+	fd, _, e := syscall.Syscall(sysMemfdCreate, uintptr(unsafe.Pointer(&name[0])), mfdCloexec|mfdAllowSealing, 0)
+	if e != 0 {
+		return fail(os.NewSyscallError("memfd_create", e))
+	}
+	mem := os.NewFile(fd, InitName)
+	defer mem.Close()
+	if _, err := io.Copy(mem, src); err != nil {
+		return fail(err)
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, fAddSeals, fSealSeal|fSealShrink|fSealGrow|fSealWrite); e != 0 {
+		return fail(os.NewSyscallError("seal the copy", e))
+	}
+	// Executed while a writable descriptor is open, the copy would be
+	// busy: a read-only one is kept instead, numbered far above those a
+	// started init is given, which its start must not overwrite.
+	ro, err := syscall.Open(fmt.Sprintf("/proc/self/fd/%d", fd), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(os.NewSyscallError("reopen the copy", err))
+	}
+	high, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(ro), syscall.F_DUPFD_CLOEXEC, initFD)
+	syscall.Close(ro)
+	if e != 0 {
+		return fail(os.NewSyscallError("move the copy's descriptor", e))
+	}
+	init := fmt.Sprintf("/proc/self/fd/%d", high)
+	if err := sameBuild(init, path); err != nil {
+		syscall.Close(int(high))
+		return "", err
+	}
+	return init, nil
+}
+
+// The memory file loadInit copies the init into, and its seals.
+const (
+	mfdCloexec      = 0x1
+	mfdAllowSealing = 0x2
+	fAddSeals       = 1033 // F_ADD_SEALS
+	fSealSeal       = 0x1
+	fSealShrink     = 0x2
+	fSealGrow       = 0x4
+	fSealWrite      = 0x8
+	// initFD is the lowest descriptor number the copy is kept at.
+	initFD = 100
+)
+
 // findInit returns the program a sandbox's init runs (Config.Init):
 // path, made absolute, when it is given; else harness-sandbox-init in the
 // directory of exe, the running program, when it is there; else the
@@ -252,18 +334,15 @@ func findInit(path, exe string) (string, error) {
 	if !shimWired.Load() {
 		return "", fmt.Errorf("%w: there is no %s beside this program, and it does not call native.RunShimIfRequested at the start of main (or of TestMain in tests), so the sandbox's init cannot run", ErrUnavailable, InitName)
 	}
-	return "/proc/self/exe", nil
+	return selfExe, nil
 }
 
-// sameBuild checks that init, unless it is the running program, is of
-// this program's build (shimBuild), by asking it. Each init checks it
-// again when it starts, against the build its Backend asks for; this
+// sameBuild checks that init, the harness-sandbox-init found at path,
+// is of this program's build (shimBuild), by asking it. Each init checks
+// it again when it starts, against the build its Backend asks for; this
 // check says so once, at New, rather than at every sandbox. Errors wrap
 // ErrUnavailable.
-func sameBuild(init string) error {
-	if init == "/proc/self/exe" {
-		return nil
-	}
+func sameBuild(init, path string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, init, "--build")
@@ -272,9 +351,9 @@ func sameBuild(init string) error {
 	got := strings.TrimSpace(string(out))
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: the sandbox's init %s does not say its build (%v): it is not a %s of this release; install the one built with this program", ErrUnavailable, init, err, InitName)
+		return fmt.Errorf("%w: the sandbox's init %s does not say its build (%v): it is not a %s of this release; install the one built with this program", ErrUnavailable, path, err, InitName)
 	case got != wantBuild():
-		return fmt.Errorf("%w: the sandbox's init %s is of build %s and this program of build %s: a sandbox must be confined by this program's own code; install the %s built with it (or remove that one, and this program starts itself as the init)", ErrUnavailable, init, got, wantBuild(), InitName)
+		return fmt.Errorf("%w: the sandbox's init %s is of build %s and this program of build %s: a sandbox must be confined by this program's own code; install the %s built with it (or remove that one, and this program starts itself as the init)", ErrUnavailable, path, got, wantBuild(), InitName)
 	}
 	return nil
 }
@@ -352,10 +431,20 @@ func (n *Backend) Layers() []string {
 	if n.seccomp {
 		out = append(out, "seccomp")
 	}
-	if n.init == "/proc/self/exe" {
+	if n.initPath == "" {
 		return append(out, "init:self")
 	}
 	return append(out, "init:"+InitName)
+}
+
+// Programs names the harness-sandbox-init this Backend runs as each
+// sandbox's init (sandbox.ProgramRunner), or nothing when that is the
+// running program.
+func (n *Backend) Programs() []string {
+	if n.initPath == "" {
+		return nil
+	}
+	return []string{n.initPath}
 }
 
 // Leftovers lists the cgroups of this process that exist, except those

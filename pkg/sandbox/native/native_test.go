@@ -124,23 +124,55 @@ func TestNativeInit(t *testing.T) {
 		t.Errorf("%s run by hand = %v, %q; want exit 2 saying what it is", native.InitName, err, out)
 	}
 
-	n := newNative(t, native.Config{Init: built, Warm: -1})
+	// The init New checked is the one every sandbox runs: a copy of it,
+	// so that a file put in its place afterwards (an upgrade under a
+	// running sandboxer, or worse) changes nothing.
+	copied := filepath.Join(t.TempDir(), native.InitName)
+	b, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copied, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := newNative(t, native.Config{Init: copied, Warm: -1})
 	if l := n.Layers(); l[len(l)-1] != "init:"+native.InitName {
 		t.Errorf("Layers() with Init set = %q, want init:%s last", l, native.InitName)
 	}
-	if l := newNative(t, native.Config{Warm: -1}).Layers(); l[len(l)-1] != "init:self" {
+	if p := n.Programs(); len(p) != 1 || p[0] != copied {
+		t.Errorf("Programs() = %q, want the init %s, whose directory no workspace may overlap", p, copied)
+	}
+	if err := os.WriteFile(copied, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{Argv: []string{"/bin/true"}, Dir: t.TempDir(), Env: sandbox.MinimalEnv()}
+	if res, err := n.Run(t.Context(), spec); err != nil || !res.Report.Exited || res.Report.ExitCode != 0 {
+		t.Errorf("Run after the init's file was replaced = %+v, %v; want /bin/true run by the init New checked", res, err)
+	}
+	self := newNative(t, native.Config{Warm: -1})
+	if l := self.Layers(); l[len(l)-1] != "init:self" {
 		t.Errorf("Layers() of a test binary with no init beside = %q, want init:self last", l)
 	}
+	if p := self.Programs(); len(p) != 0 {
+		t.Errorf("Programs() with the running program as the init = %q, want none", p)
+	}
 
-	// An init of another build: New refuses it, and so does each init it
-	// starts, were it replaced after New.
+	// An init of another build (here a program that answers --build with
+	// "--build"): New starts itself as the init instead, saying why; and
+	// each init a Backend starts refuses to work for a Backend that asks
+	// for another build than its own.
+	echo, err := exec.LookPath("echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	other := newNative(t, native.Config{Init: echo, Warm: -1, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if l := other.Layers(); l[len(l)-1] != "init:self" || !strings.Contains(logged.String(), "is of build --build and this program of build "+native.ShimBuild()) {
+		t.Errorf("New with an init of another build: Layers() = %q, logged %q; want init:self, and a warning naming both builds", l, logged.String())
+	}
 	restore := native.AskBuild("go1.0-00000000")
 	defer restore()
-	_, err = native.New(native.Config{Init: built, Warm: -1})
-	if !errors.Is(err, native.ErrUnavailable) || !strings.Contains(err.Error(), "is of build "+native.ShimBuild()) {
-		t.Errorf("New with an init of another build = %v, want ErrUnavailable naming both builds", err)
-	}
-	res, err := n.Run(t.Context(), sandbox.Spec{Argv: []string{"/bin/true"}, Dir: t.TempDir(), Env: sandbox.MinimalEnv()})
+	res, err := n.Run(t.Context(), spec)
 	if pe := protocol.AsError(err); pe == nil || pe.Code != protocol.CodeSandbox || !strings.Contains(pe.Message, "different builds") {
 		t.Errorf("Run by an init of another build = %+v, %v; want a sandbox error saying they are of different builds", res, err)
 	}

@@ -10,6 +10,7 @@ const (
 	seccompSyscall = 317
 	sysClone       = 56
 	oPath          = 0x200000 // O_PATH
+	sysMemfdCreate = 319
 )
 
 // seccompDenied are the system calls a sandboxed command is refused with

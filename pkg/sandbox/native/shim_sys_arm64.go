@@ -10,6 +10,7 @@ const (
 	seccompSyscall = 277
 	sysClone       = 220
 	oPath          = 0x200000 // O_PATH
+	sysMemfdCreate = 279
 )
 
 // seccompDenied: see shim_sys_amd64.go.

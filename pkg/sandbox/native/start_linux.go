@@ -20,7 +20,10 @@ import (
 	"github.com/ioharness/harness/pkg/sandbox/internal/process"
 )
 
-var _ sandbox.Starter = (*Backend)(nil)
+var (
+	_ sandbox.Starter       = (*Backend)(nil)
+	_ sandbox.ProgramRunner = (*Backend)(nil)
+)
 
 // Start starts spec in a sandbox of its own, confined as Run confines a
 // command (see Backend), with pipes to its standard input and output
