@@ -269,17 +269,20 @@ func loadInit(path string) (string, error) {
 		return fail(os.NewSyscallError("memfd_create", e))
 	}
 	mem := os.NewFile(fd, InitName)
-	defer mem.Close()
 	if _, err := io.Copy(mem, src); err != nil {
+		mem.Close()
 		return fail(err)
 	}
 	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, fAddSeals, fSealSeal|fSealShrink|fSealGrow|fSealWrite); e != 0 {
+		mem.Close()
 		return fail(os.NewSyscallError("seal the copy", e))
 	}
 	// Executed while a writable descriptor is open, the copy would be
-	// busy: a read-only one is kept instead, numbered far above those a
+	// busy: a read-only one is kept instead, and the writable one closed
+	// before anything runs it, numbered far above the descriptors a
 	// started init is given, which its start must not overwrite.
 	ro, err := syscall.Open(fmt.Sprintf("/proc/self/fd/%d", fd), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	mem.Close()
 	if err != nil {
 		return fail(os.NewSyscallError("reopen the copy", err))
 	}
