@@ -159,3 +159,45 @@ func TestConfigIsTheCallers(t *testing.T) {
 		t.Errorf("refusal = %q, want the reason New was given", r.Error.Message)
 	}
 }
+
+// TestOpensWaitForNoCommand: a run's open takes no slot, so a new run's
+// workspace opens while other runs' commands hold every slot; an open
+// that finds every place taken is told at once to ask again (a retryable
+// unavailable), where an op left unanswered costs its coordinator the
+// wait of a whole request.
+func TestOpensWaitForNoCommand(t *testing.T) {
+	root := t.TempDir()
+	nc, _ := startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, MaxConcurrent: 1, MaxQueued: 1})
+	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	hold := func(id string) {
+		t.Helper()
+		args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "touch " + id + "; while [ ! -e release ]; do sleep 0.01; done"}})
+		data, err := json.Marshal(&protocol.SandboxOp{OpID: id, Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.PublishRequest(wire.SandboxOps("sb1"), "answers."+id, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.WriteFile(filepath.Join(root, "release"), nil, 0o644) })
+	hold("held")
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		_, err := os.Stat(filepath.Join(root, "held"))
+		return err
+	})
+	// The only slot is taken by a command that will not end by itself.
+	openRun(t, nc, "r2", root)
+
+	hold("queued") // waits for the slot, in the only place left
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := opsHandled(t, nc); n != 2 {
+			return fmt.Errorf("the op endpoint handled %d requests, want the two commands", n)
+		}
+		return nil
+	})
+	r, err := do(t, nc, "harness.sandbox.open", &protocol.SandboxOp{OpID: "r3.open", Run: "r3", Kind: protocol.OpOpen, Workspace: root}, 5*time.Second)
+	if err != nil || r.Error == nil || r.Error.Code != protocol.CodeUnavailable || !r.Error.Retryable() {
+		t.Errorf("open with every place taken = %+v, %v; want a retryable unavailable at once", r, err)
+	}
+}

@@ -80,16 +80,22 @@ type Config struct {
 	// directories of the programs a backend runs outside every sandbox
 	// (sandbox.ProgramRunner: the native backend's harness-sandbox-init).
 	Reserved []string
-	// MaxConcurrent bounds operations running at once; default 4.
+	// MaxConcurrent bounds the operations running at once that run
+	// commands or servers or unpack archives (tool calls, verifications,
+	// collections, and opens that start MCP servers or materialise a
+	// snapshot); default 4. A plain open or a close takes no slot: a new
+	// run's workspace opens while other runs' commands hold them all.
 	MaxConcurrent int
-	// MaxQueued bounds the operations waiting for one of the
-	// MaxConcurrent slots; default 16 times MaxConcurrent. Operations come
-	// on a NATS subscription that delivers them one at a time, so the
-	// sandboxer never waits there for a slot (every later operation,
-	// repeats included, would wait behind it): an operation beyond
+	// MaxQueued bounds the operations admitted beyond the MaxConcurrent
+	// running; default 16 times MaxConcurrent. Operations come on a NATS
+	// subscription that delivers them one at a time, so the sandboxer
+	// never waits there for a slot (every later operation, repeats
+	// included, would wait behind it): an operation beyond
 	// MaxConcurrent+MaxQueued is left unanswered, and its coordinator,
 	// which asks again while an operation is unanswered, sends it again
-	// later. A repeat of an operation admitted here takes no place.
+	// later; an open is answered at once with a retryable unavailable,
+	// which its coordinator asks again after a short backoff. A repeat of
+	// an operation admitted here takes no place.
 	MaxQueued int
 	// Drain is how long Run, once its context ends, lets the operations in
 	// flight finish (and answers them) before it cuts them off; it takes
@@ -430,9 +436,10 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 // dropped. So handle never waits. It decodes the operation, answers a
 // repeat of an operation admitted here from that operation (at once, or
 // when it ends), and gives a new one a goroutine of its own, where it
-// waits for one of the MaxConcurrent slots, only while fewer than
-// MaxConcurrent+MaxQueued have one; beyond that the operation is left
-// unanswered, and its coordinator asks again.
+// waits for one of the MaxConcurrent slots if it takes one (slotted),
+// only while fewer than MaxConcurrent+MaxQueued have one; beyond that the
+// operation is left unanswered, and its coordinator asks again (an open
+// is told at once to ask again).
 func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	op, ok := s.decode(r, open)
 	if !ok {
@@ -463,6 +470,14 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	case s.admitted <- struct{}{}:
 	default:
 		s.finish(op, e, nil) // not admitted: the next ask is a new op
+		if op.Kind == protocol.OpOpen {
+			// Said at once: the coordinator asks again after a short
+			// backoff, where an open left unanswered waits out its
+			// request (seconds) first, and so does its run.
+			s.respond(r, &protocol.SandboxReply{OpID: op.OpID, Error: protocol.Errorf(protocol.CodeUnavailable,
+				"the sandboxer %s has %d operations running or waiting, its bound; ask again", s.cfg.ID, s.cfg.MaxConcurrent+s.cfg.MaxQueued)})
+			return
+		}
 		s.log.Warn("too many operations waiting; this one is left for its coordinator to ask again",
 			"run", op.Run, "op", op.OpID, "running", s.cfg.MaxConcurrent, "waiting", s.cfg.MaxQueued)
 		return
@@ -573,13 +588,15 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 			return
 		}
 	}
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		s.finish(op, e, nil)
-		return
+	if slotted(op) {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			s.finish(op, e, nil)
+			return
+		}
+		defer func() { <-s.slots }()
 	}
-	defer func() { <-s.slots }()
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	if op.Kind == protocol.OpTool || op.Kind == protocol.OpVerify {
@@ -602,6 +619,21 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 	for _, w := range repeats {
 		s.respondLater(w, reply)
 	}
+}
+
+// slotted reports whether op takes one of the MaxConcurrent slots, which
+// bound the work that runs commands or servers or unpacks archives: tool
+// calls, verifications, collections, and the opens that start MCP servers
+// or materialise a snapshot. A plain open or a close takes none, so that
+// a new run's first step never waits behind other runs' long commands.
+func slotted(op *protocol.SandboxOp) bool {
+	switch op.Kind {
+	case protocol.OpOpen:
+		return op.MCP != nil || op.Snapshot != ""
+	case protocol.OpClose:
+		return false
+	}
+	return true
 }
 
 // respond answers r with reply, naming this node in it.

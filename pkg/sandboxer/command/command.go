@@ -89,7 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	fs.StringVar(&c.natsURL, "nats", envOr(getenv, "NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL ($NATS_URL)")
 	fs.StringVar(&c.id, "id", getenv("HARNESS_ID"), "node id ($HARNESS_ID; default random)")
 	fs.Var(&c.roots, "root", "a directory whose workspaces this node serves (repeatable; default the working directory)")
-	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "operations at once (default 4)")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "operations that run commands or servers at once (default 4)")
 	fs.DurationVar(&c.drain, "drain", 30*time.Second, "on SIGTERM, take no operation and let those in flight finish for up to this long before cutting them off")
 	fs.StringVar(&c.backends, "backends", envOr(getenv, "HARNESS_BACKENDS", "native,floor"), "sandbox backends, best first, of native, docker and floor; those that do not work here are left out ($HARNESS_BACKENDS)")
 	fs.BoolVar(&c.allowFloor, "allow-floor", getenv("HARNESS_ALLOW_FLOOR") == "1", "let commands run on the floor backend, unsandboxed, as this process's user, when a contract names it or nothing better works here ($HARNESS_ALLOW_FLOOR=1)")
