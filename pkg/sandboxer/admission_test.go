@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -26,27 +24,9 @@ import (
 func TestAdmissionIsBounded(t *testing.T) {
 	root := t.TempDir()
 	nc, _ := startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, MaxConcurrent: 1, MaxQueued: 1})
-	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
-	replies := make(chan *nats.Msg, 128)
-	sub, err := nc.ChanSubscribe("answers.>", replies)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	script := func(id, sh string) *protocol.SandboxOp {
-		args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", sh}})
-		return &protocol.SandboxOp{OpID: id, Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll}
-	}
-	send := func(reply string, op *protocol.SandboxOp) {
-		t.Helper()
-		data, err := json.Marshal(op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.PublishRequest(wire.SandboxOps("sb1"), reply, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replies := answers(t, nc)
+	script := func(id, sh string) *protocol.SandboxOp { return execOp(id, "r1", root, sh) }
+	send := func(reply string, op *protocol.SandboxOp) { sendOp(t, nc, reply, op) }
 	waitHandled := func(n int) {
 		t.Helper()
 		testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -168,17 +148,9 @@ func TestConfigIsTheCallers(t *testing.T) {
 func TestOpensWaitForNoCommand(t *testing.T) {
 	root := t.TempDir()
 	nc, _ := startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, MaxConcurrent: 1, MaxQueued: 1})
-	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
 	hold := func(id string) {
 		t.Helper()
-		args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "touch " + id + "; while [ ! -e release ]; do sleep 0.01; done"}})
-		data, err := json.Marshal(&protocol.SandboxOp{OpID: id, Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.PublishRequest(wire.SandboxOps("sb1"), "answers."+id, data); err != nil {
-			t.Fatal(err)
-		}
+		sendOp(t, nc, "answers."+id, execOp(id, "r1", root, "touch "+id+"; while [ ! -e release ]; do sleep 0.01; done"))
 	}
 	t.Cleanup(func() { os.WriteFile(filepath.Join(root, "release"), nil, 0o644) })
 	hold("held")

@@ -155,26 +155,9 @@ func TestCloseWaitsForTheRunsOpsInProgress(t *testing.T) {
 	root := t.TempDir()
 	nc, _ := start(t, root)
 	openRun(t, nc, "r1", root)
-	replies := make(chan *nats.Msg, 4)
-	sub, err := nc.ChanSubscribe("answers.>", replies)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
-	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.01; done; echo done > out.txt"}})
-	exec := &protocol.SandboxOp{OpID: "r1.3.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll}
-	send := func(reply string, op *protocol.SandboxOp) {
-		t.Helper()
-		data, err := json.Marshal(op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.PublishRequest(wire.SandboxOps("sb1"), reply, data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send("answers.exec", exec)
+	replies := answers(t, nc)
+	send := func(reply string, op *protocol.SandboxOp) { sendOp(t, nc, reply, op) }
+	send("answers.exec", execOp("r1.3.0.1", "r1", root, "touch started; while [ ! -e release ]; do sleep 0.01; done; echo done > out.txt"))
 	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		_, err := os.Stat(filepath.Join(root, "started"))
 		return err
@@ -237,29 +220,9 @@ func TestStaleCloseLeavesTheRunToItsNewCoordinator(t *testing.T) {
 	root := t.TempDir()
 	nc, sb := start(t, root)
 	openRun(t, nc, "r1", root)
-	replies := make(chan *nats.Msg, 4)
-	sub, err := nc.ChanSubscribe("answers.>", replies)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	allowAll := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
-	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.01; done"}})
-	for _, m := range []struct {
-		reply string
-		op    *protocol.SandboxOp
-	}{
-		{"answers.exec", &protocol.SandboxOp{OpID: "r1.3.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)), Policy: allowAll}},
-		{"answers.close", &protocol.SandboxOp{OpID: "r1.close", Run: "r1", Kind: protocol.OpClose}},
-	} {
-		data, err := json.Marshal(m.op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nc.PublishRequest(wire.SandboxOps("sb1"), m.reply, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replies := answers(t, nc)
+	sendOp(t, nc, "answers.exec", execOp("r1.3.0.1", "r1", root, "touch started; while [ ! -e release ]; do sleep 0.01; done"))
+	sendOp(t, nc, "answers.close", &protocol.SandboxOp{OpID: "r1.close", Run: "r1", Kind: protocol.OpClose})
 	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if _, err := os.Stat(filepath.Join(root, "started")); err != nil {
 			return err
@@ -288,6 +251,39 @@ func TestStaleCloseLeavesTheRunToItsNewCoordinator(t *testing.T) {
 	if n := sandboxer.OpenHandles(sb); n != 0 {
 		t.Errorf("OpenHandles after the new coordinator's close = %d, want 0", n)
 	}
+}
+
+// answers subscribes to the replies of ops sent with sendOp.
+func answers(t *testing.T, nc *nats.Conn) chan *nats.Msg {
+	t.Helper()
+	replies := make(chan *nats.Msg, 128)
+	sub, err := nc.ChanSubscribe("answers.>", replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	return replies
+}
+
+// sendOp sends op to the sandboxer sb1 without waiting, its reply to
+// come on the subject reply (answers.*).
+func sendOp(t *testing.T, nc *nats.Conn, reply string, op *protocol.SandboxOp) {
+	t.Helper()
+	data, err := json.Marshal(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishRequest(wire.SandboxOps("sb1"), reply, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// execOp is a call of exec, running sh in run's workspace root, under a
+// policy that allows it.
+func execOp(id, run, root, sh string) *protocol.SandboxOp {
+	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", sh}})
+	return &protocol.SandboxOp{OpID: id, Run: run, Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)),
+		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}}
 }
 
 // opsHandled is how many requests the sandboxer's op endpoint has
