@@ -46,16 +46,24 @@ func (c *clock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// ttl is the lease TTL of twoHolders.
+const ttl = 5 * time.Second
+
+// twoHolders returns coordinators a and b on one leases bucket, with
+// lease TTL ttl, both on the injected clock it returns.
+func twoHolders(t *testing.T) (*clock, *leases, *leases) {
+	t.Helper()
+	kv := leaseBucket(t)
+	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	return clk, &leases{kv: kv, owner: "a", ttl: ttl, now: clk.Now}, &leases{kv: kv, owner: "b", ttl: ttl, now: clk.Now}
+}
+
 // TestLeaseOneWriterPerRun walks one run's lease between two coordinators
 // on an injected clock: one holder at a time, each takeover a new
 // generation, a lease kept alive by its holder's heartbeat alone, never
 // taken while that beats, and only dead leases listed.
 func TestLeaseOneWriterPerRun(t *testing.T) {
-	kv := leaseBucket(t)
-	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	const ttl = 5 * time.Second
-	a := &leases{kv: kv, owner: "a", ttl: ttl, now: clk.Now}
-	b := &leases{kv: kv, owner: "b", ttl: ttl, now: clk.Now}
+	clk, a, b := twoHolders(t)
 	ctx := t.Context()
 
 	la, err := a.acquire(ctx, "r1")
@@ -109,11 +117,7 @@ func TestLeaseOneWriterPerRun(t *testing.T) {
 // the leases of its old epoch, all of them dead at once for another to
 // take; those it takes again live with its new epoch.
 func TestLeaseEpochLapses(t *testing.T) {
-	kv := leaseBucket(t)
-	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	const ttl = 5 * time.Second
-	a := &leases{kv: kv, owner: "a", ttl: ttl, now: clk.Now}
-	b := &leases{kv: kv, owner: "b", ttl: ttl, now: clk.Now}
+	clk, a, b := twoHolders(t)
 	ctx := t.Context()
 	for _, run := range []string{"r1", "r2", "r3"} {
 		if _, err := a.acquire(ctx, run); err != nil {
@@ -189,10 +193,7 @@ func TestLeaseRaceHasOneWinner(t *testing.T) {
 // coordinator takes it at once, a generation on; the old holder's release
 // leaves it alone.
 func TestLeaseHandOver(t *testing.T) {
-	kv := leaseBucket(t)
-	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	a := &leases{kv: kv, owner: "a", ttl: 5 * time.Second, now: clk.Now}
-	b := &leases{kv: kv, owner: "b", ttl: 5 * time.Second, now: clk.Now}
+	_, a, b := twoHolders(t)
 	ctx := t.Context()
 	la, err := a.acquire(ctx, "r1")
 	if err != nil {
@@ -227,11 +228,7 @@ func TestLeaseHandOver(t *testing.T) {
 // they are alive, and the holder itself counts them lapsed at the same
 // mark.
 func TestLeaseDiesBeforeItsTTL(t *testing.T) {
-	kv := leaseBucket(t)
-	clk := &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	const ttl = 5 * time.Second
-	a := &leases{kv: kv, owner: "a", ttl: ttl, now: clk.Now}
-	b := &leases{kv: kv, owner: "b", ttl: ttl, now: clk.Now}
+	clk, a, b := twoHolders(t)
 	ctx := t.Context()
 	if _, err := a.acquire(ctx, "r1"); err != nil {
 		t.Fatal(err)

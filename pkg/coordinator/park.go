@@ -377,11 +377,12 @@ func runOfTurn(subject string) string {
 // holds, every third of the lease TTL until ctx ends. Should renewals fail
 // for the heartbeat's whole life (leases.life), the leases may be another
 // coordinator's by now: every run in hand here is let go (the trace's
-// fencing stops a driver that has not heard yet). The renewal that then succeeds begins a new epoch, under
-// which this coordinator takes back, at its next look, what nobody else
-// took; whichever beat finds the lapse (this one, or one made to take a
-// lease) lets go of the runs of older epochs at once (lapsed), and of
-// those alone, so a run taken under the new epoch is kept.
+// fencing stops a driver that has not heard yet). The renewal that then
+// succeeds begins a new epoch, under which this coordinator takes back,
+// at its next look, what nobody else took; whichever beat finds the
+// lapse (this one, or one made to take a lease) lets go of the runs of
+// older epochs at once (lapsed), and of those alone, so a run taken
+// under the new epoch is kept.
 func (c *Coordinator) keepAlive(ctx context.Context) {
 	t := time.NewTicker(c.cfg.LeaseTTL / 3)
 	defer t.Stop()
