@@ -495,13 +495,12 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	// slot: a close that came after it waits for it (serve).
 	var ended func()
 	var cl closing
-	switch op.Kind {
-	case protocol.OpClose:
+	if op.Kind == protocol.OpClose {
 		cl = s.running.closing(op.Run)
-	case protocol.OpOpen:
-		s.running.opened(op.Run)
-		ended = s.running.admit(op.Run)
-	default:
+	} else {
+		if op.Kind == protocol.OpOpen {
+			s.running.opened(op.Run)
+		}
 		ended = s.running.admit(op.Run)
 	}
 	go s.serve(ctx, r, op, e, ended, cl)

@@ -13,14 +13,13 @@ type running struct {
 	mu       sync.Mutex
 	runs     map[string]map[uint64]context.CancelFunc
 	admitted map[string]map[uint64]chan struct{}
-	next     uint64
-	// opens stamps each run's last open, from openSeq, until a close of
-	// the run is carried out: a close that waited (settle) while the run
-	// was opened again is stale (closed). closes are the runs with a
-	// close under way.
-	opens   map[string]uint64
-	openSeq uint64
-	closes  map[string]bool
+	next     uint64 // numbers the operations, and stamps the opens
+	// opens stamps each run's last open, from next, until a close of the
+	// run is carried out: a close that waited (settle) while the run was
+	// opened again is stale (closed). closes are the runs with a close
+	// under way.
+	opens  map[string]uint64
+	closes map[string]bool
 }
 
 // track returns a context for one operation of run that stop cancels, and
@@ -143,8 +142,8 @@ func (r *running) opened(run string) {
 	if r.opens == nil {
 		r.opens = make(map[string]uint64)
 	}
-	r.openSeq++
-	r.opens[run] = r.openSeq
+	r.next++
+	r.opens[run] = r.next
 }
 
 // closed ends c, a close of run, once it has settled, and reports whether
