@@ -129,16 +129,18 @@ func (t *Trace) Last(ctx context.Context, run string) (*protocol.Record, error) 
 // reads ("upgrade harness"), CodeInternal for a record that does not decode
 // (a damaged trace), or the stream error, wrapped.
 func (t *Trace) Read(ctx context.Context, run string) ([]protocol.Record, uint64, error) {
-	var recs []protocol.Record
+	var sl *slab
 	kept := 0 // those decoded: a slot taken for one that did not decode is not returned
 	last, err := t.each(ctx, run, func(pending uint64) *protocol.Record {
-		if recs == nil {
-			recs = make([]protocol.Record, 0, pending+1) // the run's records, as the first says
+		if sl == nil {
+			sl = newSlab(int(pending) + 1) // the run's records, as the first says
 		}
-		recs = append(recs, protocol.Record{})
-		return &recs[len(recs)-1]
+		return sl.next()
 	}, func(*protocol.Record) error { kept++; return nil })
-	return recs[:kept], last, err
+	if sl == nil {
+		return nil, last, err
+	}
+	return sl.recs[:kept], last, err
 }
 
 // Follow calls fn for every record of run in order, those written so far
@@ -301,11 +303,14 @@ func Decode(data []byte) (*protocol.Record, error) {
 	return &rec, nil
 }
 
-// decodeInto is Decode into rec, which must be zero, with strings that
-// share data's bytes (wirejson.UnmarshalShared): data must not change
-// while rec is kept, as a message the NATS client delivered does not.
+// decodeInto is Decode into rec, which must be zero or laid by a slab,
+// with strings that share data's bytes (wirejson.UnmarshalShared): data
+// must not change while rec is kept, as a message the NATS client
+// delivered does not.
 func decodeInto(data []byte, rec *protocol.Record) error {
-	return checked(wirejson.UnmarshalShared(data, rec), rec)
+	err := wirejson.UnmarshalShared(data, rec)
+	settle(rec)
+	return checked(err, rec)
 }
 
 // checked is what decoding rec came to: the decoder's error, or rec's

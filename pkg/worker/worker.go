@@ -33,7 +33,6 @@ import (
 	"github.com/ioharness/harness/internal/fault"
 	"github.com/ioharness/harness/internal/metrics"
 	"github.com/ioharness/harness/internal/version"
-	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/tools"
@@ -393,7 +392,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	// client allocated for this message alone and nothing changes: a
 	// third of the allocations of decoding a long transcript.
 	var task protocol.StepTask
-	if err := wirejson.UnmarshalShared(msg.Data(), &task); err != nil || !protocol.ValidToken(task.Run) {
+	if err := decodeTask(msg.Data(), &task); err != nil || !protocol.ValidToken(task.Run) {
 		w.log.Warn("undecodable step task; dropping it", "err", err)
 		_ = msg.TermWithReason("undecodable step task")
 		return

@@ -1,0 +1,64 @@
+package worker
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ioharness/harness/internal/wirejson"
+	"github.com/ioharness/harness/pkg/protocol"
+)
+
+// TestDecodeTaskAsThePlainDecoder decodes step tasks of every shape a
+// transcript takes with the messages laid beforehand, and plainly, and
+// finds them the same: messages with no call, one, several; a key named
+// role in a call's arguments (counted one too many); a task written with
+// spaces, so that no message is counted and every one is grown; and
+// growing one message's calls leaves the next message's alone.
+func TestDecodeTaskAsThePlainDecoder(t *testing.T) {
+	call := func(id string) protocol.ToolCall {
+		return protocol.ToolCall{ID: id, Name: "read_file", Arguments: json.RawMessage(`{"path":"a.go","role":"x","list":[{"role":1},{"role":2}]}`)}
+	}
+	task := &protocol.StepTask{Run: "r", Step: 4, Attempt: 1, Request: protocol.CompletionRequest{Model: "m", System: "be brief",
+		Messages: []protocol.Message{
+			{Role: protocol.RoleUser, Content: "Task: read a.go"},
+			{Role: protocol.RoleAssistant, Content: "Reading.", ToolCalls: []protocol.ToolCall{call("c1")}},
+			{Role: protocol.RoleTool, ToolCallID: "c1", Content: "package a\n"},
+			{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{call("c2"), call("c3"), call("c4")},
+				Thinking: []protocol.Thinking{{Kind: protocol.ThinkingText, Text: "hm", Signature: "s"}}},
+			{Role: protocol.RoleTool, ToolCallID: "c2", Content: `a "role": inside content`},
+			{Role: protocol.RoleTool, ToolCallID: "c3", Content: "ok"},
+			{Role: protocol.RoleTool, ToolCallID: "c4", Content: "ok"},
+			{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{call("c5")}},
+			{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{call("c6")}},
+		},
+		Tools: []protocol.ToolSpec{{Name: "read_file", Description: "reads", Parameters: json.RawMessage(`{"type":"object"}`)}}}}
+	data, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spaced := []byte(strings.ReplaceAll(string(data), `"role":`, `"role" :`))
+	for name, data := range map[string][]byte{"as written": data, "spaced": spaced} {
+		var plain, laid protocol.StepTask
+		if err := wirejson.Unmarshal(data, &plain); err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeTask(data, &laid); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(&laid, &plain) {
+			t.Errorf("%s: laid:\n%+v\nplain:\n%+v", name, laid.Request.Messages, plain.Request.Messages)
+		}
+		msgs := laid.Request.Messages
+		next := msgs[8].ToolCalls[0]
+		msgs[7].ToolCalls = append(msgs[7].ToolCalls, call("extra"))
+		if !reflect.DeepEqual(msgs[8].ToolCalls[0], next) {
+			t.Errorf("%s: growing one message's calls wrote over the next message", name)
+		}
+	}
+	var bad protocol.StepTask
+	if err := decodeTask([]byte(`{"run":"r","request":{"messages":[{"role":"user"},`), &bad); err == nil {
+		t.Error("a task cut short decoded")
+	}
+}
