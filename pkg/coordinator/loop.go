@@ -33,24 +33,7 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 			d.finish(ctx, o, why)
 			return false
 		}
-		if o, why, err := d.admit(ctx); err != nil {
-			return false // shutting down
-		} else if o != "" {
-			d.finish(ctx, o, why)
-			return false
-		}
-		if len(s.contract.Tools) > 0 || s.contract.Verification.DocumentContains != nil {
-			// Before any workspace is taken: a run no sandboxer can serve
-			// is refused, saying which tool is missing.
-			node, err := d.toolsHeld(ctx)
-			if err != nil {
-				d.finish(ctx, protocol.OutcomeRefused, err.Error())
-				return false
-			}
-			d.toolNode = node
-		}
-		if err := d.open(ctx); err != nil {
-			d.finish(ctx, protocol.OutcomeFailed, err.Error())
+		if !d.take(ctx) {
 			return false
 		}
 		d.opened = true
@@ -351,4 +334,56 @@ func (d *driver) indexProgress(ctx context.Context) {
 		d.log.Warn("update run index", "err", err)
 	}
 	d.indexed, d.unindexed = time.Now(), false
+}
+
+// take admits the run to the budget ledger and opens its workspace. It
+// reports false when the run cannot go on: ended here (refused, or no
+// workspace), or the coordinator shutting down.
+//
+// A new run is admitted before it takes a workspace, so that one the
+// ledger refuses never takes one. A run resumed with steps behind it was
+// admitted and had its workspace before, so its admission (a rebuild of
+// its tree, where the ledger lost it) and its open, each a round trip to
+// another node, go at once; a workspace opened for a run the ledger then
+// refuses is closed again, its changes collected with the outcome.
+func (d *driver) take(ctx context.Context) bool {
+	s := d.s
+	held := len(s.contract.Tools) > 0 || s.contract.Verification.DocumentContains != nil
+	var opening chan error
+	if s.step > 0 && !held {
+		opening = make(chan error, 1)
+		go func() { opening <- d.open(ctx) }()
+	}
+	o, why, err := d.admit(ctx)
+	var openErr error
+	if opening != nil {
+		openErr = <-opening
+	}
+	switch {
+	case err != nil: // shutting down
+		d.close() // a workspace opened meanwhile, as the loop gives one back when it stops
+		return false
+	case o != "":
+		d.finish(ctx, o, why)
+		d.close()
+		return false
+	}
+	if opening == nil {
+		if held {
+			// Before any workspace is taken: a run no sandboxer can serve
+			// is refused, saying which tool is missing.
+			node, err := d.toolsHeld(ctx)
+			if err != nil {
+				d.finish(ctx, protocol.OutcomeRefused, err.Error())
+				return false
+			}
+			d.toolNode = node
+		}
+		openErr = d.open(ctx)
+	}
+	if openErr != nil {
+		d.finish(ctx, protocol.OutcomeFailed, openErr.Error())
+		return false
+	}
+	return true
 }

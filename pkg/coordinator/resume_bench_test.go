@@ -122,7 +122,7 @@ func BenchmarkResume(b *testing.B) {
 
 // synthesize appends a run of n committed steps to the trace: the started
 // record, then one step per record, each reading a file.
-func synthesize(b *testing.B, tr *trace.Trace, run, ws string, n int) {
+func synthesize(b testing.TB, tr *trace.Trace, run, ws string, n int) {
 	b.Helper()
 	ctx := b.Context()
 	w := tr.Writer(run, 0)

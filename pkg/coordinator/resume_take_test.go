@@ -1,0 +1,102 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/ledger"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
+)
+
+// refusingLedger refuses to register one agent, as a tree at its agent
+// cap would, and passes everything else to the ledger it wraps.
+type refusingLedger struct {
+	ledger.Ledger
+	agent string
+}
+
+func (l *refusingLedger) Register(ctx context.Context, tree, agent string, depth int) error {
+	if agent == l.agent {
+		return &ledger.Refusal{Tree: tree, Agent: agent, Scope: ledger.ScopeTree, Dimension: ledger.DimAgents, Asked: 1, Limit: 1}
+	}
+	return l.Ledger.Register(ctx, tree, agent, depth)
+}
+
+// TestResumeRefusedGivesTheWorkspaceBack resumes a run with steps behind
+// it, whose admission and workspace open go at once, and has the ledger
+// refuse it: the run ends with the refusal, and the workspace opened
+// meanwhile is given back to the sandboxer, not left open.
+func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
+	ws := t.TempDir()
+	const run = "refused-on-resume"
+	never := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		t.Error("a refused run called its provider")
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: never, NoTakeover: true,
+		Ledger: &refusingLedger{Ledger: ledger.NewMemory(), agent: run}})
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synthesize(t, trace.New(js, assets.Trace), run, ws, 3)
+
+	ops := make(chan *nats.Msg, 64)
+	for _, subj := range []string{wire.SandboxOpenSubject, wire.SandboxOps("*")} {
+		sub, err := nc.ChanSubscribe(subj, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Run(run).Resume(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeRefused {
+		t.Fatalf("resumed run = %s (%s), want refused by the ledger", res.Outcome, res.Reason)
+	}
+	opened := false
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case m := <-ops:
+			var op protocol.SandboxOp
+			if json.Unmarshal(m.Data, &op) != nil || op.Run != run {
+				continue
+			}
+			switch op.Kind {
+			case protocol.OpOpen:
+				opened = true
+			case protocol.OpClose:
+				if !opened {
+					t.Fatal("the run's workspace was closed before it was opened")
+				}
+				return
+			}
+		case <-deadline:
+			if !opened {
+				t.Fatal("the resumed run did not open its workspace beside its admission")
+			}
+			t.Fatal("the workspace the refused run opened was not given back in 10 s")
+		}
+	}
+}
