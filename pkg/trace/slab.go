@@ -43,11 +43,11 @@ func (s *slab) next() *protocol.Record {
 	// Each slice's capacity ends at its own element, so that growing
 	// one never writes over the next record's.
 	t := &s.turns[i]
-	t.ToolCalls = s.calls[i:i:i+1]
+	t.ToolCalls = s.calls[i : i : i+1]
 	t.Usage.InputTokens = unread
 	rec.Turn = t
-	rec.Observations = s.obs[i:i:i+1]
-	rec.Draws = s.draws[i:i:i+1]
+	rec.Observations = s.obs[i : i : i+1]
+	rec.Draws = s.draws[i : i : i+1]
 	return rec
 }
 

@@ -29,7 +29,7 @@ func decodeTask(data []byte, task *protocol.StepTask) error {
 	msgs := make([]protocol.Message, n)
 	calls := make([]protocol.ToolCall, n)
 	for i := range msgs {
-		msgs[i].ToolCalls = calls[i:i:i+1] // its own room only: growing it writes over no other message's
+		msgs[i].ToolCalls = calls[i : i : i+1] // its own room only: growing it writes over no other message's
 	}
 	task.Request.Messages = msgs[:0]
 	err := wirejson.UnmarshalShared(data, task)
