@@ -2,10 +2,12 @@ package trace
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -77,4 +79,47 @@ func TestSlabDecodesAsBareRecords(t *testing.T) {
 	if !reflect.DeepEqual(sl.recs[2].Observations[0], next) || sl.recs[2].Turn.ToolCalls[0].ID != "c2" {
 		t.Error("growing one record's list wrote over the next record's")
 	}
+}
+
+// BenchmarkDecodeRecords decodes the 1,000 step records of a run that
+// read a small file at each step, into a slab as Read does and each into a
+// bare record, beside each other:
+//
+//	go test -run '^$' -bench DecodeRecords -benchmem ./pkg/trace
+func BenchmarkDecodeRecords(b *testing.B) {
+	var data [][]byte
+	for i := 1; i <= 1000; i++ {
+		turn := &protocol.Turn{Text: "Reading the next file.", Usage: protocol.Usage{InputTokens: 400, OutputTokens: 20},
+			ToolCalls: []protocol.ToolCall{{ID: fmt.Sprintf("call_%d", i), Name: "read_file", Arguments: json.RawMessage(fmt.Sprintf(`{"path":"src/file%d.go"}`, i))}}}
+		rec := &protocol.Record{Format: 1, Kind: protocol.RecordStep, Run: "r", Step: i, Time: time.Now().UTC(), Turn: turn, Tokens: int64(420 * i),
+			Observations: []protocol.Observation{{CallID: turn.ToolCalls[0].ID, Tool: "read_file", Content: fmt.Sprintf("package src\n\nfunc F%d() int { return %d }\n", i, i)}},
+			Draws:        []protocol.Draw{{Key: fmt.Sprintf("r.%d", i), Spend: protocol.Spend{InputTokens: 400, OutputTokens: 20, Steps: 1}}}}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			panic(err)
+		}
+		data = append(data, b)
+	}
+	b.Run("slab", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sl := newSlab(len(data))
+			for _, d := range data {
+				if err := decodeInto(d, sl.next()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("bare", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			recs := make([]protocol.Record, len(data))
+			for i, d := range data {
+				if err := checked(wirejson.UnmarshalShared(d, &recs[i]), &recs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -60,5 +61,39 @@ func TestDecodeTaskAsThePlainDecoder(t *testing.T) {
 	var bad protocol.StepTask
 	if err := decodeTask([]byte(`{"run":"r","request":{"messages":[{"role":"user"},`), &bad); err == nil {
 		t.Error("a task cut short decoded")
+	}
+}
+
+// BenchmarkDecodeTask decodes the step task of a run 100 reads in (201
+// messages), laid as the worker decodes it and plainly, beside each other:
+//
+//	go test -run '^$' -bench DecodeTask -benchmem ./pkg/worker
+func BenchmarkDecodeTask(b *testing.B) {
+	msgs := []protocol.Message{{Role: protocol.RoleUser, Content: "Task: read the notes until told to stop"}}
+	for i := range 100 {
+		id := fmt.Sprintf("call_%d", i)
+		msgs = append(msgs,
+			protocol.Message{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{{ID: id, Name: "read_file",
+				Arguments: json.RawMessage(fmt.Sprintf(`{"path":"notes/%d.txt"}`, i))}}},
+			protocol.Message{Role: protocol.RoleTool, ToolCallID: id, Content: "a small file to read\n"})
+	}
+	data, err := json.Marshal(&protocol.StepTask{Run: "r", Step: 101, Attempt: 1, Request: protocol.CompletionRequest{Model: "m", System: "be brief", Messages: msgs}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, decode := range map[string]func([]byte, *protocol.StepTask) error{
+		"laid":  decodeTask,
+		"plain": func(d []byte, t *protocol.StepTask) error { return wirejson.UnmarshalShared(d, t) },
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				var task protocol.StepTask
+				if err := decode(data, &task); err != nil || len(task.Request.Messages) != len(msgs) {
+					b.Fatalf("decoded %d messages, %v", len(task.Request.Messages), err)
+				}
+			}
+		})
 	}
 }
