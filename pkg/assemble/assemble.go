@@ -181,14 +181,22 @@ type assembly struct {
 func Assemble(in Input) Output {
 	a := &assembly{in: &in}
 	a.build()
-	if len(a.views) > 0 && (!a.fits() || a.refresh() && !a.fits()) {
-		// Built again from the transcript as it was: the fit applies
-		// every rule in its order.
+	if len(a.views) == 0 {
+		return a.emit()
+	}
+	if a.bound() <= a.soft {
+		if a.total() <= a.soft && !(a.refresh() && !a.fits()) {
+			return a.emit()
+		}
+		// Measured, perhaps refreshed: built again from the transcript as
+		// it was, for the fit applies every rule in its order. A
+		// transcript over the budget by its bound alone is fitted as
+		// built, since nothing measured or changed it.
 		a = &assembly{in: &in}
 		a.build()
-		a.pressure = true
-		a.fit()
 	}
+	a.pressure = true
+	a.fit()
 	return a.emit()
 }
 
@@ -340,8 +348,15 @@ func (a *assembly) setContent(e *entry, c string) {
 }
 
 // fits reports whether the full transcript fits, measuring it only when
-// a bound on its size (each result's bytes unescaped) does.
+// its bound does.
 func (a *assembly) fits() bool {
+	return a.bound() <= a.soft && a.total() <= a.soft
+}
+
+// bound is at most the size of the full transcript, found without
+// measuring any result: each result's bytes unescaped, where it was not
+// measured yet.
+func (a *assembly) bound() int {
 	n := a.frame - 1
 	for i := range a.views {
 		v := &a.views[i]
@@ -350,10 +365,7 @@ func (a *assembly) fits() bool {
 			n += a.entries[j].low()
 		}
 	}
-	if n > a.soft {
-		return false
-	}
-	return a.total() <= a.soft
+	return n
 }
 
 // sizeOf is the size of the entry's message carried whole.
