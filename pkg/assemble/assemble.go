@@ -185,7 +185,9 @@ func Assemble(in Input) Output {
 		return a.emit()
 	}
 	if a.bound() <= a.soft {
-		if a.total() <= a.soft && !(a.refresh() && !a.fits()) {
+		// Carried whole if it fits, and still fits once invalidation
+		// has stubbed the reads of files written since.
+		if a.total() <= a.soft && (!a.refresh() || a.fits()) {
 			return a.emit()
 		}
 		// Measured, perhaps refreshed: built again from the transcript as

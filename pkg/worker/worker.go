@@ -388,10 +388,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // serve handles one step task.
 func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
-	// The transcript's strings share the message's bytes, which the NATS
-	// client allocated for this message alone and nothing changes: a
-	// third of the allocations of decoding a long transcript.
-	var task protocol.StepTask
+	var task protocol.StepTask // sharing the message's bytes: see decodeTask
 	if err := decodeTask(msg.Data(), &task); err != nil || !protocol.ValidToken(task.Run) {
 		w.log.Warn("undecodable step task; dropping it", "err", err)
 		_ = msg.TermWithReason("undecodable step task")
