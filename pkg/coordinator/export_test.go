@@ -39,3 +39,13 @@ func SetLeaseClock(now func() time.Time) (restore func()) {
 	leaseClock = now
 	return func() { leaseClock = was }
 }
+
+// SetKidsLost has every finish of a sub-agent for which lost reports true
+// go unheard by its waiting parent, and looked run after each look the
+// parent takes at its sub-agents' states; the returned func restores
+// both. Call it before any coordinator starts.
+func SetKidsLost(lost func(child string) bool, looked func()) (restore func()) {
+	wasLost, wasLooked := kidFinishLost, kidsLooked
+	kidFinishLost, kidsLooked = lost, looked
+	return func() { kidFinishLost, kidsLooked = wasLost, wasLooked }
+}

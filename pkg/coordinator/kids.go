@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -19,11 +20,15 @@ import (
 // the run over replays the step, whose spawns find the sub-agents they
 // started (their ids are the spawning calls').
 //
-// A finish can be missed only while the subscription is not there yet or
-// NATS is away: the wait reads each sub-agent's state once after it
-// subscribes, and again whenever watchLoss says something may have been
-// lost, as it does for turns.
-
+// A finish can be missed. JetStream stores a publish after it routes it
+// to subscribers, and answers a read from what it has stored: a finish
+// published just before the subscription was there, and stored just
+// after the first read, reaches the parent by neither. NATS may be away,
+// too. So the wait reads each sub-agent's state once after it subscribes,
+// whenever watchLoss says something may have been lost (as it does for
+// turns), and a few times after each of those looks, 100 ms later and
+// then twice as long each time (nextLook). A missed finish costs a
+// look's delay, never the run, and a long wait does no work of its own.
 // kidsWait is the step in hand waiting on the sub-agents of one run of
 // its spawn_agent calls.
 type kidsWait struct {
@@ -38,7 +43,32 @@ type kidsWait struct {
 	// look is set when each sub-agent's state is to be read from the
 	// index rather than waited for: at the start, and after a loss.
 	look bool
+	// lookAt is when the states are read again whatever was heard (zero:
+	// not on a timer), and gap the wait before it.
+	lookAt time.Time
+	gap    time.Duration
 }
+
+// firstRelook is the wait between a look at a step's sub-agents and the
+// next. Each later one waits twice as long as the one before, until that
+// would be longer than the coordinator's RepublishInterval: by then a
+// finish stored late is long stored, and the run waits without looking.
+const firstRelook = 100 * time.Millisecond
+
+// nextLook sets when the sub-agents are looked up again after a look, or
+// that they are not (lookAt zero).
+func (h *kidsWait) nextLook(most time.Duration) {
+	h.gap = max(2*h.gap, firstRelook)
+	if h.gap > most {
+		h.lookAt = time.Time{}
+		return
+	}
+	h.lookAt = time.Now().Add(h.gap)
+}
+
+// kidsLooked, set by tests alone, runs after each look at a step's
+// sub-agents, on the driver's goroutine.
+var kidsLooked func()
 
 // kid is a started sub-agent a step waits on.
 type kid struct {
@@ -83,7 +113,7 @@ func (d *driver) awaitKids(ctx context.Context) bool {
 		for _, st := range heard {
 			done[st.Run] = st
 		}
-		look := h.look
+		look := h.look || !h.lookAt.IsZero() && !time.Now().Before(h.lookAt)
 		h.look = false
 		left := h.kids[:0]
 		for _, kd := range h.kids {
@@ -107,6 +137,12 @@ func (d *driver) awaitKids(ctx context.Context) bool {
 			h.obs[kd.k] = d.childOutcome(ctx, h.obs[kd.k], kd.run, kd.goal, h.pl, st)
 		}
 		h.kids = left
+		if look {
+			h.nextLook(d.c.cfg.RepublishInterval)
+			if kidsLooked != nil {
+				kidsLooked()
+			}
+		}
 		if len(left) == 0 {
 			d.kids = nil
 			d.asideEnd(ctx, h.pl)
@@ -167,6 +203,9 @@ func (c *Coordinator) deliverKid(child string, m *nats.Msg) {
 	if json.Unmarshal(m.Data, &st) != nil || !runFinished(&st) {
 		return
 	}
+	if lose := kidFinishLost; lose != nil && lose(child) {
+		return
+	}
 	st.Run = child
 	c.mu.Lock()
 	d := c.parents[child]
@@ -179,6 +218,11 @@ func (c *Coordinator) deliverKid(child string, m *nats.Msg) {
 	d.pk.mu.Unlock()
 	d.wake()
 }
+
+// kidFinishLost, set by tests alone, says which sub-agents' finishes
+// deliverKid drops, as a finish published before the parent subscribed
+// is never heard.
+var kidFinishLost func(child string) bool
 
 // kidOf is the run of an index entry's subject, or "" for another subject.
 func (c *Coordinator) kidOf(subject string) string {

@@ -185,7 +185,8 @@ func (d *driver) lookedUp() bool {
 	d.pk.lost = false
 	d.pk.mu.Unlock()
 	if lost && d.kids != nil {
-		d.kids.look = true // read each sub-agent's state again
+		d.kids.look = true // read each sub-agent's state again, and a few times after
+		d.kids.gap = 0
 	}
 	w := d.wait
 	if !lost || w == nil || w.task == nil {
@@ -238,12 +239,15 @@ func (d *driver) park() parkHow {
 	}
 	d.pk.state = parked
 	d.c.metrics.Waiting(1)
-	var until time.Time // a wait on sub-agents ends with them, or with the run's time
-	if d.wait != nil {
+	var until time.Time
+	switch {
+	case d.wait != nil:
 		until = d.wait.due()
 		if t := d.indexed.Add(indexEvery); d.unindexed && t.Before(until) {
 			until = t // woken then to write the progress the index lacks, and parked again
 		}
+	case d.kids != nil:
+		until = d.kids.lookAt // a finish it did not hear is read then (zero: none)
 	}
 	if dl := d.s.deadline(); !dl.IsZero() && (until.IsZero() || dl.Before(until)) {
 		until = dl
