@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
@@ -38,12 +40,29 @@ func request() *protocol.CompletionRequest {
 	return &protocol.CompletionRequest{Model: "m", System: "be brief", Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Task: say done"}}}
 }
 
-// BenchmarkWorkerTurn is the worker's whole path for one turn against a
-// local OpenAI-compatible server that answers at once: the step task
-// taken from JetStream, the request built, sent and parsed, the turn
-// published durably and heard where a coordinator hears it, once stored.
-// Compare with BenchmarkBareHTTP, the same exchange as one plain HTTP
-// round trip; the difference is the worker's own overhead.
+// benchTasks returns the step tasks of the benchmarks by step: the
+// request, and the policy a coordinator sends with every task (a
+// contract's layer over the built-in ones), encoded ahead but for the
+// step, so that the timed loop encodes little of its own.
+func benchTasks(b *testing.B) func(step int) []byte {
+	pol, err := policy.FromProtocol(&protocol.Policy{Layers: []protocol.Layer{{Name: "project", Rules: []protocol.Rule{
+		{Act: "write", Effect: "allow", Pattern: "src/**"}, {Act: "exec", Effect: "allow", Pattern: "go test *"}}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := json.Marshal(&protocol.StepTask{Run: "bench", Step: 1, Attempt: 1, Request: *request(), Policy: pol.Protocol()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	head, tail, ok := bytes.Cut(data, []byte(`"step":1,`))
+	if !ok {
+		b.Fatalf("no step in %s", data)
+	}
+	return func(step int) []byte {
+		return slices.Concat(head, fmt.Appendf(nil, `"step":%d,`, step), tail)
+	}
+}
+
 func BenchmarkWorkerTurn(b *testing.B) {
 	srv := fastServer(b)
 	nc := testkit.Conn(b, testkit.NATS(b))
@@ -68,10 +87,10 @@ func BenchmarkWorkerTurn(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	task := benchTasks(b)
 	turn := func(i int) {
-		task := &protocol.StepTask{Run: "bench", Step: i + 1, Attempt: 1, Request: *request()}
-		data, _ := json.Marshal(task)
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+		data := task(i + 1)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps("default"), Data: data}, jetstream.WithMsgID(protocol.StepKey("bench", i+1, 1))); err != nil {
 			b.Fatal(err)
 		}
 		select {
@@ -131,12 +150,15 @@ func BenchmarkBareJetStreamHop(b *testing.B) {
 	}
 	answer, _ := json.Marshal(&protocol.TurnResult{Run: "bench", Turn: &protocol.Turn{Text: "done", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var task protocol.StepTask
+		var task struct { // what the turn's subject needs, the rest skipped
+			Run           string
+			Step, Attempt int
+		}
 		if err := json.Unmarshal(m.Data(), &task); err != nil {
 			b.Error(err)
 			return
 		}
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn(task.Run, task.Step, task.Attempt), Data: answer}, jetstream.WithMsgID(task.Key())); err != nil && ctx.Err() == nil {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn(task.Run, task.Step, task.Attempt), Data: answer}, jetstream.WithMsgID(protocol.StepKey(task.Run, task.Step, task.Attempt))); err != nil && ctx.Err() == nil {
 			b.Error(err)
 		}
 		_ = m.Ack()
@@ -151,10 +173,10 @@ func BenchmarkBareJetStreamHop(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	task := benchTasks(b)
 	hop := func(i int) {
-		task := &protocol.StepTask{Run: "bench", Step: i + 1, Attempt: 1, Request: *request()}
-		data, _ := json.Marshal(task)
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps("default"), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+		data := task(i + 1)
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps("default"), Data: data}, jetstream.WithMsgID(protocol.StepKey("bench", i+1, 1))); err != nil {
 			b.Fatal(err)
 		}
 		select {

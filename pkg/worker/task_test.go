@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ioharness/harness/internal/wirejson"
+	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -34,7 +35,8 @@ func TestDecodeTaskAsThePlainDecoder(t *testing.T) {
 			{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{call("c5")}},
 			{Role: protocol.RoleAssistant, ToolCalls: []protocol.ToolCall{call("c6")}},
 		},
-		Tools: []protocol.ToolSpec{{Name: "read_file", Description: "reads", Parameters: json.RawMessage(`{"type":"object"}`)}}}}
+		Tools: []protocol.ToolSpec{{Name: "read_file", Description: "reads", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+		Policy: policy.Default().Protocol()}
 	data, err := json.Marshal(task)
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +47,16 @@ func TestDecodeTaskAsThePlainDecoder(t *testing.T) {
 		if err := wirejson.Unmarshal(data, &plain); err != nil {
 			t.Fatal(err)
 		}
-		if err := decodeTask(data, &laid); err != nil {
+		raw, err := decodeTask(data, &laid)
+		if err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		// The policy comes back as written, for the worker's policies.
+		if laid.Policy != nil {
+			t.Errorf("%s: the laid task's policy was decoded: %+v", name, laid.Policy)
+		}
+		if err := wirejson.Unmarshal(raw, &laid.Policy); err != nil || laid.Policy == nil {
+			t.Fatalf("%s: the policy came back as %q: %v", name, raw, err)
 		}
 		if !reflect.DeepEqual(&laid, &plain) {
 			t.Errorf("%s: laid:\n%+v\nplain:\n%+v", name, laid.Request.Messages, plain.Request.Messages)
@@ -59,7 +69,7 @@ func TestDecodeTaskAsThePlainDecoder(t *testing.T) {
 		}
 	}
 	var bad protocol.StepTask
-	if err := decodeTask([]byte(`{"run":"r","request":{"messages":[{"role":"user"},`), &bad); err == nil {
+	if _, err := decodeTask([]byte(`{"run":"r","request":{"messages":[{"role":"user"},`), &bad); err == nil {
 		t.Error("a task cut short decoded")
 	}
 }
@@ -82,7 +92,10 @@ func BenchmarkDecodeTask(b *testing.B) {
 		b.Fatal(err)
 	}
 	for name, decode := range map[string]func([]byte, *protocol.StepTask) error{
-		"laid":  decodeTask,
+		"laid": func(d []byte, t *protocol.StepTask) error {
+			_, err := decodeTask(d, t)
+			return err
+		},
 		"plain": func(d []byte, t *protocol.StepTask) error { return wirejson.UnmarshalShared(d, t) },
 	} {
 		b.Run(name, func(b *testing.B) {

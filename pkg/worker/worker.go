@@ -163,6 +163,7 @@ type Worker struct {
 	m      *metrics.Worker
 
 	inflight  atomic.Int64
+	policies  policies      // the runs' policies, for the egress check
 	draining  atomic.Bool   // Run's context ended: no task is taken, the calls in flight finish
 	ready     chan struct{} // closed once Run serves
 	readyOnce sync.Once
@@ -389,7 +390,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // serve handles one step task.
 func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	var task protocol.StepTask // sharing the message's bytes: see decodeTask
-	if err := decodeTask(msg.Data(), &task); err != nil || !protocol.ValidToken(task.Run) {
+	rawPolicy, err := decodeTask(msg.Data(), &task)
+	if err != nil || !protocol.ValidToken(task.Run) {
 		w.log.Warn("undecodable step task; dropping it", "err", err)
 		_ = msg.TermWithReason("undecodable step task")
 		return
@@ -431,7 +433,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
-	res := w.call(ctx, &task)
+	res := w.call(ctx, &task, rawPolicy)
 	close(stopBeat)
 	if ctx.Err() != nil {
 		_ = msg.Nak() // shutting down: let another worker take it
@@ -514,8 +516,8 @@ func (w *Worker) answered(ctx context.Context, task *protocol.StepTask) bool {
 }
 
 // call runs the provider for a task, bounded by the call timeout and the
-// run's deadline.
-func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.TurnResult {
+// run's deadline; rawPolicy is the task's policy as written.
+func (w *Worker) call(ctx context.Context, task *protocol.StepTask, rawPolicy []byte) *protocol.TurnResult {
 	res := &protocol.TurnResult{Run: task.Run, Step: task.Step, Attempt: task.Attempt}
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
 	defer cancel()
@@ -528,7 +530,7 @@ func (w *Worker) call(ctx context.Context, task *protocol.StepTask) *protocol.Tu
 		cctx, c2 = context.WithDeadline(cctx, task.Deadline)
 		defer c2()
 	}
-	if err := w.egress(task, res); err != nil {
+	if err := w.egress(rawPolicy, res); err != nil {
 		res.Error = err
 		return res
 	}
@@ -620,20 +622,16 @@ func (w *Worker) event(task *protocol.StepTask, kind string, ev *protocol.Event)
 // it makes no call and reports the verdict in res.Refused, and the
 // coordinator puts it to the run's approver; a person's approval comes
 // back as a remembered allow of the endpoint, which answers the ask.
-func (w *Worker) egress(task *protocol.StepTask, res *protocol.TurnResult) *protocol.Error {
+func (w *Worker) egress(rawPolicy []byte, res *protocol.TurnResult) *protocol.Error {
 	ep, ok := w.p.(Endpointer)
-	if !ok || task.Policy == nil {
+	if !ok || len(rawPolicy) == 0 || string(rawPolicy) == "null" {
 		return nil
 	}
-	pol, err := policy.FromProtocol(task.Policy)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeRefused, "the run's policy does not compile: %s", err.Error())
+	cached := w.policies.of(rawPolicy, ep.Endpoints())
+	if cached.err != nil {
+		return protocol.Errorf(protocol.CodeRefused, "the run's policy does not compile: %s", cached.err.Error())
 	}
-	var allow []policy.Rule
-	for _, e := range ep.Endpoints() {
-		allow = append(allow, policy.Rule{Act: policy.Net, Effect: policy.Allow, Pattern: e})
-	}
-	pol = pol.WithLayer("provider", allow...)
+	pol := cached.pol
 	for _, e := range ep.Endpoints() {
 		host, port := splitEndpoint(e)
 		v := pol.CheckNet(host, port)

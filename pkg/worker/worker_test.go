@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -48,31 +49,63 @@ func (p endpointProvider) Endpoints() []string { return []string{p.endpoint} }
 // TestEgress checks the provider's endpoint against the run's policy: the
 // net default does not refuse it, a deny rule does, and an ask rule is
 // reported for the coordinator to put to a person, unless a person's
-// remembered allow answers it.
+// remembered allow answers it. Each policy is checked twice on its own
+// worker, and every policy on the endpoint with a port on one worker in
+// turn, twice round: the policy kept from an earlier task is the one
+// whose JSON the task carries, never another's.
 func TestEgress(t *testing.T) {
 	base := policy.Default()
 	askRule := policy.Rule{Act: policy.Net, Effect: policy.Ask, Pattern: "*.example.com"}
-	for _, tt := range []struct {
+	type egressCase struct {
 		name     string
 		endpoint string
 		pol      *policy.Policy
 		want     string // the refusal's effect, "" for none
-	}{
+	}
+	cases := []egressCase{
 		{"the default does not refuse the provider", "api.example.com:443", base, ""},
 		{"a deny rule refuses", "api.example.com:443", base.WithLayer("egress", policy.Rule{Act: policy.Net, Effect: policy.Deny, Pattern: "*.example.com"}), "deny"},
 		{"an ask rule asks", "api.example.com:443", base.WithLayer("egress", askRule), "ask"},
 		{"an ask rule on a host without a port asks", "api.example.com", base.WithLayer("egress", askRule), "ask"},
 		{"a remembered approval answers the ask", "api.example.com:443",
 			base.WithLayer("egress", askRule).Remember(policy.Rule{Act: policy.Net, Effect: policy.Allow, Pattern: "api.example.com:443"}), ""},
-	} {
-		w := &Worker{p: endpointProvider{tt.endpoint}}
+	}
+	check := func(w *Worker, tt egressCase) {
+		t.Helper()
+		raw, err := json.Marshal(tt.pol.Protocol())
+		if err != nil {
+			t.Fatal(err)
+		}
 		res := &protocol.TurnResult{}
-		err := w.egress(&protocol.StepTask{Policy: tt.pol.Protocol()}, res)
+		refused := w.egress(raw, res)
 		switch {
-		case tt.want == "" && (err != nil || res.Refused != nil):
-			t.Errorf("%s: egress = %v, %+v; want the call let through", tt.name, err, res.Refused)
-		case tt.want != "" && (!errors.Is(err, protocol.ErrRefused) || res.Refused == nil || res.Refused.Effect != tt.want || res.Refused.Target != tt.endpoint):
-			t.Errorf("%s: egress = %v, %+v; want refused with effect %s on %s", tt.name, err, res.Refused, tt.want, tt.endpoint)
+		case tt.want == "" && (refused != nil || res.Refused != nil):
+			t.Errorf("%s: egress = %v, %+v; want the call let through", tt.name, refused, res.Refused)
+		case tt.want != "" && (!errors.Is(refused, protocol.ErrRefused) || res.Refused == nil || res.Refused.Effect != tt.want || res.Refused.Target != tt.endpoint):
+			t.Errorf("%s: egress = %v, %+v; want refused with effect %s on %s", tt.name, refused, res.Refused, tt.want, tt.endpoint)
+		}
+	}
+	shared := &Worker{p: endpointProvider{"api.example.com:443"}}
+	for _, tt := range cases {
+		w := &Worker{p: endpointProvider{tt.endpoint}}
+		check(w, tt)
+		check(w, tt)
+	}
+	for range 2 {
+		for _, tt := range cases {
+			if tt.endpoint == "api.example.com:443" {
+				check(shared, tt)
+			}
+		}
+	}
+	if n := len(shared.policies.byRaw); n != 4 {
+		t.Errorf("the shared worker keeps %d policies, want the 4 it was given", n)
+	}
+	// A policy that does not decode as one refuses the call, every time.
+	for range 2 {
+		res := &protocol.TurnResult{}
+		if err := shared.egress([]byte(`{"layers":"none"}`), res); !errors.Is(err, protocol.ErrRefused) || !strings.Contains(err.Error(), "does not compile") {
+			t.Errorf("egress with a policy that does not decode = %v, want refused: it does not compile", err)
 		}
 	}
 }
