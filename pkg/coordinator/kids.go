@@ -29,6 +29,7 @@ import (
 // turns), and a few times after each of those looks, 100 ms later and
 // then twice as long each time (nextLook). A missed finish costs a
 // look's delay, never the run, and a long wait does no work of its own.
+
 // kidsWait is the step in hand waiting on the sub-agents of one run of
 // its spawn_agent calls.
 type kidsWait struct {

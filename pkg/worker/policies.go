@@ -14,10 +14,12 @@ import (
 // byte for byte, so it is decoded and compiled once, not at every turn
 // (which cost the worker more than the rest of its own work). The
 // provider's endpoints are the worker's, the same for every task. It
-// holds at most policyCacheSize; past that it starts again empty.
+// holds at most policyCacheSize policies of policyCacheBytes in all; past
+// either it starts again empty.
 type policies struct {
 	mu    sync.Mutex
 	byRaw map[string]*egressPolicy
+	bytes int // the JSON of those kept
 }
 
 // egressPolicy is one cached policy: compiled with the provider's layer,
@@ -27,9 +29,13 @@ type egressPolicy struct {
 	err error
 }
 
-// policyCacheSize bounds the policies a worker keeps: a few hundred runs'
-// worth, a few kilobytes each.
-const policyCacheSize = 256
+// policyCacheSize and policyCacheBytes bound the policies a worker keeps:
+// a few hundred runs' worth, a few kilobytes each, and no more than a few
+// megabytes however large a task's policy.
+const (
+	policyCacheSize  = 256
+	policyCacheBytes = 8 << 20
+)
 
 // of returns the policy whose JSON is raw, with endpoints allowed: cached,
 // or decoded and compiled now and kept.
@@ -54,11 +60,18 @@ func (c *policies) of(raw []byte, endpoints []string) *egressPolicy {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.byRaw) >= policyCacheSize {
+	if len(c.byRaw) >= policyCacheSize || c.bytes+len(raw) > policyCacheBytes {
 		clear(c.byRaw)
+		c.bytes = 0
+	}
+	if len(raw) > policyCacheBytes {
+		return e // used once, kept by nobody
 	}
 	if c.byRaw == nil {
 		c.byRaw = make(map[string]*egressPolicy)
+	}
+	if _, ok := c.byRaw[string(raw)]; !ok {
+		c.bytes += len(raw)
 	}
 	c.byRaw[string(raw)] = e
 	return e

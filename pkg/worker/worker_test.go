@@ -126,3 +126,29 @@ func TestTooLarge(t *testing.T) {
 		t.Error("isTooLarge does not tell a message over the limit from other failures")
 	}
 }
+
+// TestPoliciesBounded keeps the worker's policies within their bytes: one
+// larger than the bound is used and not kept, and one that would take the
+// kept past it starts them again.
+func TestPoliciesBounded(t *testing.T) {
+	big := func(n int, c string) []byte {
+		return []byte(`{"layers":[{"name":"big","rules":[{"act":"read","effect":"deny","pattern":"` + strings.Repeat(c, n) + `"}]}]}`)
+	}
+	var c policies
+	if e := c.of(big(policyCacheBytes, "a"), nil); e == nil {
+		t.Fatal("no policy for a large one")
+	}
+	if len(c.byRaw) != 0 || c.bytes != 0 {
+		t.Errorf("a policy over the bound was kept: %d policies, %d bytes", len(c.byRaw), c.bytes)
+	}
+	first, second := big(policyCacheBytes/2, "b"), big(policyCacheBytes/2, "c")
+	c.of(first, nil)
+	c.of(first, nil)
+	if len(c.byRaw) != 1 || c.bytes != len(first) {
+		t.Errorf("after one policy twice: %d policies, %d bytes; want 1 and %d", len(c.byRaw), c.bytes, len(first))
+	}
+	c.of(second, nil)
+	if len(c.byRaw) != 1 || c.bytes != len(second) {
+		t.Errorf("after a second that passes the bound: %d policies, %d bytes; want 1 and %d", len(c.byRaw), c.bytes, len(second))
+	}
+}
