@@ -39,6 +39,10 @@ type driver struct {
 	tools []protocol.ToolSpec
 	pol   *policy.Policy // the run's policy with remembered rules on top
 	base  *policy.Policy // the run's policy alone, which sub-agents are contained in
+	// polWire is pol's wire form, which every step task and sandbox op
+	// carries, made again only when pol is another (wirePolicy).
+	polWire   *protocol.Policy
+	polWireOf *policy.Policy
 	// draws are the settled charges of the step in hand, not yet
 	// committed; unsettled maps the attempts of that step whose
 	// reservations are held without an answer yet to their keys.
@@ -192,6 +196,16 @@ func (d *driver) drive(live, ctx context.Context) (parked, settled bool) {
 func (d *driver) compilePolicy() (err error) {
 	d.base, d.pol, err = d.s.compiled()
 	return err
+}
+
+// wirePolicy is the wire form of the run's policy (pol), as the step
+// tasks and sandbox ops carry it. Nothing changes what it returns: it is
+// shared by every task and op until pol is replaced.
+func (d *driver) wirePolicy() *protocol.Policy {
+	if d.polWireOf != d.pol || d.polWire == nil {
+		d.polWire, d.polWireOf = d.pol.Protocol(), d.pol
+	}
+	return d.polWire
 }
 
 // compiled is the run's policy alone (base) and with the rules people

@@ -352,6 +352,7 @@ func (d *driver) take(ctx context.Context) bool {
 	var opening chan error
 	if s.step > 0 && !held {
 		opening = make(chan error, 1)
+		d.wirePolicy() // made here: the open beside the admission only reads it
 		go func() { opening <- d.open(ctx) }()
 	}
 	o, why, err := d.admit(ctx)

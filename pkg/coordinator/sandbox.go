@@ -145,7 +145,7 @@ func (d *driver) opTimeout() time.Duration {
 func (d *driver) dispatch(ctx context.Context, step int, opID string, call *protocol.ToolCall, approval string) *protocol.Observation {
 	obs := &protocol.Observation{CallID: call.ID, Tool: call.Name}
 	op := &protocol.SandboxOp{OpID: opID, Run: d.s.run, Kind: protocol.OpTool,
-		Workspace: d.s.contract.Workspace.Dir(), Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol(), Approval: approval,
+		Workspace: d.s.contract.Workspace.Dir(), Call: call, Sandbox: &d.s.contract.Sandbox, Policy: d.wirePolicy(), Approval: approval,
 		Git: d.s.contract.Git, Tree: d.s.tree}
 	if call.Name == ReadSkillTool {
 		// The read of a skill of a skills snapshot: a sandboxer that no
@@ -187,7 +187,7 @@ func (d *driver) check(ctx context.Context, step int) *protocol.CheckResult {
 	defer fault.During(fault.DuringVerification)()
 	v := d.s.contract.Verification
 	op := &protocol.SandboxOp{OpID: fmt.Sprintf("%s.%d.verify.1", d.s.run, step), Run: d.s.run, Kind: protocol.OpVerify,
-		Workspace: d.s.contract.Workspace.Dir(), Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.pol.Protocol()}
+		Workspace: d.s.contract.Workspace.Dir(), Verification: &v, Sandbox: &d.s.contract.Sandbox, Policy: d.wirePolicy()}
 	reply, err := d.nodeRequest(ctx, step, op, d.opTimeout())
 	if err == nil {
 		d.mcpLostIn(step, reply.MCP)

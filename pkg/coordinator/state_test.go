@@ -3,6 +3,7 @@ package coordinator
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ioharness/harness/pkg/assemble"
+	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
 )
 
@@ -120,5 +122,29 @@ func TestStall(t *testing.T) {
 	}
 	if _, v, _ := nextStall(stallState{window: []string{signature(same.Turn), signature(same.Turn)}}, &protocol.StallSpec{}, &same); v != stallFine {
 		t.Errorf("a window of 0 still detected a stall")
+	}
+}
+
+// TestWirePolicyFollowsThePolicy makes the wire form the step tasks and
+// sandbox ops carry once per policy, and again whenever the driver's
+// policy is replaced, as a person's remembered approval replaces it.
+func TestWirePolicyFollowsThePolicy(t *testing.T) {
+	d := &driver{pol: policy.Default()}
+	first := d.wirePolicy()
+	if d.wirePolicy() != first {
+		t.Error("the wire form was made again for the same policy")
+	}
+	if !reflect.DeepEqual(first, d.pol.Protocol()) {
+		t.Errorf("wire form = %+v, want the policy's own", first)
+	}
+	allow := policy.Rule{Act: policy.Net, Effect: policy.Allow, Pattern: "api.example.com:443"}
+	d.pol = d.pol.Remember(allow)
+	got := d.wirePolicy()
+	if got == first || !reflect.DeepEqual(got, d.pol.Protocol()) {
+		t.Fatalf("after a remembered rule the wire form = %+v, want the new policy's", got)
+	}
+	top := got.Layers[len(got.Layers)-1]
+	if top.Name != "remembered" || len(top.Rules) != 1 || top.Rules[0].Pattern != allow.Pattern {
+		t.Errorf("the wire form's top layer = %+v, want the remembered allow", top)
 	}
 }

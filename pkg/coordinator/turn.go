@@ -100,7 +100,7 @@ func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err e
 			return d.awaitTurn(ctx, w, &turn)
 		}
 		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: w.attempt, Request: *d.asm.req, Deadline: s.deadline(),
-			Policy: d.pol.Protocol(), Expires: time.Now().Add(d.c.cfg.TurnTimeout)}
+			Policy: d.wirePolicy(), Expires: time.Now().Add(d.c.cfg.TurnTimeout)}
 		data, err := wirejson.MarshalStepTask(task)
 		if err != nil {
 			return done(protocol.Errorf(protocol.CodeInternal, "encode step task: %s", err.Error()))

@@ -113,7 +113,7 @@ func (d *driver) openOp() (*protocol.SandboxOp, string) {
 	// will not run the contract (a blanket allow, a verification command
 	// with nowhere safe to run) says so before the first step.
 	op := &protocol.SandboxOp{OpID: d.s.run + ".open", Run: d.s.run, Kind: protocol.OpOpen,
-		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.pol.Protocol(), Verification: &c.Verification, Tools: d.sandboxerTools(),
+		Workspace: c.Workspace.Dir(), Sandbox: &c.Sandbox, Policy: d.wirePolicy(), Verification: &c.Verification, Tools: d.sandboxerTools(),
 		Tree: d.s.tree, MCP: c.MCP}
 	if d.s.skills == nil {
 		// The skills are read when the workspace first opens; a run that
