@@ -14,7 +14,7 @@ import (
 // not. The task's policy is not decoded: it is returned as written, for
 // the worker's policies to look up (task.Policy stays nil). A run's tasks
 // all carry its policy byte for byte, a few kilobytes of small rules that
-// took a third of a short task's decoding.
+// took about half of a short task's decoding (12 of 27 µs).
 //
 // The decoder gives a slice it grows from nothing room for ten elements,
 // so every assistant message of a transcript took room for ten tool calls
