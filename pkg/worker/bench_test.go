@@ -63,6 +63,14 @@ func benchTasks(b *testing.B) func(step int) []byte {
 	}
 }
 
+// BenchmarkWorkerTurn is the worker's whole path for one turn against a
+// local OpenAI-compatible server that answers at once: the step task,
+// carrying a run's policy, taken from JetStream, the provider's endpoint
+// checked against that policy, the request built, sent and parsed, the
+// turn published durably and heard where a coordinator hears it, once
+// stored. Compare with BenchmarkBareHTTP, the same exchange as one plain
+// HTTP round trip, and BenchmarkBareJetStreamHop; the difference is the
+// worker's own overhead.
 func BenchmarkWorkerTurn(b *testing.B) {
 	srv := fastServer(b)
 	nc := testkit.Conn(b, testkit.NATS(b))
