@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/ioharness/harness/internal/gate"
+	"github.com/ioharness/harness/internal/jsoncache"
 	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -96,30 +97,35 @@ func compilePolicy(p *protocol.Policy) (*policy.Policy, error) {
 // policies caches the policies the ops a sandboxer serves carry, decoded
 // and compiled, by their JSON: a run's ops all carry the run's policy, byte
 // for byte, so each is decoded and compiled once rather than at every op.
-// It holds at most policyCacheSize; past that it starts again empty.
+// Its bounds are a worker's (a few hundred policies, a few megabytes);
+// a policy it lets go leaves compiled with it.
 type policies struct {
-	mu    sync.Mutex
-	byRaw map[string]*protocol.Policy
+	once  sync.Once
+	cache *jsoncache.Cache[*protocol.Policy]
 }
 
-// policyCacheSize bounds the policies a sandboxer keeps compiled: a few
-// hundred runs' worth, a few kilobytes each.
-const policyCacheSize = 256
+// policyCacheSize and policyCacheBytes bound the policies a sandboxer
+// keeps compiled: a few hundred runs' worth, a few kilobytes each, and no
+// more than a few megabytes however large an op's policy.
+const (
+	policyCacheSize  = 256
+	policyCacheBytes = 8 << 20
+)
 
 // decode returns the policy whose JSON is raw (nil for none): the cached
-// one, or a new one decoded and compiled (kept, if it compiles). Errors:
-// raw is not a policy's JSON.
+// one, or a new one decoded and compiled (kept, if it compiles and is
+// within the bounds). Errors: raw is not a policy's JSON.
 func (c *policies) decode(raw []byte) (*protocol.Policy, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	c.mu.Lock()
-	p, ok := c.byRaw[string(raw)]
-	c.mu.Unlock()
-	if ok {
+	c.once.Do(func() {
+		c.cache = jsoncache.New(policyCacheSize, policyCacheBytes, func(p *protocol.Policy) { compiled.Delete(p) })
+	})
+	if p, ok := c.cache.Get(raw); ok {
 		return p, nil
 	}
-	p = new(protocol.Policy)
+	p := new(protocol.Policy)
 	if err := wirejson.Unmarshal(raw, p); err != nil {
 		return nil, err
 	}
@@ -127,21 +133,12 @@ func (c *policies) decode(raw []byte) (*protocol.Policy, error) {
 	if err != nil {
 		return p, nil // each use says why it does not compile
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if q, ok := c.byRaw[string(raw)]; ok {
-		return q, nil // another op's, decoded meanwhile
-	}
-	if len(c.byRaw) >= policyCacheSize {
-		for _, q := range c.byRaw {
-			compiled.Delete(q)
-		}
-		clear(c.byRaw)
-	}
-	if c.byRaw == nil {
-		c.byRaw = make(map[string]*protocol.Policy)
-	}
-	c.byRaw[string(raw)] = p
+	// Compiled before it is kept, so that a drop by another op, which
+	// may follow at once, finds it; taken out again if not kept.
 	compiled.Store(p, pol)
-	return p, nil
+	q, kept := c.cache.Keep(raw, p)
+	if !kept {
+		compiled.Delete(p)
+	}
+	return q, nil
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"sync"
 
+	"github.com/ioharness/harness/internal/jsoncache"
 	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/policy"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -13,13 +14,10 @@ import (
 // in a layer of their own. Every task of a run carries the run's policy
 // byte for byte, so it is decoded and compiled once, not at every turn
 // (which cost the worker more than the rest of its own work). The
-// provider's endpoints are the worker's, the same for every task. It
-// holds at most policyCacheSize policies of policyCacheBytes in all; past
-// either it starts again empty.
+// provider's endpoints are the worker's, the same for every task.
 type policies struct {
-	mu    sync.Mutex
-	byRaw map[string]*egressPolicy
-	bytes int // the JSON of those kept
+	once  sync.Once
+	cache *jsoncache.Cache[*egressPolicy]
 }
 
 // egressPolicy is one cached policy: compiled with the provider's layer,
@@ -40,13 +38,11 @@ const (
 // of returns the policy whose JSON is raw, with endpoints allowed: cached,
 // or decoded and compiled now and kept.
 func (c *policies) of(raw []byte, endpoints []string) *egressPolicy {
-	c.mu.Lock()
-	e, ok := c.byRaw[string(raw)]
-	c.mu.Unlock()
-	if ok {
+	c.once.Do(func() { c.cache = jsoncache.New[*egressPolicy](policyCacheSize, policyCacheBytes, nil) })
+	if e, ok := c.cache.Get(raw); ok {
 		return e
 	}
-	e = &egressPolicy{}
+	e := &egressPolicy{}
 	var p protocol.Policy
 	if e.err = wirejson.Unmarshal(raw, &p); e.err == nil {
 		e.pol, e.err = policy.FromProtocol(&p)
@@ -58,21 +54,6 @@ func (c *policies) of(raw []byte, endpoints []string) *egressPolicy {
 		}
 		e.pol = e.pol.WithLayer("provider", allow...)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.byRaw) >= policyCacheSize || c.bytes+len(raw) > policyCacheBytes {
-		clear(c.byRaw)
-		c.bytes = 0
-	}
-	if len(raw) > policyCacheBytes {
-		return e // used once, kept by nobody
-	}
-	if c.byRaw == nil {
-		c.byRaw = make(map[string]*egressPolicy)
-	}
-	if _, ok := c.byRaw[string(raw)]; !ok {
-		c.bytes += len(raw)
-	}
-	c.byRaw[string(raw)] = e
+	e, _ = c.cache.Keep(raw, e)
 	return e
 }

@@ -98,7 +98,7 @@ func TestEgress(t *testing.T) {
 			}
 		}
 	}
-	if n := len(shared.policies.byRaw); n != 4 {
+	if n, _ := shared.policies.cache.Len(); n != 4 {
 		t.Errorf("the shared worker keeps %d policies, want the 4 it was given", n)
 	}
 	// A policy that does not decode as one refuses the call, every time.
@@ -138,17 +138,17 @@ func TestPoliciesBounded(t *testing.T) {
 	if e := c.of(big(policyCacheBytes, "a"), nil); e == nil {
 		t.Fatal("no policy for a large one")
 	}
-	if len(c.byRaw) != 0 || c.bytes != 0 {
-		t.Errorf("a policy over the bound was kept: %d policies, %d bytes", len(c.byRaw), c.bytes)
+	if n, b := c.cache.Len(); n != 0 || b != 0 {
+		t.Errorf("a policy over the bound was kept: %d policies, %d bytes", n, b)
 	}
 	first, second := big(policyCacheBytes/2, "b"), big(policyCacheBytes/2, "c")
 	c.of(first, nil)
 	c.of(first, nil)
-	if len(c.byRaw) != 1 || c.bytes != len(first) {
-		t.Errorf("after one policy twice: %d policies, %d bytes; want 1 and %d", len(c.byRaw), c.bytes, len(first))
+	if n, b := c.cache.Len(); n != 1 || b != len(first) {
+		t.Errorf("after one policy twice: %d policies, %d bytes; want 1 and %d", n, b, len(first))
 	}
 	c.of(second, nil)
-	if len(c.byRaw) != 1 || c.bytes != len(second) {
-		t.Errorf("after a second that passes the bound: %d policies, %d bytes; want 1 and %d", len(c.byRaw), c.bytes, len(second))
+	if n, b := c.cache.Len(); n != 1 || b != len(second) {
+		t.Errorf("after a second that passes the bound: %d policies, %d bytes; want 1 and %d", n, b, len(second))
 	}
 }
