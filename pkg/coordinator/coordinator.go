@@ -260,7 +260,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		js:        js,
 		assets:    assets,
 		trace:     traces,
-		index:     trace.NewIndex(assets.Runs, js),
+		index:     trace.NewIndex(assets.Runs, js, trace.ListDirect()), // its user may make direct gets
 		blobs:     trace.NewBlobs(assets.Blobs),
 		leases:    &leases{kv: assets.Leases, owner: cfg.ID, ttl: cfg.LeaseTTL, now: leaseClock},
 		approvals: trace.NewApprovals(assets.Approvals, traces),

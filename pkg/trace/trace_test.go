@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/internal/testkit"
@@ -342,51 +343,178 @@ func TestIndexWaitOutlastsAWatchThatFails(t *testing.T) {
 // TestIndexList lists an index whose runs were written, rewritten and
 // deleted, beside a key that is not a run and a value that is not a run's
 // state: each run's latest state, once, and nothing else; an empty index
-// lists nothing.
+// lists nothing. It lists with the watch, and with the direct get
+// (ListDirect), which makes no consumer.
 func TestIndexList(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			nc := testkit.Conn(t, testkit.NATS(t))
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "runs"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts []trace.IndexOption
+			if direct {
+				opts = append(opts, trace.ListDirect())
+			}
+			x := trace.NewIndex(kv, js, opts...)
+			watched := consumersMade(t, nc)
+			ctx := t.Context()
+			if got, err := x.List(ctx); err != nil || len(got) != 0 {
+				t.Fatalf("List of an empty index = %v, %v; want nothing", got, err)
+			}
+			for _, st := range []protocol.RunState{
+				{Run: "r1", Status: protocol.StatusRunning},
+				{Run: "r2", Status: protocol.StatusRunning},
+				{Run: "r1", Status: protocol.StatusCompleted, Outcome: protocol.OutcomeSuccess},
+				{Run: "r3", Status: protocol.StatusRunning},
+				{Run: "r5", Status: protocol.StatusRunning},
+			} {
+				if err := x.Put(ctx, &st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := kv.Delete(ctx, "r2"); err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Purge(ctx, "r5"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(ctx, "r4", []byte("not a run state")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(ctx, "not.a.run", []byte(`{"run":"x"}`)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := x.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs []string
+			for _, st := range got {
+				runs = append(runs, st.Run+":"+string(st.Status))
+			}
+			slices.Sort(runs)
+			if want := []string{"r1:" + string(protocol.StatusCompleted), "r3:" + string(protocol.StatusRunning)}; !slices.Equal(runs, want) {
+				t.Errorf("List = %v, want %v", runs, want)
+			}
+			if n := watched(); direct != (n == 0) {
+				t.Errorf("two listings made %d consumers; want none with the direct get, some with the watch", n)
+			}
+		})
+	}
+}
+
+// TestIndexListDirectFallsBack lists with ListDirect an index of more keys
+// than one direct get answers for (deleted ones among them), and one whose
+// stream answers no direct gets: each is listed whole, by the watch. The
+// large index is watched at once the next time, without a direct get,
+// and read directly again once it is small.
+func TestIndexListDirectFallsBack(t *testing.T) {
 	nc := testkit.Conn(t, testkit.NATS(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "runs"})
+	ctx := t.Context()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "runs", Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := trace.NewIndex(kv, nil)
-	ctx := t.Context()
-	if got, err := x.List(ctx); err != nil || len(got) != 0 {
-		t.Fatalf("List of an empty index = %v, %v; want nothing", got, err)
-	}
-	for _, st := range []protocol.RunState{
-		{Run: "r1", Status: protocol.StatusRunning},
-		{Run: "r2", Status: protocol.StatusRunning},
-		{Run: "r1", Status: protocol.StatusCompleted, Outcome: protocol.OutcomeSuccess},
-		{Run: "r3", Status: protocol.StatusRunning},
-	} {
-		if err := x.Put(ctx, &st); err != nil {
+	x := trace.NewIndex(kv, js, trace.ListDirect())
+	const live, deleted = 1000, 100
+	for i := range live + deleted {
+		if err := x.Progress(ctx, &protocol.RunState{Run: fmt.Sprintf("r%d", i), Status: protocol.StatusRunning}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := kv.Delete(ctx, "r2"); err != nil {
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	for i := live; i < live+deleted; i++ {
+		if err := kv.Delete(ctx, fmt.Sprintf("r%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watched, asked := consumersMade(t, nc), requests(t, nc, "$JS.API.DIRECT.GET.KV_runs")
+	list := func(when string, want, watches, gets int) {
+		t.Helper()
+		if got, err := x.List(ctx); err != nil || len(got) != want {
+			t.Fatalf("%s: List = %d runs, %v; want %d", when, len(got), err, want)
+		}
+		if w, g := watched(), asked(); w != watches || g != gets {
+			t.Errorf("%s: %d watches and %d direct gets in all, want %d and %d", when, w, g, watches, gets)
+		}
+	}
+	list("first", live, 1, 1)
+	list("again", live, 2, 1)
+	for i := 100; i < live; i++ {
+		if err := kv.Purge(ctx, fmt.Sprintf("r%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(-1)); err != nil { // a watch of its own
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, "r4", []byte("not a run state")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(ctx, "not.a.run", []byte(`{"run":"x"}`)); err != nil {
-		t.Fatal(err)
-	}
-	got, err := x.List(ctx)
+	list("with fewer keys than a direct get answers for, first", 100, 4, 1)
+	list("with fewer keys, again", 100, 4, 2)
+
+	small, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "few", Storage: jetstream.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []string
-	for _, st := range got {
-		runs = append(runs, st.Run+":"+string(st.Status))
+	st, err := js.Stream(ctx, "KV_few")
+	if err != nil {
+		t.Fatal(err)
 	}
-	slices.Sort(runs)
-	if want := []string{"r1:" + string(protocol.StatusCompleted), "r3:" + string(protocol.StatusRunning)}; !slices.Equal(runs, want) {
-		t.Errorf("List = %v, want %v", runs, want)
+	cfg := st.CachedInfo().Config
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
 	}
+	y := trace.NewIndex(small, js, trace.ListDirect())
+	if err := y.Put(ctx, &protocol.RunState{Run: "only", Status: protocol.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := y.List(ctx); err != nil || len(got) != 1 || got[0].Run != "only" {
+		t.Fatalf("List without direct gets = %v, %v; want the one run", got, err)
+	}
+}
+
+// requests returns what counts the requests nc makes on subject from now
+// on.
+func requests(t *testing.T, nc *nats.Conn, subject string) func() int {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() int {
+		// The requests came before the flush's answer, on this
+		// connection, and wait in the subscription.
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := sub.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
+// consumersMade returns what counts the consumers nc asks the server for
+// from now on.
+func consumersMade(t *testing.T, nc *nats.Conn) func() int {
+	t.Helper()
+	return requests(t, nc, "$JS.API.CONSUMER.CREATE.>")
 }
