@@ -18,6 +18,7 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/segmentio/encoding/json"
 
@@ -52,22 +53,36 @@ type envelope struct {
 // fields (the request comes last): its request, the whole transcript,
 // through segmentio's encoder, and the rest through encoding/json, the
 // two joined as they are (encoding/json would scan and compact the
-// request's bytes once more).
+// request's bytes once more). The task is laid out in a buffer kept for
+// the next task and copied out once, at its size: encoding the request
+// apart and then joining it to the rest made two copies of the
+// transcript, the largest allocation of a step.
 func MarshalStepTask(t *protocol.StepTask) ([]byte, error) {
-	req, err := json.Marshal(&t.Request)
-	if err != nil {
-		return nil, err
-	}
 	head, err := stdjson.Marshal(envelope{StepTask: t})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(head)+len(req)+len(`,"request":`))
-	out = append(out, head[:len(head)-1]...) // without its closing brace
-	out = append(out, `,"request":`...)
-	out = append(out, req...)
-	return append(out, '}'), nil
+	buf := stepTaskBufs.Get().(*[]byte)
+	b := append((*buf)[:0], head[:len(head)-1]...) // without its closing brace
+	b = append(b, `,"request":`...)
+	if b, err = json.Append(b, &t.Request, json.EscapeHTML|json.SortMapKeys); err != nil {
+		return nil, err // as json.Marshal would, with these flags
+	}
+	b = append(b, '}')
+	out := make([]byte, len(b))
+	copy(out, b)
+	if cap(b) <= stepTaskBufMax {
+		*buf = b
+		stepTaskBufs.Put(buf)
+	}
+	return out, nil
 }
+
+// stepTaskBufs keeps the buffers step tasks are laid out in; one grown
+// past stepTaskBufMax, by a task as large as the bus allows, is let go.
+var stepTaskBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const stepTaskBufMax = 4 << 20
 
 // MarshalReply encodes a sandboxer's reply as encoding/json does, through
 // segmentio's encoder: a reply holds no omitzero field (a test holds it

@@ -1,8 +1,10 @@
 package wirejson_test
 
 import (
+	"bytes"
 	stdjson "encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +116,20 @@ func TestMarshalStepTask(t *testing.T) {
 			t.Errorf("zero task: %s, encoding/json writes %s", got, want)
 		}
 	}
+	// Each task is its own bytes: the buffer they are laid out in is
+	// reused by the next, and a task kept (for an attempt published
+	// again) must not change with it.
+	kept := slices.Clone(got)
+	for range 3 {
+		other := sample()
+		other.Run, other.Request.Messages = "other", other.Request.Messages[:1]
+		if _, err := wirejson.MarshalStepTask(other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, kept) {
+		t.Error("a step task's bytes changed when the next was encoded")
+	}
 }
 
 // TestRequestUsesNoOmitzero: segmentio's encoder does not know omitzero,
@@ -178,6 +194,26 @@ func TestMarshalReply(t *testing.T) {
 		}
 		if string(got) != string(want) {
 			t.Errorf("MarshalReply =\n%s\nencoding/json writes\n%s", got, want)
+		}
+	}
+}
+
+// BenchmarkMarshalStepTask encodes the step task of a run 100 steps in,
+// each step a read of a file of a few hundred bytes.
+func BenchmarkMarshalStepTask(b *testing.B) {
+	task := sample()
+	task.Request.Messages = task.Request.Messages[:1]
+	for i := range 100 {
+		id := "call_" + strings.Repeat("x", 20) + string(rune('a'+i%26))
+		task.Request.Messages = append(task.Request.Messages,
+			protocol.Message{Role: protocol.RoleAssistant, Content: "Reading the next file.",
+				ToolCalls: []protocol.ToolCall{{ID: id, Name: "read_file", Arguments: stdjson.RawMessage(`{"path":"src/file.go"}`)}}},
+			protocol.Message{Role: protocol.RoleTool, ToolCallID: id, Content: strings.Repeat("package calc // a line of code\n", 12)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := wirejson.MarshalStepTask(task); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
