@@ -206,6 +206,18 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 		t.Errorf("out.txt = %q, %v", b, err)
 	}
 
+	// The coordinator lists the run index with one direct get of the
+	// bucket's stream (trace.ListDirect): a request its user may make,
+	// answered with the index's entries. A refused one would get no
+	// answer, and the listing would wait and watch instead.
+	m, err := cnc.Request("$JS.API.DIRECT.GET.KV_"+wire.BucketRuns, []byte(`{"multi_last":["$KV.`+wire.BucketRuns+`.>"]}`), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the coordinator's direct get of the run index: %v", err)
+	}
+	if subj := m.Header.Get("Nats-Subject"); !strings.HasPrefix(subj, "$KV."+wire.BucketRuns+".") {
+		t.Errorf("the coordinator's direct get of the run index answered %q %q, want an entry", m.Header, m.Data)
+	}
+
 	// The tenant uploads a workspace to the object store itself, and a
 	// contract naming it runs on the sandboxer, which reads the snapshot
 	// and writes the run's patch under its own credentials.
