@@ -261,8 +261,11 @@ func (x *Index) listDirect(ctx context.Context) ([]protocol.RunState, bool) {
 				return nil, false
 			}
 			return out, true
-		case "404": // no key
-			return nil, true
+		case "404": // no key, or one that failed to load
+			if m.Header.Get(descriptionHeader) == "No Results" {
+				return nil, true
+			}
+			return nil, false
 		case "413": // too many keys
 			x.large.Store(true)
 			return nil, false
@@ -284,9 +287,12 @@ func (x *Index) listDirect(ctx context.Context) ([]protocol.RunState, bool) {
 	}
 }
 
-// statusHeader is the header a status message (no data, a code) carries
-// its code in.
-const statusHeader = "Status"
+// statusHeader and descriptionHeader are the headers a status message (no
+// data) carries its code and its description in.
+const (
+	statusHeader      = "Status"
+	descriptionHeader = "Description"
+)
 
 // kvOperation is the header a key-value bucket marks a deleted or purged
 // key's entry with (its values DEL and PURGE).
