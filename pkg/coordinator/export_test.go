@@ -49,3 +49,11 @@ func SetKidsLost(lost func(child string) bool, looked func()) (restore func()) {
 	kidFinishLost, kidsLooked = lost, looked
 	return func() { kidFinishLost, kidsLooked = wasLost, wasLooked }
 }
+
+// SetReadHook has h run in a resume between the trace read begun beside
+// the lease and the look-up that checks it is whole.
+func SetReadHook(h func(run string)) (restore func()) {
+	was := readHook
+	readHook = h
+	return func() { readHook = was }
+}

@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
 	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
@@ -98,5 +100,58 @@ func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
 			}
 			t.Fatal("the workspace the refused run opened was not given back in 10 s")
 		}
+	}
+}
+
+// TestResumeReadsWhatItsLastHolderAppended resumes a run whose trace is
+// read while its lease is taken, and has a record appended after that
+// read, as the run's last holder could while the lease changed hands: the
+// resume reads the trace again and sees it, here a finish, which it
+// leaves as it is, rather than driving the run from the read before.
+func TestResumeReadsWhatItsLastHolderAppended(t *testing.T) {
+	ws := t.TempDir()
+	const run = "appended-while-taken"
+	never := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		t.Error("a finished run called its provider")
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: never, NoTakeover: true})
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trace.New(js, assets.Trace)
+	synthesize(t, tr, run, ws, 3)
+	var appended atomic.Bool
+	defer coordinator.SetReadHook(func(r string) {
+		if r != run || !appended.CompareAndSwap(false, true) {
+			return
+		}
+		last, err := tr.LastSeq(t.Context(), run)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		fin := &protocol.Record{Kind: protocol.RecordFinished, Step: 3, Outcome: protocol.OutcomeCancelled, Reason: "ended by its last holder"}
+		if err := tr.Writer(run, last).Append(t.Context(), fin); err != nil {
+			t.Error(err)
+		}
+	})()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := cl.Run(run).Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !appended.Load() {
+		t.Fatal("the resume made no read beside its lease")
+	}
+	if res.Outcome != protocol.OutcomeCancelled || res.Reason != "ended by its last holder" {
+		t.Errorf("resumed run = %s (%s), want the finish its last holder appended", res.Outcome, res.Reason)
 	}
 }

@@ -242,18 +242,52 @@ func (c *Coordinator) ResumeWith(ctx context.Context, run string, pol *protocol.
 	return c.resumeHeld(ctx, run, pol)
 }
 
+// readHook, when set (by tests), is called in resumeHeld between the read
+// begun beside the lease and the look-up that checks it is whole.
+var readHook func(run string)
+
+// traceRead is what a read of a run's trace gave.
+type traceRead struct {
+	recs []protocol.Record
+	last uint64
+	err  error
+}
+
 // resumeHeld is ResumeWith with a slot already taken for the run: passed
 // on to its driver, or given back when none starts.
 func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.Policy) error {
+	// The trace is read while the lease is taken, a synced write, rather
+	// than after it. A record the run's last holder appended meanwhile is
+	// found by looking its last sequence up once the lease is ours, as a
+	// read begun then would have: the trace is then read again.
+	rctx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	reading := make(chan traceRead, 1)
+	go func() {
+		var r traceRead
+		r.recs, r.last, r.err = c.trace.Read(rctx, run)
+		reading <- r
+	}()
 	ls, err := c.leases.acquire(ctx, run)
 	if err != nil {
+		stopRead()
+		<-reading
 		<-c.slots
 		if errors.Is(err, errHeld) {
 			return protocol.Errorf(protocol.CodeFenced, "run %s is being driven by another coordinator", run)
 		}
 		return err
 	}
-	recs, last, err := c.trace.Read(ctx, run)
+	r := <-reading
+	if readHook != nil {
+		readHook(run)
+	}
+	if r.err != nil {
+		r.recs, r.last, r.err = c.trace.Read(ctx, run) // as a read after the lease would have failed, or not
+	} else if seq, lerr := c.trace.LastSeq(ctx, run); lerr != nil || seq != r.last {
+		r.recs, r.last, r.err = c.trace.Read(ctx, run)
+	}
+	recs, last, err := r.recs, r.last, r.err
 	if err != nil {
 		// The trace did not answer (NATS electing a leader, say). The
 		// lease is ours now and lives with this coordinator's heartbeat,

@@ -123,6 +123,21 @@ func (t *Trace) Last(ctx context.Context, run string) (*protocol.Record, error) 
 	return Decode(m.Data)
 }
 
+// LastSeq returns the stream sequence of run's last record, zero when it
+// has none: what Read returns as the last, for a reader to tell whether a
+// read made earlier is still the whole trace. Errors: the stream error,
+// wrapped.
+func (t *Trace) LastSeq(ctx context.Context, run string) (uint64, error) {
+	m, err := t.stream.GetLastMsgForSubject(ctx, Subject(run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up the last record of %s: %w", Subject(run), err)
+	}
+	return m.Sequence, nil
+}
+
 // Read returns every record of run in order and the sequence of the last.
 // A run with no records returns none and zero. Errors: a *protocol.Error
 // with CodeUnsupported for a record of a newer format than this build
