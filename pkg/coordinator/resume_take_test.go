@@ -40,24 +40,8 @@ func (l *refusingLedger) Register(ctx context.Context, tree, agent string, depth
 // refuse it: the run ends with the refusal, and the workspace opened
 // meanwhile is given back to the sandboxer, not left open.
 func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
-	ws := t.TempDir()
 	const run = "refused-on-resume"
-	never := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
-		t.Error("a refused run called its provider")
-		return &protocol.Turn{Text: "Done."}, nil
-	})
-	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: never, NoTakeover: true,
-		Ledger: &refusingLedger{Ledger: ledger.NewMemory(), agent: run}})
-	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	synthesize(t, trace.New(js, assets.Trace), run, ws, 3)
+	cl, nc, _ := unfinished(t, run, "a refused run called its provider", &refusingLedger{Ledger: ledger.NewMemory(), agent: run})
 
 	ops := make(chan *nats.Msg, 64)
 	for _, subj := range []string{wire.SandboxOpenSubject, wire.SandboxOps("*")} {
@@ -109,24 +93,8 @@ func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
 // resume reads the trace again and sees it, here a finish, which it
 // leaves as it is, rather than driving the run from the read before.
 func TestResumeReadsWhatItsLastHolderAppended(t *testing.T) {
-	ws := t.TempDir()
 	const run = "appended-while-taken"
-	never := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
-		t.Error("a finished run called its provider")
-		return &protocol.Turn{Text: "Done."}, nil
-	})
-	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: never, NoTakeover: true})
-	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := trace.New(js, assets.Trace)
-	synthesize(t, tr, run, ws, 3)
+	cl, _, tr := unfinished(t, run, "a finished run called its provider", nil)
 	var appended atomic.Bool
 	defer coordinator.SetReadHook(func(r string) {
 		if r != run || !appended.CompareAndSwap(false, true) {
@@ -154,4 +122,31 @@ func TestResumeReadsWhatItsLastHolderAppended(t *testing.T) {
 	if res.Outcome != protocol.OutcomeCancelled || res.Reason != "ended by its last holder" {
 		t.Errorf("resumed run = %s (%s), want the finish its last holder appended", res.Outcome, res.Reason)
 	}
+}
+
+// unfinished starts the embedded default with a model that must not be
+// called (failing the test with never if it is) and ledger (the memory
+// ledger for nil), and writes run's trace: three committed steps of reads
+// in a workspace of its own, unfinished. It returns the cluster, a
+// connection to it and the trace.
+func unfinished(t *testing.T, run, never string, l ledger.Ledger) (*harness.Cluster, *nats.Conn, *trace.Trace) {
+	t.Helper()
+	ws := t.TempDir()
+	model := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		t.Error(never)
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: model, NoTakeover: true, Ledger: l})
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trace.New(js, assets.Trace)
+	synthesize(t, tr, run, ws, 3)
+	return cl, nc, tr
 }
