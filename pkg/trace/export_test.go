@@ -24,3 +24,11 @@ func SetWaitPollForTest(d time.Duration) (restore func()) {
 func (t *Trace) ReadToForTest(ctx context.Context, run string, last uint64, fn func(*protocol.Record) error) (uint64, error) {
 	return t.readTo(ctx, run, last, fresh, fn)
 }
+
+// SetDirectListBytesForTest bounds the bytes a direct listing of the index
+// asks for, until the returned function restores the server's bound.
+func SetDirectListBytesForTest(n int) (restore func()) {
+	old := directListBytes
+	directListBytes = n
+	return func() { directListBytes = old }
+}

@@ -216,6 +216,11 @@ const directListWait = 2 * time.Second
 // limit of the server's.
 const directListMax = 1024
 
+// directListBytes is the most bytes a direct get is asked to send, zero
+// for the server's own bound (its max_pending, 64 MB by default): an
+// answer that stops at its bytes says so, and the index is watched.
+var directListBytes = 0
+
 // listDirect reads the latest entry of every key of the bucket with one
 // direct get of its stream (a request for the last message of each
 // subject, answered with them and then an end-of-batch). It reports false,
@@ -239,7 +244,8 @@ func (x *Index) listDirect(ctx context.Context) ([]protocol.RunState, bool) {
 	defer func() { _ = sub.Unsubscribe() }()
 	req, err := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`
-	}{[]string{prefix + ">"}})
+		MaxBytes  int      `json:"max_bytes,omitempty"`
+	}{[]string{prefix + ">"}, directListBytes})
 	if err != nil {
 		return nil, false
 	}
@@ -256,8 +262,9 @@ func (x *Index) listDirect(ctx context.Context) ([]protocol.RunState, bool) {
 		}
 		switch m.Header.Get(statusHeader) {
 		case "":
-		case "204": // the end of the batch: every key's latest entry is in
-			if n, err := sub.Dropped(); err != nil || n > 0 {
+		case "204": // the end of the batch: every key's latest entry is in,
+			// unless the server stopped at its bytes and says some are not
+			if n, err := sub.Dropped(); err != nil || n > 0 || m.Header.Get(numPendingHeader) != "0" {
 				return nil, false
 			}
 			return out, true
@@ -293,6 +300,10 @@ const (
 	statusHeader      = "Status"
 	descriptionHeader = "Description"
 )
+
+// numPendingHeader is the header an end-of-batch says in how many of the
+// asked messages were not sent.
+const numPendingHeader = "Nats-Num-Pending"
 
 // kvOperation is the header a key-value bucket marks a deleted or purged
 // key's entry with (its values DEL and PURGE).

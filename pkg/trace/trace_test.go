@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -484,6 +485,38 @@ func TestIndexListDirectFallsBack(t *testing.T) {
 	}
 	if got, err := y.List(ctx); err != nil || len(got) != 1 || got[0].Run != "only" {
 		t.Fatalf("List without direct gets = %v, %v; want the one run", got, err)
+	}
+}
+
+// TestIndexListDirectWhole lists with ListDirect an index whose entries
+// are more bytes than a direct get's answer may carry: the answer ends
+// with some not sent, and the index is listed whole, by the watch.
+func TestIndexListDirectWhole(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "runs", Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := trace.NewIndex(kv, js, trace.ListDirect())
+	const runs = 50 // of about 200 bytes each, against an answer of 4 KB
+	for i := range runs {
+		st := &protocol.RunState{Run: fmt.Sprintf("r%d", i), Status: protocol.StatusRunning, Task: strings.Repeat("t", 150)}
+		if err := x.Put(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer trace.SetDirectListBytesForTest(4 << 10)()
+	watched, asked := consumersMade(t, nc), requests(t, nc, "$JS.API.DIRECT.GET.KV_runs")
+	if got, err := x.List(ctx); err != nil || len(got) != runs {
+		t.Fatalf("List = %d runs, %v; want %d", len(got), err, runs)
+	}
+	if watched() != 1 || asked() != 1 {
+		t.Errorf("%d watches and %d direct gets, want one of each: the direct get could not send the index whole", watched(), asked())
 	}
 }
 
