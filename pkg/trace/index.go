@@ -227,7 +227,8 @@ var directListBytes = 0
 // for List to watch instead, when the answer is not that: more keys than
 // the server answers for at once (then it says so for the next listing),
 // a server that does not know the request, a stream that does not answer
-// direct gets, no answer in directListWait, an answer lost on its way.
+// direct gets, an answer the server cut at its bytes, no answer in
+// directListWait, an answer lost on its way.
 func (x *Index) listDirect(ctx context.Context) ([]protocol.RunState, bool) {
 	ctx, cancel := context.WithTimeout(ctx, directListWait)
 	defer cancel()
