@@ -87,7 +87,7 @@ func (d *driver) pause(ctx context.Context, p *protocol.Pending) bool {
 	if ap.Decision != nil {
 		return true // decided before the pause was seen: it still counts
 	}
-	d.c.putState(ctx, d.pausedState(why))
+	d.c.putSettled(ctx, d.pausedState(why))
 	d.log.Info("run paused", "approval", id)
 	// The run holds nothing while it waits: its lease is given back, not
 	// handed over (a lease handed over is taken over at once, by a driver

@@ -551,10 +551,49 @@ func (c *Coordinator) orphan(run string) {
 
 func (c *Coordinator) putState(ctx context.Context, st *protocol.RunState) {
 	st.Updated = time.Now().UTC()
-	if err := c.index.Put(ctx, st); err != nil {
+	if err := c.putIndex(ctx, st); err != nil {
 		c.log.Warn("update run index", "run", st.Run, "err", err)
 	}
 }
+
+// putSettled is putState for a state a run stays in with no driver at
+// work (finished, or paused for a person), after which its lease is given
+// up: nothing else would write the run's entry, so one that NATS did not
+// take (a node down, a leader being elected) is written again, with
+// back-off, until it lands or ctx ends. The lease is held meanwhile, so a
+// coordinator that dies first leaves the run to be taken over, and whoever
+// takes it finds it settled in the trace and writes its entry again.
+func (c *Coordinator) putSettled(ctx context.Context, st *protocol.RunState) {
+	warned := false
+	_ = retrying(ctx, indexBackoff, func() error {
+		st.Updated = time.Now().UTC()
+		err := c.putIndex(ctx, st)
+		if err != nil && !warned {
+			warned = true
+			c.log.Warn("update run index; writing it again until it lands", "run", st.Run, "status", st.Status, "err", err)
+		}
+		return err
+	})
+}
+
+// indexBackoff is how putSettled waits between its writes.
+var indexBackoff = backoff{wait: 250 * time.Millisecond, max: 5 * time.Second}
+
+// putIndex writes st to the run index, or fails as indexPutHook (set by
+// tests) says.
+func (c *Coordinator) putIndex(ctx context.Context, st *protocol.RunState) error {
+	if indexPutHook != nil {
+		if err := indexPutHook(st); err != nil {
+			return err
+		}
+	}
+	return c.index.Put(ctx, st)
+}
+
+// indexPutHook, when set (by tests), is asked before every write of the
+// run index that putState and putSettled make, and fails it with its
+// error.
+var indexPutHook func(*protocol.RunState) error
 
 // emit publishes a live event. Events are notifications; losing one loses
 // nothing, so a failed publish is only logged.

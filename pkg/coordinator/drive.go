@@ -267,7 +267,7 @@ func (c *Coordinator) indexFinished(ctx context.Context, s *runState) {
 	f := s.finished
 	st := s.status(protocol.StatusOf(f.Outcome), c.cfg.ID)
 	st.Outcome, st.Reason = f.Outcome, f.Reason
-	c.putState(ctx, st)
+	c.putSettled(ctx, st)
 	c.emit(s.run, s.step, protocol.EventFinished, &protocol.Event{Outcome: f.Outcome, Tokens: s.tokens, Text: f.Reason})
 	c.freeRunPlace(ctx, s) // after the event: whoever takes the place is never seen running beside this run
 }

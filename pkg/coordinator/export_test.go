@@ -57,3 +57,12 @@ func SetReadHook(h func(run string)) (restore func()) {
 	readHook = h
 	return func() { readHook = was }
 }
+
+// SetIndexPutHook has h asked before every write of the run index a
+// coordinator makes for a run's state, failing it with h's error, until
+// the returned function restores it.
+func SetIndexPutHook(h func(*protocol.RunState) error) (restore func()) {
+	was := indexPutHook
+	indexPutHook = h
+	return func() { indexPutHook = was }
+}

@@ -112,7 +112,7 @@ func (d *driver) loop(ctx context.Context) (parked bool) {
 			}, "approval", s.paused.Approval)
 			if err != nil || ap == nil || ap.Decision == nil || ap.Pending == nil {
 				// Still waiting for a person; the run holds nothing meanwhile.
-				d.c.putState(ctx, d.pausedState(s.paused.Reason))
+				d.c.putSettled(ctx, d.pausedState(s.paused.Reason))
 				d.settled = true
 				return
 			}

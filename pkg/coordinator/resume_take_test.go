@@ -94,22 +94,26 @@ func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
 // leaves as it is, rather than driving the run from the read before.
 func TestResumeReadsWhatItsLastHolderAppended(t *testing.T) {
 	const run = "appended-while-taken"
-	cl, _, tr := unfinished(t, run, "a finished run called its provider", nil)
+	// The hook is set before the cluster starts, so restored after it
+	// stops; it reaches the trace through tr, set once the cluster is up.
 	var appended atomic.Bool
-	defer coordinator.SetReadHook(func(r string) {
+	var tr atomic.Pointer[trace.Trace]
+	t.Cleanup(coordinator.SetReadHook(func(r string) {
 		if r != run || !appended.CompareAndSwap(false, true) {
 			return
 		}
-		last, err := tr.LastSeq(t.Context(), run)
+		last, err := tr.Load().LastSeq(t.Context(), run)
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		fin := &protocol.Record{Kind: protocol.RecordFinished, Step: 3, Outcome: protocol.OutcomeCancelled, Reason: "ended by its last holder"}
-		if err := tr.Writer(run, last).Append(t.Context(), fin); err != nil {
+		if err := tr.Load().Writer(run, last).Append(t.Context(), fin); err != nil {
 			t.Error(err)
 		}
-	})()
+	}))
+	cl, _, written := unfinished(t, run, "a finished run called its provider", nil)
+	tr.Store(written)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	res, err := cl.Run(run).Resume(ctx)

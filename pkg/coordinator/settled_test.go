@@ -1,0 +1,55 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ioharness/harness"
+	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/pkg/coordinator"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/provider"
+)
+
+// TestFinishReachesTheIndex fails the run index's first writes of a run's
+// outcome, as a NATS node that died under the bucket does: the outcome
+// is written again until it lands, so the run does not show running for
+// good once it has finished (the lease is given up after it, and nothing
+// else would write the entry).
+func TestFinishReachesTheIndex(t *testing.T) {
+	ws := t.TempDir()
+	done := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		return &protocol.Turn{Text: "Done.", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}, nil
+	})
+	var failed atomic.Int32
+	// Set before the cluster starts, so restored after it stops.
+	t.Cleanup(coordinator.SetIndexPutHook(func(st *protocol.RunState) error {
+		if st.Status != protocol.StatusRunning && failed.Add(1) <= 3 {
+			return errors.New("nats: no response from stream")
+		}
+		return nil
+	}))
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: done})
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{None: &struct{}{}},
+		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("finish-lost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := h.Wait(ctx)
+	if err != nil {
+		t.Fatalf("the finished run's outcome never reached the index: %v", err)
+	}
+	if res.Outcome != protocol.OutcomeFinished {
+		t.Errorf("run = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+	if n := failed.Load(); n < 4 {
+		t.Errorf("the outcome was written %d times, want the three that failed and one more", n)
+	}
+}
