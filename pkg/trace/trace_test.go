@@ -416,17 +416,8 @@ func TestIndexList(t *testing.T) {
 // large index is watched at once the next time, without a direct get,
 // and read directly again once it is small.
 func TestIndexListDirectFallsBack(t *testing.T) {
-	nc := testkit.Conn(t, testkit.NATS(t))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js, kv, x := directIndex(t)
 	ctx := t.Context()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "runs", Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := trace.NewIndex(kv, js, trace.ListDirect())
 	const live, deleted = 1000, 100
 	for i := range live + deleted {
 		if err := x.Progress(ctx, &protocol.RunState{Run: fmt.Sprintf("r%d", i), Status: protocol.StatusRunning}); err != nil {
@@ -492,17 +483,8 @@ func TestIndexListDirectFallsBack(t *testing.T) {
 // are more bytes than a direct get's answer may carry: the answer ends
 // with some not sent, and the index is listed whole, by the watch.
 func TestIndexListDirectWhole(t *testing.T) {
-	nc := testkit.Conn(t, testkit.NATS(t))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, _, _, x := directIndex(t)
 	ctx := t.Context()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "runs", Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := trace.NewIndex(kv, js, trace.ListDirect())
 	const runs = 50 // of about 200 bytes each, against an answer of 4 KB
 	for i := range runs {
 		st := &protocol.RunState{Run: fmt.Sprintf("r%d", i), Status: protocol.StatusRunning, Task: strings.Repeat("t", 150)}
@@ -518,6 +500,23 @@ func TestIndexListDirectWhole(t *testing.T) {
 	if watched() != 1 || asked() != 1 {
 		t.Errorf("%d watches and %d direct gets, want one of each: the direct get could not send the index whole", watched(), asked())
 	}
+}
+
+// directIndex starts a server and returns a connection to it, its
+// JetStream, an index bucket named runs in memory and the index over it
+// that lists with a direct get.
+func directIndex(t *testing.T) (*nats.Conn, jetstream.JetStream, jetstream.KeyValue, *trace.Index) {
+	t.Helper()
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "runs", Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, kv, trace.NewIndex(kv, js, trace.ListDirect())
 }
 
 // requests returns what counts the requests nc makes on subject from now
