@@ -134,7 +134,7 @@ func (c *Coordinator) newDriver(ctx context.Context, run string, recs []protocol
 	s, err := newRunState(run, recs)
 	if err != nil {
 		log.Error("rebuild run", "err", err)
-		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusFailed, Outcome: protocol.OutcomeFailed,
+		c.putSettled(ctx, &protocol.RunState{Run: run, Status: protocol.StatusFailed, Outcome: protocol.OutcomeFailed,
 			Reason: err.Error(), Coordinator: c.cfg.ID})
 		return nil, true // nothing a driver could do with it
 	}

@@ -3,15 +3,22 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/trace"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestFinishReachesTheIndex fails the run index's first writes of a run's
@@ -51,5 +58,47 @@ func TestFinishReachesTheIndex(t *testing.T) {
 	}
 	if n := failed.Load(); n < 4 {
 		t.Errorf("the outcome was written %d times, want the three that failed and one more", n)
+	}
+}
+
+// TestDamagedTraceReachesTheIndex resumes a run whose trace does not
+// begin with a started record, failing the run index's first writes of
+// its failure: the failure is written again until it lands, as a finish
+// is.
+func TestDamagedTraceReachesTheIndex(t *testing.T) {
+	var failed atomic.Int32
+	t.Cleanup(coordinator.SetIndexPutHook(func(st *protocol.RunState) error {
+		if st.Status == protocol.StatusFailed && failed.Add(1) <= 3 {
+			return errors.New("nats: no response from stream")
+		}
+		return nil
+	}))
+	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{t.TempDir()}, NoTakeover: true,
+		Provider: provider.NewScripted(&protocol.Turn{Text: "Done."})})
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = "damaged"
+	if err := trace.New(js, assets.Trace).Writer(run, 0).Append(t.Context(), &protocol.Record{Kind: protocol.RecordStep, Step: 1,
+		Turn: &protocol.Turn{Text: "a step with no start before it"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res, err := cl.Run(run).Resume(ctx)
+	if err != nil {
+		t.Fatalf("the damaged run's failure never reached the index: %v", err)
+	}
+	if res.Outcome != protocol.OutcomeFailed || !strings.Contains(res.Reason, "damaged trace") {
+		t.Errorf("run = %s (%s), want failed for its damaged trace", res.Outcome, res.Reason)
+	}
+	if n := failed.Load(); n < 4 {
+		t.Errorf("the failure was written %d times, want the three that failed and one more", n)
 	}
 }
