@@ -282,9 +282,14 @@ func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.
 	if readHook != nil {
 		readHook(run)
 	}
-	if r.err != nil {
-		r.recs, r.last, r.err = c.trace.Read(ctx, run) // as a read after the lease would have failed, or not
-	} else if seq, lerr := c.trace.LastSeq(ctx, run); lerr != nil || seq != r.last {
+	// A read that failed is made again too, as a read after the lease
+	// would have been made.
+	stale := r.err != nil
+	if !stale {
+		seq, lerr := c.trace.LastSeq(ctx, run)
+		stale = lerr != nil || seq != r.last
+	}
+	if stale {
 		r.recs, r.last, r.err = c.trace.Read(ctx, run)
 	}
 	recs, last, err := r.recs, r.last, r.err
