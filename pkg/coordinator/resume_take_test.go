@@ -140,7 +140,17 @@ func unfinished(t *testing.T, run, never string, l ledger.Ledger) (*harness.Clus
 		t.Error(never)
 		return &protocol.Turn{Text: "Done."}, nil
 	})
-	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: model, NoTakeover: true, Ledger: l})
+	cl, nc, tr := withTrace(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: model, NoTakeover: true, Ledger: l})
+	synthesize(t, tr, run, ws, 3)
+	return cl, nc, tr
+}
+
+// withTrace starts the embedded default with cfg and returns it, a
+// connection to it and its trace, for a test to write runs' records
+// itself.
+func withTrace(t *testing.T, cfg harness.Config) (*harness.Cluster, *nats.Conn, *trace.Trace) {
+	t.Helper()
+	cl := clustertest.Start(t, cfg)
 	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -150,7 +160,5 @@ func unfinished(t *testing.T, run, never string, l ledger.Ledger) (*harness.Clus
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := trace.New(js, assets.Trace)
-	synthesize(t, tr, run, ws, 3)
-	return cl, nc, tr
+	return cl, nc, trace.New(js, assets.Trace)
 }

@@ -8,17 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
-	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/coordinator"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
-	"github.com/ioharness/harness/pkg/trace"
-	"github.com/ioharness/harness/pkg/wire"
 )
 
 // TestFinishReachesTheIndex fails the run index's first writes of a run's
@@ -73,19 +67,10 @@ func TestDamagedTraceReachesTheIndex(t *testing.T) {
 		}
 		return nil
 	}))
-	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{t.TempDir()}, NoTakeover: true,
+	cl, _, tr := withTrace(t, harness.Config{AllowFloor: true, Roots: []string{t.TempDir()}, NoTakeover: true,
 		Provider: provider.NewScripted(&protocol.Turn{Text: "Done."})})
-	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const run = "damaged"
-	if err := trace.New(js, assets.Trace).Writer(run, 0).Append(t.Context(), &protocol.Record{Kind: protocol.RecordStep, Step: 1,
+	if err := tr.Writer(run, 0).Append(t.Context(), &protocol.Record{Kind: protocol.RecordStep, Step: 1,
 		Turn: &protocol.Turn{Text: "a step with no start before it"}}); err != nil {
 		t.Fatal(err)
 	}
