@@ -45,14 +45,22 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(rep.StepsPerSecond, "steps/s")
 }
 
-// BenchmarkBurst submits 100 contracts at once through one Client on the
-// embedded default (trace synced) and measures, for each run, submission
-// to its first request assembled (the assembled event, heard outside the
-// coordinator), beside a bare NATS request and reply on the same server in
-// the same iteration. Each run is one step; ns/op is the whole burst, the
-// runs finished.
+// BenchmarkBurst submits contracts through one Client on the embedded
+// default (trace synced), one at a time (runs=1) and 100 at once
+// (runs=100), and measures, for each run, submission to its first request
+// assembled (the assembled event, heard outside the coordinator), beside a
+// bare NATS request and reply on the same server in the same iteration.
+// Each run is one step; ns/op is the whole burst, the runs finished.
 func BenchmarkBurst(b *testing.B) {
-	const burst = 100
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) { benchBurst(b, n) })
+	}
+}
+
+// benchBurst submits burst one-step contracts at once, every iteration,
+// and reports the percentiles of the time from the burst's start to each
+// run's first request.
+func benchBurst(b *testing.B, burst int) {
 	ws := b.TempDir()
 	agent := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
 		return &protocol.Turn{Text: "Done."}, nil

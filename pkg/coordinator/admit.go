@@ -53,11 +53,11 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	// The workspace's notes are read while the lease is taken and the
-	// trace looked at: they do not depend on either, and a burst of
-	// contracts waits on each of those reads in turn.
+	// trace read: they do not depend on either, and a burst of contracts
+	// waits on each of those reads in turn.
 	notes := make(chan []protocol.Note, 1)
 	go func() { notes <- c.admissionNotes(ctx, run, contract) }()
-	ls, err := c.leases.acquire(ctx, run)
+	ls, r, err := c.leaseBesideRead(ctx, run, false)
 	if err != nil {
 		// Another coordinator holds the run. If it got as far as starting
 		// it, the run is in hand; if not, it may have died first, so the
@@ -79,7 +79,7 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		}
 		return
 	}
-	recs, last, err := c.trace.Read(ctx, run)
+	recs, last, err := r.recs, r.last, r.err
 	if err != nil {
 		c.log.Error("read trace", "run", run, "err", err)
 		c.leases.release(ctx, ls)
@@ -125,18 +125,42 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		started.Memory = <-notes
 		w := c.trace.Writer(run, 0)
 		if err := w.Append(ctx, started); err != nil {
-			c.log.Error("start run", "run", run, "err", err)
+			if errors.Is(err, protocol.ErrFenced) {
+				// A record came while the trace was read (its last
+				// holder's, the lease then running out): the contract is
+				// taken again, and the run picked up from its trace.
+				c.log.Info("the run's trace moved while it was admitted; taking the contract again", "run", run)
+			} else {
+				c.log.Error("start run", "run", run, "err", err)
+			}
 			c.leases.release(ctx, ls)
 			_ = msg.Nak()
 			return
 		}
-		recs, last = []protocol.Record{*started}, w.LastSeq()
 		c.secrets.keep(run, contract)
-		c.putState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
+		// The run is in the trace, and its driver starts now: it takes
+		// its workspace and its place in the ledger while the run's index
+		// entry is written. Its own entries and events wait for that
+		// entry and the started event (awaitAdmission), and the submitter
+		// is answered once the entry is there, so a status asked after
+		// the answer finds the run.
+		told := make(chan struct{})
+		c.admitting.Store(run, told)
+		c.start(ctx, run, []protocol.Record{*started}, w.LastSeq(), ls, sl.pass())
+		st := &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
 			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
-			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run)})
-		c.emit(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
+			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run),
+			Updated: time.Now().UTC()}
+		if err := c.writeIndex(ctx, st); err != nil {
+			c.log.Warn("update run index", "run", run, "err", err)
+		}
+		c.publishEvent(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
 		c.metrics.RunStarted()
+		c.admitting.Delete(run)
+		close(told)
+		c.answer(msg, reply, &protocol.SubmitReply{Run: run})
+		_ = msg.Ack()
+		return
 	}
 	c.answer(msg, reply, &protocol.SubmitReply{Run: run})
 	_ = msg.Ack()

@@ -223,6 +223,11 @@ type Coordinator struct {
 	drops map[string]context.CancelFunc
 	// early holds a cancel asked while a run's driver was being made.
 	early map[string]*protocol.Cancel
+	// admitting holds, for each run being admitted here, a channel
+	// closed once its admission is told: its index entry written and its
+	// started event out. Its driver starts beside that, and every other
+	// index entry and event of the run waits for it (awaitAdmission).
+	admitting sync.Map // run -> chan struct{}
 	// inbox receives the turns of every run in hand, for dispatch to its
 	// driver (park.go).
 	inbox chan *nats.Msg
@@ -579,9 +584,15 @@ func (c *Coordinator) putSettled(ctx context.Context, st *protocol.RunState) {
 // indexBackoff is how putSettled waits between its writes.
 var indexBackoff = backoff{wait: 250 * time.Millisecond, max: 5 * time.Second}
 
-// putIndex writes st to the run index, or fails as indexPutHook (set by
-// tests) says.
+// putIndex writes st to the run index, once the run's admission is told
+// (awaitAdmission), or fails as indexPutHook (set by tests) says.
 func (c *Coordinator) putIndex(ctx context.Context, st *protocol.RunState) error {
+	c.awaitAdmission(st.Run)
+	return c.writeIndex(ctx, st)
+}
+
+// writeIndex is putIndex without the wait, for the admission itself.
+func (c *Coordinator) writeIndex(ctx context.Context, st *protocol.RunState) error {
 	if indexPutHook != nil {
 		if err := indexPutHook(st); err != nil {
 			return err
@@ -595,9 +606,33 @@ func (c *Coordinator) putIndex(ctx context.Context, st *protocol.RunState) error
 // error.
 var indexPutHook func(*protocol.RunState) error
 
-// emit publishes a live event. Events are notifications; losing one loses
-// nothing, so a failed publish is only logged.
+// emit publishes a live event, once the run's admission is told
+// (awaitAdmission). Events are notifications; losing one loses nothing,
+// so a failed publish is only logged.
 func (c *Coordinator) emit(run string, step int, kind string, ev *protocol.Event) {
+	c.awaitAdmission(run)
+	c.publishEvent(run, step, kind, ev)
+}
+
+// awaitAdmission waits, while run is being admitted here, until its
+// admission is told: so no index entry or event of its driver comes
+// before the run's own entry and started event. It returns at once for
+// any other run.
+func (c *Coordinator) awaitAdmission(run string) {
+	if told, ok := c.admitting.Load(run); ok {
+		if admissionWaitHook != nil {
+			admissionWaitHook(run)
+		}
+		<-told.(chan struct{})
+	}
+}
+
+// admissionWaitHook, set by tests alone, is called when an index entry or
+// event of run begins to wait for the run's admission to be told.
+var admissionWaitHook func(run string)
+
+// publishEvent is emit without the wait, for the admission itself.
+func (c *Coordinator) publishEvent(run string, step int, kind string, ev *protocol.Event) {
 	ev.Run, ev.Step, ev.Kind = run, step, kind
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()

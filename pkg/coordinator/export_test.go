@@ -66,3 +66,12 @@ func SetIndexPutHook(h func(*protocol.RunState) error) (restore func()) {
 	indexPutHook = h
 	return func() { indexPutHook = was }
 }
+
+// SetAdmissionWaitHook has h called when an index entry or event of a run
+// begins to wait for the run's admission to be told, until the returned
+// function restores it.
+func SetAdmissionWaitHook(h func(run string)) (restore func()) {
+	was := admissionWaitHook
+	admissionWaitHook = h
+	return func() { admissionWaitHook = was }
+}

@@ -330,6 +330,7 @@ func (d *driver) indexProgress(ctx context.Context) {
 	}
 	st := d.s.status(protocol.StatusRunning, d.c.cfg.ID)
 	st.Updated = time.Now().UTC()
+	d.c.awaitAdmission(st.Run)
 	if err := d.c.index.Progress(ctx, st); err != nil {
 		d.log.Warn("update run index", "err", err)
 	}

@@ -253,13 +253,16 @@ type traceRead struct {
 	err  error
 }
 
-// resumeHeld is ResumeWith with a slot already taken for the run: passed
-// on to its driver, or given back when none starts.
-func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.Policy) error {
-	// The trace is read while the lease is taken, a synced write, rather
-	// than after it. A record the run's last holder appended meanwhile is
-	// found by looking its last sequence up once the lease is ours, as a
-	// read begun then would have: the trace is then read again.
+// leaseBesideRead takes run's lease while it reads the run's trace, a
+// synced write beside a read, rather than one after the other. A record
+// the run's last holder appended meanwhile is found by looking the run's
+// last sequence up once the lease is ours, as a read begun then would
+// have: the trace is then read again, and so is a read that failed. A
+// read that found no records is looked at again only if emptyToo: the
+// admission of a new run writes its first record expecting none, and is
+// fenced off if one came (trace.Writer). Errors: the lease's (errHeld:
+// another coordinator holds it); the read's own is in the traceRead.
+func (c *Coordinator) leaseBesideRead(ctx context.Context, run string, emptyToo bool) (*lease, traceRead, error) {
 	rctx, stopRead := context.WithCancel(ctx)
 	defer stopRead()
 	reading := make(chan traceRead, 1)
@@ -272,25 +275,33 @@ func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.
 	if err != nil {
 		stopRead()
 		<-reading
-		<-c.slots
-		if errors.Is(err, errHeld) {
-			return protocol.Errorf(protocol.CodeFenced, "run %s is being driven by another coordinator", run)
-		}
-		return err
+		return nil, traceRead{}, err
 	}
 	r := <-reading
 	if readHook != nil {
 		readHook(run)
 	}
-	// A read that failed is made again too, as a read after the lease
-	// would have been made.
 	stale := r.err != nil
-	if !stale {
+	if !stale && (emptyToo || len(r.recs) > 0) {
 		seq, lerr := c.trace.LastSeq(ctx, run)
 		stale = lerr != nil || seq != r.last
 	}
 	if stale {
 		r.recs, r.last, r.err = c.trace.Read(ctx, run)
+	}
+	return ls, r, nil
+}
+
+// resumeHeld is ResumeWith with a slot already taken for the run: passed
+// on to its driver, or given back when none starts.
+func (c *Coordinator) resumeHeld(ctx context.Context, run string, pol *protocol.Policy) error {
+	ls, r, err := c.leaseBesideRead(ctx, run, true)
+	if err != nil {
+		<-c.slots
+		if errors.Is(err, errHeld) {
+			return protocol.Errorf(protocol.CodeFenced, "run %s is being driven by another coordinator", run)
+		}
+		return err
 	}
 	recs, last, err := r.recs, r.last, r.err
 	if err != nil {
