@@ -330,9 +330,34 @@ type events struct {
 	// to the workers: its first step started.
 	firstAsk map[string]time.Time
 	// admitted is when each run was admitted: its lease taken, its first
-	// record written.
+	// record and its index entry written (its started event).
 	admitted map[string]time.Time
 	steps    map[string]map[int]bool // run -> steps whose commit was announced
+}
+
+// split returns, for the runs ids submitted at sent, the time from each
+// submission to its first request, and for those whose admission was
+// heard, to its admission and from there to its first request.
+func (ev *events) split(ids []string, sent map[string]time.Time) (ask, admit, open []time.Duration) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, id := range ids {
+		first, ok := ev.firstAsk[id]
+		if ok {
+			ask = append(ask, first.Sub(sent[id]))
+		}
+		if in, ok2 := ev.admitted[id]; ok && ok2 {
+			admit, open = append(admit, in.Sub(sent[id])), append(open, first.Sub(in))
+		}
+	}
+	return ask, admit, open
+}
+
+// phases renders what split returns for a REPORT line.
+func phases(ask, admit, open []time.Duration) string {
+	ms := func(xs []time.Duration, p float64) time.Duration { return percentile(xs, p).Round(time.Millisecond) }
+	return fmt.Sprintf("p50 %s p99 %s (submit to admitted p50 %s p99 %s, admitted to first request p50 %s p99 %s)",
+		ms(ask, 0.5), ms(ask, 0.99), ms(admit, 0.5), ms(admit, 0.99), ms(open, 0.5), ms(open, 0.99))
 }
 
 func watch(t *testing.T, c *Cluster) *events {
@@ -617,10 +642,12 @@ func TestCluster(t *testing.T) {
 		// One at a time, from this process's own connection, so that the
 		// figure starts at the publish rather than at a nats process's
 		// start (the burst above goes through the command line).
-		lat, ask = nil, nil
+		lat = nil
+		var singles []string
+		sent := map[string]time.Time{}
 		for i := range 10 {
 			id := fmt.Sprintf("single-%02d", i)
-			at := map[string]time.Time{id: time.Now()}
+			singles, sent[id] = append(singles, id), time.Now()
 			m := nats.NewMsg(wire.SubjectSubmit)
 			m.Data, m.Header = contract(fix, up.ref, "replay"), nats.Header{"Nats-Msg-Id": []string{id}}
 			if err := c.Client().Conn().PublishMsg(m); err != nil {
@@ -628,12 +655,15 @@ func TestCluster(t *testing.T) {
 			}
 			waitRuns(t, c, []string{id}, time.Minute)
 			ev.mu.Lock()
-			lat = append(lat, ev.firstStep[id].Sub(at[id]))
-			ask = append(ask, ev.firstAsk[id].Sub(at[id]))
+			lat = append(lat, ev.firstStep[id].Sub(sent[id]))
 			ev.mu.Unlock()
 		}
 		t.Logf("REPORT one at a time: submit-to-first-step p50 %s p99 %s (the replayed model thinks %s a turn)", percentile(lat, 0.5).Round(time.Millisecond), percentile(lat, 0.99).Round(time.Millisecond), replayDelay())
-		t.Logf("REPORT one at a time: submit-to-first-request p50 %s p99 %s", percentile(ask, 0.5).Round(time.Millisecond), percentile(ask, 0.99).Round(time.Millisecond))
+		ask, admit, open := ev.split(singles, sent)
+		if len(ask) != len(singles) {
+			t.Errorf("heard the first request of %d of the %d runs", len(ask), len(singles))
+		}
+		t.Logf("REPORT one at a time: submit-to-first-request %s", phases(ask, admit, open))
 
 		// A hundred at once, from this process's own connection, each on
 		// a root of its own that the sandboxers serve, each timed from its
@@ -648,7 +678,7 @@ func TestCluster(t *testing.T) {
 			m.Data, m.Header = contract(write1, id, "default"), nats.Header{"Nats-Msg-Id": []string{id}}
 			ids, msgs[id] = append(ids, id), m
 		}
-		sent := map[string]time.Time{}
+		sent = map[string]time.Time{}
 		for _, id := range ids {
 			sent[id] = time.Now()
 			if err := c.Client().Conn().PublishMsg(msgs[id]); err != nil {
@@ -660,26 +690,11 @@ func TestCluster(t *testing.T) {
 				t.Errorf("run %s: %s after %d steps (%s), want %s after %d", id, res.Outcome, res.Steps, res.Reason, write1.outcome, write1.steps)
 			}
 		}
-		var admit, open []time.Duration // submit to admitted, admitted to the first request
-		ask = nil
-		ev.mu.Lock()
-		for _, id := range ids {
-			first, ok := ev.firstAsk[id]
-			if ok {
-				ask = append(ask, first.Sub(sent[id]))
-			}
-			if in, ok2 := ev.admitted[id]; ok && ok2 {
-				admit, open = append(admit, in.Sub(sent[id])), append(open, first.Sub(in))
-			}
-		}
-		ev.mu.Unlock()
+		ask, admit, open = ev.split(ids, sent)
 		if len(ask) != len(ids) {
 			t.Errorf("heard the first request of %d of the %d runs", len(ask), len(ids))
 		}
-		t.Logf("REPORT burst of %d from one connection: submit-to-first-request p50 %s p99 %s (submit to admitted p50 %s p99 %s, admitted to first request p50 %s p99 %s)",
-			len(ask), percentile(ask, 0.5).Round(time.Millisecond), percentile(ask, 0.99).Round(time.Millisecond),
-			percentile(admit, 0.5).Round(time.Millisecond), percentile(admit, 0.99).Round(time.Millisecond),
-			percentile(open, 0.5).Round(time.Millisecond), percentile(open, 0.99).Round(time.Millisecond))
+		t.Logf("REPORT burst of %d from one connection: submit-to-first-request %s", len(ask), phases(ask, admit, open))
 	})
 
 	t.Run("scale", func(t *testing.T) {
