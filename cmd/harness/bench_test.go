@@ -27,6 +27,9 @@ func TestBench(t *testing.T) {
 		`(?m)^  observation -> next request assembled .* \S+  \(\S+× a bare publish\)$`,
 		`(?m)^  assembled -> turn back .* \S+  \(\S+× a bare publish\)$`,
 		`(?m)^  observation -> commit done, beside the first two .* \S+  \(\S+× a bare publish\)$`,
+		`(?m)^the same, in one of the 3 runs at once \(medians\):$`,
+		`(?m)^  assembled -> turn back .* \S+  \(\S+× alone\)$`,
+		`(?m)^  turn -> observation .* \S+  \(\S+× alone\)$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("bench output lacks a line matching %s:\n%s", re, out)

@@ -54,6 +54,9 @@ type Report struct {
 	// Phases is where a step's time goes, by the run's own events: the
 	// median of each phase over the steps of the latency run.
 	Phases []Phase
+	// LoadPhases are the same phases over the steps of one of the
+	// throughput's runs, with the others at work beside it.
+	LoadPhases []Phase
 }
 
 // Phase is one part of a step, between two of the run's events.
@@ -92,6 +95,12 @@ func (r *Report) phases() string {
 	out := "\nwhere a step goes (medians, by the run's events):"
 	for _, p := range r.Phases {
 		out += fmt.Sprintf("\n  %-72s %8v  (%.1f× a bare publish)", p.Name, round(p.P50), float64(p.P50)/float64(r.PublishP50))
+	}
+	if len(r.LoadPhases) == len(r.Phases) {
+		out += fmt.Sprintf("\nthe same, in one of the %d runs at once (medians):", r.Runs)
+		for i, p := range r.LoadPhases {
+			out += fmt.Sprintf("\n  %-72s %8v  (%.1f× alone)", p.Name, round(p.P50), float64(p.P50)/float64(r.Phases[i].P50))
+		}
 	}
 	return out
 }
@@ -163,15 +172,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start, cpu0 := time.Now(), cpuTime()
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Runs)
-	for range cfg.Runs {
+	// One of the runs is heard on the way, for its phases under load.
+	watched := harness.NewRunID()
+	loadHeard, stopLoad, err := listen(cl.Conn(), protocol.RunIDFor(watched))
+	if err != nil {
+		return nil, err
+	}
+	for i := range cfg.Runs {
+		id := harness.NewRunID() + "-" + fmt.Sprint(time.Now().UnixNano())
+		if i == 0 {
+			id = watched
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- finish(ctx, cl, contract, harness.NewRunID()+"-"+fmt.Sprint(time.Now().UnixNano()), cfg.Steps)
+			errs <- finish(ctx, cl, contract, id, cfg.Steps)
 		}()
 	}
 	wg.Wait()
 	close(errs)
+	rep.LoadPhases = breakdown(stopLoad(), loadHeard)
 	for err := range errs {
 		if err != nil {
 			return nil, err
