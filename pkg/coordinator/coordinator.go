@@ -228,6 +228,9 @@ type Coordinator struct {
 	// started event out. Its driver starts beside that, and every other
 	// index entry and event of the run waits for it (awaitAdmission).
 	admitting sync.Map // run -> chan struct{}
+	// opens are the opens of roots whose answers are still heard
+	// (opens.go).
+	opens rootOpens
 	// inbox receives the turns of every run in hand, for dispatch to its
 	// driver (park.go).
 	inbox chan *nats.Msg
@@ -279,6 +282,7 @@ func New(nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		asks:      asks{waiting: map[string][]asked{}, heard: map[string]heard{}},
 		drops:     make(map[string]context.CancelFunc),
 		early:     make(map[string]*protocol.Cancel),
+		opens:     rootOpens{prefix: nc.NewInbox() + ".", open: make(map[string]*rootOpen)},
 		inbox:     make(chan *nats.Msg, inboxSize),
 		queued:    make(map[string]bool),
 		stops:     make(map[string]context.CancelCauseFunc),
@@ -320,6 +324,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	// Contracts are heard as they are published, besides being stored:
 	// a request is answered with what became of its contract (answer.go).
+	opens, err := c.nc.Subscribe(c.opens.prefix+"*", c.heardOpen)
+	if err != nil {
+		return fmt.Errorf("subscribe to the answers of opens: %w", err)
+	}
+	defer func() { _ = opens.Unsubscribe() }()
 	answers, err := c.nc.Subscribe(wire.AnswersPrefix+"*", c.handleAnswer)
 	if err != nil {
 		return fmt.Errorf("subscribe to submission answers: %w", err)

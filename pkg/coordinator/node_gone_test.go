@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
@@ -155,6 +156,11 @@ type node struct {
 
 // newNode starts a sandboxer serving root and waits until it is ready.
 func newNode(cl *harness.Cluster, id, root string) (*node, error) {
+	return newNodeWith(cl, id, root, nil)
+}
+
+// newNodeWith is newNode with the sandboxer's metrics registered in reg.
+func newNodeWith(cl *harness.Cluster, id, root string, reg prometheus.Registerer) (*node, error) {
 	nc, err := nats.Connect("", nats.InProcessServer(cl.Server()), nats.UserInfo(cl.Credentials()))
 	if err != nil {
 		return nil, err
@@ -169,7 +175,7 @@ func newNode(cl *harness.Cluster, id, root string) (*node, error) {
 		nc.Close()
 		return nil, err
 	}
-	sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: id, Ops: assets.Ops, Roots: []string{root}})
+	sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: id, Ops: assets.Ops, Roots: []string{root}, Metrics: reg})
 	if err != nil {
 		nc.Close()
 		return nil, err

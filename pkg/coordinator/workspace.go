@@ -32,7 +32,13 @@ func (d *driver) open(ctx context.Context) error {
 			// deadline.
 			wait = min(resendInterval, wait)
 		}
-		reply, err := d.c.request(ctx, subject, op, wait)
+		var reply *protocol.SandboxReply
+		var err error
+		if subject == wire.SandboxOpenSubject {
+			reply, err = d.c.openRoot(ctx, op, wait)
+		} else {
+			reply, err = d.c.request(ctx, subject, op, wait)
+		}
 		switch {
 		case err == nil && reply.Error == nil && reply.Holder != "" && holder == "" && protocol.ValidToken(reply.Holder):
 			// Another sandboxer holds the run's snapshot workspace: ask it.

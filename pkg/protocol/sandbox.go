@@ -62,6 +62,12 @@ type SandboxOp struct {
 	// or dials them) and on a call of an MCP tool (so a sandboxer that
 	// lost the session, restarted, opens it again).
 	MCP *MCPSpec `json:"mcp,omitempty"`
+	// Opened, on a close, names the open it gives back, by the stamp the
+	// node answered it with (SandboxReply.Opened): the close is carried
+	// out only if no later open of the run came to the node. A coordinator
+	// sends one to each sandboxer that opened a root beside the one the
+	// run went on with. Zero: the run's workspace, whatever opened it.
+	Opened uint64 `json:"opened,omitempty"`
 }
 
 // SandboxReply answers a SandboxOp. Error is set when the operation could
@@ -90,6 +96,10 @@ type SandboxReply struct {
 	// sandboxer holds (it materialised it, and has the run's changes): send
 	// the open to that node's op subject instead.
 	Holder string `json:"holder,omitempty"`
+	// Opened answers an open: this node's stamp of it, which a close that
+	// names it (SandboxOp.Opened) is carried out for only while no later
+	// open of the run came to the node.
+	Opened uint64 `json:"opened,omitempty"`
 	Error  *Error `json:"error,omitempty"`
 }
 

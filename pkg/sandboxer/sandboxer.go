@@ -495,15 +495,24 @@ func (s *Sandboxer) handle(ctx context.Context, r micro.Request, open bool) {
 	// slot: a close that came after it waits for it (serve).
 	var ended func()
 	var cl closing
+	var stamp uint64
 	if op.Kind == protocol.OpClose {
-		cl = s.running.closing(op.Run)
+		var ok bool
+		if cl, ok = s.running.closing(op.Run, op.Opened); !ok {
+			// The close of an open that a later open of the run followed
+			// here: the run is held again, by whoever opened it since.
+			<-s.admitted
+			s.wg.Done()
+			s.respond(r, &protocol.SandboxReply{OpID: op.OpID})
+			return
+		}
 	} else {
 		if op.Kind == protocol.OpOpen {
-			s.running.opened(op.Run)
+			stamp = s.running.opened(op.Run)
 		}
 		ended = s.running.admit(op.Run)
 	}
-	go s.serve(ctx, r, op, e, ended, cl)
+	go s.serve(ctx, r, op, e, ended, cl, stamp)
 }
 
 // decode reads an operation, and for an open that came to every sandboxer
@@ -567,8 +576,10 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 // first waits for the run's operations that came before it), runs the
 // operation (a journaled one at most once, see durably), and answers it
 // and the repeats that came meanwhile. ended, when not nil, is called
-// once it is over; cl is, for a close, what it came to (running.closing).
-func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func(), cl closing) {
+// once it is over; cl is, for a close, what it came to (running.closing);
+// opened is, for an open, its stamp (running.opened), which its reply
+// carries.
+func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func(), cl closing, opened uint64) {
 	defer s.wg.Done()
 	defer func() { <-s.admitted }()
 	if ended != nil {
@@ -612,6 +623,9 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 	repeats := s.finish(op, e, reply)
 	if reply == nil {
 		return // not run: the coordinator asks again
+	}
+	if opened != 0 {
+		reply.Opened = opened // an open's reply is its own, answering no repeat
 	}
 	s.m.Op(op.Kind, reply.Error != nil)
 	s.respondLater(r, reply)

@@ -103,10 +103,15 @@ func (r *running) closingNow(run string) bool {
 }
 
 // closing registers a close of run, admitted, in the order the ops came;
-// closed ends it.
-func (r *running) closing(run string) (c closing) {
+// closed ends it. A close that names an open (opened, not zero) is
+// registered only if that open is the run's last here, and ok says
+// whether it was: one that another open followed gives nothing back.
+func (r *running) closing(run string, opened uint64) (c closing, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if opened != 0 && r.opens[run] != opened {
+		return c, false
+	}
 	if r.closes == nil {
 		r.closes = make(map[string]bool)
 	}
@@ -115,7 +120,7 @@ func (r *running) closing(run string) (c closing) {
 		c.pending = append(c.pending, done)
 	}
 	c.opened = r.opens[run]
-	return c
+	return c, true
 }
 
 // settle returns once every operation of c's run admitted before c came
@@ -135,8 +140,8 @@ func (c closing) settle(ctx context.Context) {
 }
 
 // opened stamps an open of run, in the order the ops came, from a count
-// that only grows.
-func (r *running) opened(run string) {
+// that only grows, and returns the stamp.
+func (r *running) opened(run string) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.opens == nil {
@@ -144,6 +149,7 @@ func (r *running) opened(run string) {
 	}
 	r.next++
 	r.opens[run] = r.next
+	return r.next
 }
 
 // closed ends c, a close of run, once it has settled, and reports whether

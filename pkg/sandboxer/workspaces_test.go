@@ -337,3 +337,45 @@ func TestNoWorkspaceHoldsABackendsProgram(t *testing.T) {
 	}
 	openRun(t, nc, "r2", filepath.Join(root, "project"))
 }
+
+// TestACloseOfAnOpenFollowedByAnotherIsNotCarriedOut: each open's reply
+// carries its stamp, and a close that names one (a coordinator giving
+// back a workspace a sandboxer opened beside the one its run took) is
+// carried out only while that open is the run's last here: after a later
+// open, the run is held again, and the close leaves it open.
+func TestACloseOfAnOpenFollowedByAnotherIsNotCarriedOut(t *testing.T) {
+	root := t.TempDir()
+	nc, sb := start(t, root)
+	open := func() uint64 {
+		t.Helper()
+		r, err := do(t, nc, "harness.sandbox.open", &protocol.SandboxOp{OpID: "twice.open", Run: "twice", Kind: protocol.OpOpen, Workspace: root}, 5*time.Second)
+		if err != nil || r.Error != nil {
+			t.Fatalf("open = %+v, %v", r, err)
+		}
+		if r.Opened == 0 {
+			t.Fatalf("the open's reply carries no stamp: %+v", r)
+		}
+		return r.Opened
+	}
+	closeOpen := func(opened uint64) {
+		t.Helper()
+		r, err := do(t, nc, "harness.sandbox.sb1.op", &protocol.SandboxOp{OpID: "twice.close", Run: "twice", Kind: protocol.OpClose, Opened: opened}, 5*time.Second)
+		if err != nil || r.Error != nil {
+			t.Fatalf("close = %+v, %v", r, err)
+		}
+	}
+	first := open()
+	second := open()
+	if second == first {
+		t.Fatalf("two opens stamped alike: %d", first)
+	}
+	closeOpen(first)
+	if n := sandboxer.OpenHandles(sb); n != 1 {
+		t.Fatalf("OpenHandles after a close of an open another followed = %d, want the run still open", n)
+	}
+	writeRun(t, nc, "twice", root, "still.txt")
+	closeOpen(second)
+	if n := sandboxer.OpenHandles(sb); n != 0 {
+		t.Errorf("OpenHandles after a close of the run's last open = %d, want 0", n)
+	}
+}
