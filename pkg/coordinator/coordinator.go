@@ -322,13 +322,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		micro.WithEndpointSubject(wire.CancelPrefix+">")); err != nil {
 		return fmt.Errorf("register cancel endpoint: %w", err)
 	}
-	// Contracts are heard as they are published, besides being stored:
-	// a request is answered with what became of its contract (answer.go).
 	opens, err := c.nc.Subscribe(c.opens.prefix+"*", c.heardOpen)
 	if err != nil {
 		return fmt.Errorf("subscribe to the answers of opens: %w", err)
 	}
 	defer func() { _ = opens.Unsubscribe() }()
+	// Contracts are heard as they are published, besides being stored:
+	// a request is answered with what became of its contract (answer.go).
 	answers, err := c.nc.Subscribe(wire.AnswersPrefix+"*", c.handleAnswer)
 	if err != nil {
 		return fmt.Errorf("subscribe to submission answers: %w", err)

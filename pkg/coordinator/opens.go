@@ -33,6 +33,7 @@ type rootOpens struct {
 	prefix string // the reply subjects: prefix and a token
 	mu     sync.Mutex
 	open   map[string]*rootOpen
+	swept  time.Time // when those whose time is up were last forgotten
 }
 
 // rootOpen is one open of a root, from its request until its time is up.
@@ -135,14 +136,17 @@ func (c *Coordinator) heardOpen(m *nats.Msg) {
 	}()
 }
 
-// add registers an open under token, and forgets those whose time is up.
+// add registers an open under token, and forgets those whose time is up,
+// looking for them at most once a second.
 func (ro *rootOpens) add(token string, o *rootOpen) {
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
-	now := time.Now()
-	for t, old := range ro.open {
-		if now.After(old.until) {
-			delete(ro.open, t)
+	if now := time.Now(); now.Sub(ro.swept) >= time.Second {
+		ro.swept = now
+		for t, old := range ro.open {
+			if now.After(old.until) {
+				delete(ro.open, t)
+			}
 		}
 	}
 	ro.open[token] = o

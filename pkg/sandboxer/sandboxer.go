@@ -339,6 +339,10 @@ func New(nc *nats.Conn, cfg Config) (*Sandboxer, error) {
 		byDir:      make(map[string]*workspace),
 		skillSets:  make(map[string]*skillSet),
 		ops:        make(map[string]*opEntry),
+		// The opens' stamps go on from the clock rather than from one, so
+		// a close naming an open of this node's last life never names one
+		// of this life's (running.closing).
+		running: running{next: uint64(time.Now().UnixNano())},
 	}
 	s.m = metrics.NewSandboxer(cfg.Metrics, s.openWorkspaces)
 	return s, nil
