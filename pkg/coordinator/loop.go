@@ -341,17 +341,20 @@ func (d *driver) indexProgress(ctx context.Context) {
 // reports false when the run cannot go on: ended here (refused, or no
 // workspace), or the coordinator shutting down.
 //
-// A new run is admitted before it takes a workspace, so that one the
-// ledger refuses never takes one. A run resumed with steps behind it was
-// admitted and had its workspace before, so its admission (a rebuild of
-// its tree, where the ledger lost it) and its open, each a round trip to
-// another node, go at once; a workspace opened for a run the ledger then
-// refuses is closed again, its changes collected with the outcome.
+// A new run whose open costs the sandboxer more than finding its root (a
+// snapshot to materialise, MCP servers to start, skills to read) is
+// admitted before it takes a workspace, so that one the ledger refuses
+// never makes a sandboxer do that work. For any other run, the admission
+// (for a run resumed with steps behind it, a rebuild of its tree, where
+// the ledger lost it) and the open, each a round trip to another node, go
+// at once; a workspace opened for a run the ledger then refuses is closed
+// again, its changes collected with the outcome.
 func (d *driver) take(ctx context.Context) bool {
 	s := d.s
 	held := len(s.contract.Tools) > 0 || s.contract.Verification.DocumentContains != nil
+	light := s.contract.Workspace.Snapshot == "" && s.contract.MCP == nil && s.contract.Skills == nil
 	var opening chan error
-	if s.step > 0 && !held {
+	if (s.step > 0 || light) && !held {
 		opening = make(chan error, 1)
 		d.wirePolicy() // made here: the open beside the admission only reads it
 		go func() { opening <- d.open(ctx) }()

@@ -42,7 +42,51 @@ func (l *refusingLedger) Register(ctx context.Context, tree, agent string, depth
 func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
 	const run = "refused-on-resume"
 	cl, nc, _ := unfinished(t, run, "a refused run called its provider", &refusingLedger{Ledger: ledger.NewMemory(), agent: run})
+	ops := watchOps(t, nc)
+	res, err := cl.Run(run).Resume(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeRefused {
+		t.Fatalf("resumed run = %s (%s), want refused by the ledger", res.Outcome, res.Reason)
+	}
+	givenBack(t, ops, run)
+}
 
+// TestNewRunRefusedGivesTheWorkspaceBack submits a run on a plain root,
+// whose admission and workspace open go at once, and has the ledger refuse
+// it: the run ends with the refusal, and the workspace opened meanwhile is
+// given back to the sandboxer, not left open.
+func TestNewRunRefusedGivesTheWorkspaceBack(t *testing.T) {
+	const run = "refused-when-new"
+	ws := t.TempDir()
+	model := provider.NewScriptedFunc(func(*protocol.CompletionRequest, int) (*protocol.Turn, error) {
+		t.Error("a refused run called its provider")
+		return &protocol.Turn{Text: "Done."}, nil
+	})
+	cl, nc, _ := withTrace(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: model,
+		Ledger: &refusingLedger{Ledger: ledger.NewMemory(), agent: run}})
+	ops := watchOps(t, nc)
+	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{None: &struct{}{}},
+		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeRefused {
+		t.Fatalf("run = %s (%s), want refused by the ledger", res.Outcome, res.Reason)
+	}
+	givenBack(t, ops, run)
+}
+
+// watchOps hears every open and every op sent to a sandboxer.
+func watchOps(t *testing.T, nc *nats.Conn) chan *nats.Msg {
+	t.Helper()
 	ops := make(chan *nats.Msg, 64)
 	for _, subj := range []string{wire.SandboxOpenSubject, wire.SandboxOps("*")} {
 		sub, err := nc.ChanSubscribe(subj, ops)
@@ -54,13 +98,13 @@ func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := cl.Run(run).Resume(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome != protocol.OutcomeRefused {
-		t.Fatalf("resumed run = %s (%s), want refused by the ledger", res.Outcome, res.Reason)
-	}
+	return ops
+}
+
+// givenBack waits, among the ops heard, for run's workspace to be opened
+// (beside its admission, which refused it) and closed again.
+func givenBack(t *testing.T, ops chan *nats.Msg, run string) {
+	t.Helper()
 	opened := false
 	for deadline := time.After(10 * time.Second); ; {
 		select {
@@ -80,7 +124,7 @@ func TestResumeRefusedGivesTheWorkspaceBack(t *testing.T) {
 			}
 		case <-deadline:
 			if !opened {
-				t.Fatal("the resumed run did not open its workspace beside its admission")
+				t.Fatal("the run did not open its workspace beside its admission")
 			}
 			t.Fatal("the workspace the refused run opened was not given back in 10 s")
 		}
