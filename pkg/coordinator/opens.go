@@ -93,13 +93,6 @@ func (c *Coordinator) openRoot(ctx context.Context, op *protocol.SandboxOp, wait
 // one its open returns, and a sandboxer that opened the workspace beside
 // the one the run took is told to close it.
 func (c *Coordinator) heardOpen(m *nats.Msg) {
-	token := strings.TrimPrefix(m.Subject, c.opens.prefix)
-	c.opens.mu.Lock()
-	o := c.opens.open[token]
-	if o == nil {
-		c.opens.mu.Unlock()
-		return // its time is up
-	}
 	var a openAnswer
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		a.err = nats.ErrNoResponders
@@ -110,6 +103,13 @@ func (c *Coordinator) heardOpen(m *nats.Msg) {
 		} else {
 			a.reply = &r
 		}
+	}
+	token := strings.TrimPrefix(m.Subject, c.opens.prefix)
+	c.opens.mu.Lock()
+	o := c.opens.open[token]
+	if o == nil {
+		c.opens.mu.Unlock()
+		return // its time is up
 	}
 	if !o.decided {
 		o.decided = true
