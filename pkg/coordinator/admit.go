@@ -147,13 +147,9 @@ func (c *Coordinator) accept(ctx context.Context, msg jetstream.Msg) {
 		told := make(chan struct{})
 		c.admitting.Store(run, told)
 		c.start(ctx, run, []protocol.Record{*started}, w.LastSeq(), ls, sl.pass())
-		st := &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
+		c.writeState(ctx, &protocol.RunState{Run: run, Status: protocol.StatusRunning, Task: contract.Task,
 			Coordinator: c.cfg.ID, Started: started.Time, Tree: tree, Parent: contract.Parent,
-			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run),
-			Updated: time.Now().UTC()}
-		if err := c.writeIndex(ctx, st); err != nil {
-			c.log.Warn("update run index", "run", run, "err", err)
-		}
+			Budgets: &protocol.Budgets{Tree: tree, Depth: depth}, Pool: contract.Provider.Pool, Tenant: wire.TenantOf(run)})
 		c.publishEvent(run, 0, protocol.EventStarted, &protocol.Event{Text: contract.Task})
 		c.metrics.RunStarted()
 		c.admitting.Delete(run)

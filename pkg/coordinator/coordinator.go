@@ -563,9 +563,17 @@ func (c *Coordinator) orphan(run string) {
 	c.mu.Unlock()
 }
 
+// putState writes st to the run index, once the run's admission is told
+// (awaitAdmission); a write that fails is only logged.
 func (c *Coordinator) putState(ctx context.Context, st *protocol.RunState) {
+	c.awaitAdmission(st.Run)
+	c.writeState(ctx, st)
+}
+
+// writeState is putState without the wait, for the admission itself.
+func (c *Coordinator) writeState(ctx context.Context, st *protocol.RunState) {
 	st.Updated = time.Now().UTC()
-	if err := c.putIndex(ctx, st); err != nil {
+	if err := c.writeIndex(ctx, st); err != nil {
 		c.log.Warn("update run index", "run", st.Run, "err", err)
 	}
 }

@@ -3,14 +3,12 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
 )
@@ -97,12 +95,7 @@ func (c *Coordinator) heardOpen(m *nats.Msg) {
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		a.err = nats.ErrNoResponders
 	} else {
-		var r protocol.SandboxReply
-		if err := wirejson.Unmarshal(m.Data, &r); err != nil {
-			a.err = fmt.Errorf("undecodable sandbox reply: %w", err)
-		} else {
-			a.reply = &r
-		}
+		a.reply, a.err = decodeReply(m.Data)
 	}
 	token := strings.TrimPrefix(m.Subject, c.opens.prefix)
 	c.opens.mu.Lock()
@@ -126,7 +119,7 @@ func (c *Coordinator) heardOpen(m *nats.Msg) {
 	if r == nil || r.Error != nil || r.Opened == 0 || r.Node == took || !protocol.ValidToken(r.Node) {
 		return
 	}
-	op := &protocol.SandboxOp{OpID: o.run + ".close", Run: o.run, Kind: protocol.OpClose, Tree: o.tree, Opened: r.Opened}
+	op := closeOp(o.run, o.tree, r.Opened)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -23,8 +23,12 @@ const resendInterval = 5 * time.Second
 // sandboxer that could not be reached.
 var requestBackoff = backoff{wait: 250 * time.Millisecond}
 
-// request sends a sandbox operation and decodes the reply.
+// request sends a sandbox operation and decodes the reply: the open of a
+// root, which every sandboxer serving it answers, as openRoot does.
 func (c *Coordinator) request(ctx context.Context, subject string, op *protocol.SandboxOp, timeout time.Duration) (*protocol.SandboxReply, error) {
+	if subject == wire.SandboxOpenSubject {
+		return c.openRoot(ctx, op, timeout)
+	}
 	return c.requestUntilGone(ctx, subject, op, timeout, 0)
 }
 
@@ -47,9 +51,10 @@ func (c *Coordinator) requestUntilGone(ctx context.Context, subject string, op *
 	// is up; the sandboxer answers a repeat from its first result, or,
 	// while the first still runs, when it ends. An op sent to one node is
 	// also sent again every resendInterval while unanswered, since its
-	// reply may be what was lost (NATS restarted under it). Opens go to
-	// every sandboxer or a queue group, and are asked again by open.
-	direct := subject != wire.SandboxOpenSubject && subject != wire.SandboxSnapshotSubject
+	// reply may be what was lost (NATS restarted under it). The open of
+	// a snapshot goes to a queue group, and is asked again by open (a
+	// root's goes to every sandboxer, by openRoot).
+	direct := subject != wire.SandboxSnapshotSubject
 	var m *nats.Msg
 	var unheard time.Time // since when the subject has had no responders
 	_ = retrying(rctx, requestBackoff, func() error {
@@ -85,11 +90,22 @@ func (c *Coordinator) requestUntilGone(ctx context.Context, subject string, op *
 	if err != nil {
 		return nil, err // the last request's error, also when the op's time ran out in a wait
 	}
+	return decodeReply(m.Data)
+}
+
+// decodeReply decodes a sandboxer's answer to an op.
+func decodeReply(data []byte) (*protocol.SandboxReply, error) {
 	var reply protocol.SandboxReply
-	if err := wirejson.Unmarshal(m.Data, &reply); err != nil {
+	if err := wirejson.Unmarshal(data, &reply); err != nil {
 		return nil, fmt.Errorf("undecodable sandbox reply: %w", err)
 	}
 	return &reply, nil
+}
+
+// closeOp is the op that gives run's workspace, of tree, back to a
+// sandboxer: the open named (its stamp), or whatever opened it for 0.
+func closeOp(run, tree string, opened uint64) *protocol.SandboxOp {
+	return &protocol.SandboxOp{OpID: run + ".close", Run: run, Kind: protocol.OpClose, Tree: tree, Opened: opened}
 }
 
 // nodeGone is how long the sandboxer holding a run's root may have

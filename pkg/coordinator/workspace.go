@@ -32,13 +32,7 @@ func (d *driver) open(ctx context.Context) error {
 			// deadline.
 			wait = min(resendInterval, wait)
 		}
-		var reply *protocol.SandboxReply
-		var err error
-		if subject == wire.SandboxOpenSubject {
-			reply, err = d.c.openRoot(ctx, op, wait)
-		} else {
-			reply, err = d.c.request(ctx, subject, op, wait)
-		}
+		reply, err := d.c.request(ctx, subject, op, wait)
 		switch {
 		case err == nil && reply.Error == nil && reply.Holder != "" && holder == "" && protocol.ValidToken(reply.Holder):
 			// Another sandboxer holds the run's snapshot workspace: ask it.
@@ -88,7 +82,7 @@ func (d *driver) close() {
 	if d.node == "" {
 		return // no workspace was opened
 	}
-	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose, Tree: d.s.tree}
+	op := closeOp(d.s.run, d.s.tree, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if reply, err := d.c.request(ctx, wire.SandboxOps(d.node), op, 5*time.Second); err == nil {
@@ -99,7 +93,7 @@ func (d *driver) close() {
 // closeOn gives the run's workspace back to node, a sandboxer the run
 // left when it was gone, if it comes back within closeGone.
 func (d *driver) closeOn(node string) {
-	op := &protocol.SandboxOp{OpID: d.s.run + ".close", Run: d.s.run, Kind: protocol.OpClose, Tree: d.s.tree}
+	op := closeOp(d.s.run, d.s.tree, 0)
 	ctx, cancel := context.WithTimeout(d.ctx, closeGone) // or until the coordinator stops
 	defer cancel()
 	_, _ = d.c.request(ctx, wire.SandboxOps(node), op, closeGone)
