@@ -68,9 +68,7 @@ func TestDriverStartsBesideTheIndexEntry(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
-		Verification: protocol.Verification{None: &struct{}{}},
-		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	c := sayDone(ws)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	h, err := cl.Submit(ctx, c, harness.WithRunID(run))
@@ -111,9 +109,7 @@ func TestDriverStartsBesideTheIndexEntry(t *testing.T) {
 func TestAdmissionFencedByARecordWrittenMeanwhile(t *testing.T) {
 	const run = "admit-fenced"
 	ws := t.TempDir()
-	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
-		Verification: protocol.Verification{None: &struct{}{}},
-		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	c := sayDone(ws)
 	var appended atomic.Bool
 	var tr atomic.Pointer[trace.Trace]
 	t.Cleanup(coordinator.SetReadHook(func(r string) {

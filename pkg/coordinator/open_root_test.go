@@ -37,9 +37,7 @@ func TestARootTwoSandboxersOpenIsClosedOnBoth(t *testing.T) {
 		}
 		t.Cleanup(n.stop)
 	}
-	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
-		Verification: protocol.Verification{None: &struct{}{}},
-		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	c := sayDone(ws)
 	const runs = 6
 	for i := range runs {
 		h, err := cl.Submit(t.Context(), c, harness.WithRunID(fmt.Sprintf("two-%d", i)))

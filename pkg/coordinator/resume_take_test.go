@@ -67,9 +67,7 @@ func TestNewRunRefusedGivesTheWorkspaceBack(t *testing.T) {
 	cl, nc, _ := withTrace(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: model,
 		Ledger: &refusingLedger{Ledger: ledger.NewMemory(), agent: run}})
 	ops := watchOps(t, nc)
-	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
-		Verification: protocol.Verification{None: &struct{}{}},
-		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	c := sayDone(ws)
 	h, err := cl.Submit(t.Context(), c, harness.WithRunID(run))
 	if err != nil {
 		t.Fatal(err)

@@ -34,9 +34,7 @@ func TestFinishReachesTheIndex(t *testing.T) {
 		return nil
 	}))
 	cl := clustertest.Start(t, harness.Config{AllowFloor: true, Roots: []string{ws}, Provider: done})
-	c := &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
-		Verification: protocol.Verification{None: &struct{}{}},
-		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+	c := sayDone(ws)
 	h, err := cl.Submit(t.Context(), c, harness.WithRunID("finish-lost"))
 	if err != nil {
 		t.Fatal(err)
@@ -86,4 +84,12 @@ func TestDamagedTraceReachesTheIndex(t *testing.T) {
 	if n := failed.Load(); n < 4 {
 		t.Errorf("the failure was written %d times, want the three that failed and one more", n)
 	}
+}
+
+// sayDone is a contract on ws that reads and writes nothing and needs no
+// verification: a model that says it is done finishes it in one step.
+func sayDone(ws string) *protocol.Contract {
+	return &protocol.Contract{Schema: protocol.ContractSchema, Task: "Say done.", Workspace: protocol.Workspace{Root: ws},
+		Verification: protocol.Verification{None: &struct{}{}},
+		Policy:       &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
 }
