@@ -52,6 +52,11 @@ type Input struct {
 	// this request by the caller, for the reads an earlier Assemble of the
 	// same request reported in Output.Stale.
 	Fresh map[string]string
+	// Memo, when set, keeps what this assembly measured for the run's
+	// next: a run's driver keeps one, so a request costs the step added
+	// since the last rather than the whole transcript. It never changes
+	// the Output.
+	Memo *Memo
 }
 
 // Stale is a read the fit would carry whose file was written after it:
@@ -109,10 +114,11 @@ type entry struct {
 	stub    string
 	stubLen int // the stub message's size, a comma included
 	fate    fate
-	kinded  bool // kind and target are set
-	reread  bool // content is Input.Fresh's
-	wait    bool // stale, and not in Input.Fresh: content is the stale stub
-	written int  // wait: the step of the last write of its path
+	kinded  bool      // kind and target are set
+	reread  bool      // content is Input.Fresh's
+	wait    bool      // stale, and not in Input.Fresh: content is the stale stub
+	written int       // wait: the step of the last write of its path
+	memo    *callMemo // its call's, with Input.Memo; else nil
 }
 
 // view is one step as the request shows it.
@@ -130,6 +136,7 @@ type view struct {
 // assembly is the work of one Assemble call.
 type assembly struct {
 	in        *Input
+	memo      *Memo
 	bpt       float64
 	cap       int
 	soft      int // the bytes the fit aims under: 95% of the prompt's room
@@ -231,20 +238,21 @@ func (a *assembly) build() {
 	a.hard = maxBytes(room, a.bpt)
 	a.soft = maxBytes(room-room/20, a.bpt)
 
+	a.memo = in.Memo
 	a.task = protocol.Message{Role: protocol.RoleUser, Content: in.Task}
-	a.frame = frameLen(in.System, in.Tools) + msgLen(&a.task, -1) + 1
+	a.frame = a.memo.frameLen(in.System, in.Tools) + msgLen(&a.task, -1) + 1
 	if len(in.Notes) > 0 {
 		m, size, kept := notesMessage(in.Notes, maxBytes(in.Budget/4, a.bpt))
 		a.notes, a.noteCount = m, kept
 		a.frame += size + 1
 	}
 
-	a.views = make([]view, len(in.Steps))
 	calls := 0
 	for i := range in.Steps {
 		calls += len(in.Steps[i].Turn.ToolCalls) + len(in.Steps[i].After)
 	}
-	a.entries = make([]entry, 0, calls)
+	a.views, a.entries = a.memo.scratch(len(in.Steps), calls)
+	a.memo.grow(len(in.Steps))
 	for i := range in.Steps {
 		a.buildStep(i)
 	}
@@ -259,27 +267,12 @@ func (a *assembly) buildStep(i int) {
 		v.n = i + 1
 	}
 	last := i == len(a.in.Steps)-1
-	v.turn = s.Turn
-	if v.turn.Role == "" {
-		v.turn.Role = protocol.RoleAssistant
+	sm := a.memo.step(i, s)
+	if !last && sm != nil && sm.olderOK && sm.cap == a.cap {
+		v.turn, v.turnLen = sm.older, sm.turnLen
+	} else {
+		a.measureTurn(v, s, last, sm)
 	}
-	if !last {
-		// The provider needs only the last turn's thinking; an older turn's
-		// long text and arguments are cut like any entry.
-		v.turn.Thinking = nil
-		v.turn.Content = bound(v.turn.Content, a.cap, false)
-		copied := false
-		for ci := range v.turn.ToolCalls {
-			if args, cut := boundArgs(v.turn.ToolCalls[ci].Arguments, a.cap); cut {
-				if !copied { // the input is not ours to change
-					v.turn.ToolCalls = append([]protocol.ToolCall(nil), v.turn.ToolCalls...)
-					copied = true
-				}
-				v.turn.ToolCalls[ci].Arguments = args
-			}
-		}
-	}
-	v.turnLen = msgLen(&v.turn, -1) + 1
 	v.first = len(a.entries)
 
 	results := s.Results
@@ -294,6 +287,9 @@ func (a *assembly) buildStep(i int) {
 	for ci := range v.turn.ToolCalls {
 		id := v.turn.ToolCalls[ci].ID
 		e := entry{step: i, msg: ci, id: id, size: -1}
+		if sm != nil {
+			e.memo = &sm.calls[ci]
+		}
 		if aligned {
 			e.res = &results[ci]
 		} else {
@@ -323,6 +319,36 @@ func (a *assembly) buildStep(i int) {
 	v.end = len(a.entries)
 }
 
+// measureTurn sets the view's turn as the request carries it, and its
+// size: the last turn as it is, an older one without its thinking and
+// with its text and string arguments bounded.
+func (a *assembly) measureTurn(v *view, s *Step, last bool, sm *stepMemo) {
+	v.turn = s.Turn
+	if v.turn.Role == "" {
+		v.turn.Role = protocol.RoleAssistant
+	}
+	if !last {
+		// The provider needs only the last turn's thinking; an older turn's
+		// long text and arguments are cut like any entry.
+		v.turn.Thinking = nil
+		v.turn.Content = bound(v.turn.Content, a.cap, false)
+		copied := false
+		for ci := range v.turn.ToolCalls {
+			if args, cut := boundArgs(v.turn.ToolCalls[ci].Arguments, a.cap); cut {
+				if !copied { // the input is not ours to change
+					v.turn.ToolCalls = append([]protocol.ToolCall(nil), v.turn.ToolCalls...)
+					copied = true
+				}
+				v.turn.ToolCalls[ci].Arguments = args
+			}
+		}
+	}
+	v.turnLen = msgLen(&v.turn, -1) + 1
+	if !last && sm != nil {
+		sm.older, sm.turnLen, sm.cap, sm.olderOK = v.turn, v.turnLen, a.cap, true
+	}
+}
+
 // call is the call an entry answers.
 func (a *assembly) call(e *entry) *protocol.ToolCall {
 	return &a.in.Steps[e.step].Turn.ToolCalls[e.msg]
@@ -330,9 +356,16 @@ func (a *assembly) call(e *entry) *protocol.ToolCall {
 
 // kindOf sets the entry's kind and target from its call.
 func (a *assembly) kindOf(e *entry) {
-	if !e.kinded {
+	switch {
+	case e.kinded:
+	case e.memo != nil && e.memo.kinded:
+		e.kind, e.target, e.kinded = e.memo.kind, e.memo.target, true
+	default:
 		e.kind, e.target = KindOf(*a.call(e))
 		e.kinded = true
+		if e.memo != nil {
+			e.memo.kind, e.memo.target, e.memo.kinded = e.kind, e.target, true
+		}
 	}
 }
 
@@ -344,7 +377,20 @@ func (a *assembly) setContent(e *entry, c string) {
 	}
 	if len(c) > a.cap {
 		a.kindOf(e)
-		c = bound(c, a.cap, e.kind == KindRead)
+		tail := e.kind == KindRead
+		if m := e.memo; m != nil {
+			if m.cap != a.cap || m.tail != tail {
+				m.cap, m.tail, m.bounded = a.cap, tail, two[string]{}
+			}
+			b, ok := m.bounded.get(c)
+			if !ok {
+				b = bound(c, a.cap, tail)
+				m.bounded.put(c, b)
+			}
+			c = b
+		} else {
+			c = bound(c, a.cap, tail)
+		}
 	}
 	e.content = c
 }
@@ -373,7 +419,16 @@ func (a *assembly) bound() int {
 // sizeOf is the size of the entry's message carried whole.
 func (a *assembly) sizeOf(e *entry) int {
 	if e.size < 0 {
-		e.size = toolResultLen(e.content, e.id) + 1
+		var ok bool
+		if e.memo != nil {
+			e.size, ok = e.memo.sized.get(e.content)
+		}
+		if !ok {
+			e.size = toolResultLen(e.content, e.id) + 1
+			if e.memo != nil {
+				e.memo.sized.put(e.content, e.size)
+			}
+		}
 	}
 	return e.size
 }

@@ -70,3 +70,31 @@ func BenchmarkStrLen(b *testing.B) {
 		strLen(s)
 	}
 }
+
+// BenchmarkAssembleRun assembles every request of a 100-step run in
+// turn, as its driver does (the steps before each request, 1 KB results,
+// all fitting), without a Memo and with one kept across the run, and
+// reports the time of one request's assembly.
+//
+//	go test -run '^$' -bench AssembleRun ./pkg/assemble
+func BenchmarkAssembleRun(b *testing.B) {
+	full := observations(100, 1<<10)
+	full.Budget, full.Output = 1_000_000, 4096
+	for _, kept := range []bool{false, true} {
+		b.Run(fmt.Sprintf("memo=%t", kept), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var m *Memo
+				if kept {
+					m = &Memo{}
+				}
+				for k := 1; k <= len(full.Steps); k++ {
+					in := full
+					in.Steps, in.Step, in.Memo = full.Steps[:k], k+1, m
+					Assemble(in)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(full.Steps)), "ns/request")
+		})
+	}
+}

@@ -168,7 +168,7 @@ func (s *runState) assembleInput(in inputs) assemble.Input {
 	}
 	return assemble.Input{System: s.system(in), Tools: in.tools, Task: task, Notes: s.notes, Steps: s.steps,
 		Budget: s.budget(), Output: s.contract.Provider.MaxOutputTokens, BytesPerToken: s.bytesPerToken(),
-		Step: s.step + 1, Fresh: in.fresh}
+		Step: s.step + 1, Fresh: in.fresh, Memo: s.memo}
 }
 
 // request is the completion request the assembly gives.

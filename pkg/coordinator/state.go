@@ -35,6 +35,7 @@ type runState struct {
 	// decision's note on a call made before any step); calls find a
 	// call's result by its id, as [step index, result index].
 	steps    []assemble.Step
+	memo     *assemble.Memo // what the run's last assembly measured, for its next
 	lead     []protocol.Message
 	calls    map[string][2]int
 	finished *protocol.Record
@@ -96,6 +97,7 @@ func newRunState(run string, recs []protocol.Record) (*runState, error) {
 	// Sized for the trace at hand (about a step a record, a call or so a
 	// step), so folding a long one does not grow them again and again.
 	s.steps = make([]assemble.Step, 0, len(recs))
+	s.memo = &assemble.Memo{}
 	s.calls = make(map[string][2]int, len(recs))
 	for i := 1; i < len(recs); i++ {
 		if err := s.apply(&recs[i]); err != nil {
