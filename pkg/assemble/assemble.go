@@ -72,6 +72,10 @@ type Stale struct {
 type Output struct {
 	// Messages are the request's messages, the task first.
 	Messages []protocol.Message
+	// Sizes are the sizes of Messages as encoding/json writes them, one
+	// each, so a caller can tell the size of any run of them without
+	// encoding it.
+	Sizes []int
 	// Stats is how the request was fitted (Reported is left 0 for the
 	// provider's count).
 	Stats protocol.Assembly
@@ -143,7 +147,9 @@ type assembly struct {
 	hard      int // the bytes the request must stay under
 	frame     int // the request's size without steps, task and notes included
 	task      protocol.Message
+	taskLen   int
 	notes     protocol.Message
+	notesLen  int
 	noteCount int
 	views     []view
 	entries   []entry
@@ -240,10 +246,11 @@ func (a *assembly) build() {
 
 	a.memo = in.Memo
 	a.task = protocol.Message{Role: protocol.RoleUser, Content: in.Task}
-	a.frame = a.memo.frameLen(in.System, in.Tools) + msgLen(&a.task, -1) + 1
+	a.taskLen = msgLen(&a.task, -1)
+	a.frame = a.memo.frameLen(in.System, in.Tools) + a.taskLen + 1
 	if len(in.Notes) > 0 {
 		m, size, kept := notesMessage(in.Notes, maxBytes(in.Budget/4, a.bpt))
-		a.notes, a.noteCount = m, kept
+		a.notes, a.notesLen, a.noteCount = m, size, kept
 		a.frame += size + 1
 	}
 
@@ -853,9 +860,10 @@ func (a *assembly) emit() Output {
 		}
 	}
 	msgs := make([]protocol.Message, 0, count)
-	msgs = append(msgs, a.task)
+	sizes := make([]int, 0, count)
+	msgs, sizes = append(msgs, a.task), append(sizes, a.taskLen)
 	if a.noteCount > 0 {
-		msgs = append(msgs, a.notes)
+		msgs, sizes = append(msgs, a.notes), append(sizes, a.notesLen)
 	}
 	st := protocol.Assembly{Budget: in.Budget, BytesPerToken: a.bpt, Notes: a.noteCount}
 	var stale []Stale
@@ -890,10 +898,11 @@ func (a *assembly) emit() Output {
 		if from >= 0 {
 			if !a.noLines {
 				msgs = append(msgs, protocol.Message{Role: protocol.RoleUser, Content: collapseLine(a.views[from].n, a.views[i-1].n, results)})
+				sizes = append(sizes, lineLen(a.views[from].n, a.views[i-1].n, results)-1)
 			}
 			from = -1
 		}
-		msgs = append(msgs, v.turn)
+		msgs, sizes = append(msgs, v.turn), append(sizes, v.turnLen-1)
 		k := v.first
 		for ci := range v.turn.ToolCalls {
 			e := &a.entries[k]
@@ -906,23 +915,29 @@ func (a *assembly) emit() Output {
 				stale = append(stale, Stale{CallID: v.turn.ToolCalls[ci].ID, Path: e.target, Step: v.n, WrittenAt: e.written})
 			}
 			msgs = append(msgs, protocol.Message{Role: protocol.RoleTool, ToolCallID: v.turn.ToolCalls[ci].ID, Content: c})
+			sizes = append(sizes, a.cur(e)-1)
 		}
 		for j := range v.src.After {
 			m := v.src.After[j]
+			size := 0
 			if len(m.Images) > 0 {
 				e := &a.entries[k]
 				k++
+				size = e.size
 				if e.fate == elided {
-					m = protocol.Message{Role: m.Role, Content: e.stub}
+					m, size = protocol.Message{Role: m.Role, Content: e.stub}, e.stubLen
 				}
+			} else {
+				size = msgLen(&m, -1) + 1
 			}
-			msgs = append(msgs, m)
+			msgs, sizes = append(msgs, m), append(sizes, size-1)
 		}
 	}
 	if from >= 0 && !a.noLines {
 		msgs = append(msgs, protocol.Message{Role: protocol.RoleUser, Content: collapseLine(a.views[from].n, a.views[len(a.views)-1].n, results)})
+		sizes = append(sizes, lineLen(a.views[from].n, a.views[len(a.views)-1].n, results)-1)
 	}
 	st.Bytes = a.total()
 	st.Estimate = Tokens(st.Bytes, a.bpt) + in.Output
-	return Output{Messages: msgs, Stats: st, Stale: stale}
+	return Output{Messages: msgs, Sizes: sizes, Stats: st, Stale: stale}
 }

@@ -146,6 +146,14 @@ func checkInvariants(t *testing.T, in Input) {
 	if got, want := out.Stats.Estimate, Tokens(len(req), in.BytesPerToken)+in.Output; got != want || out.Stats.Bytes != len(req) {
 		t.Fatalf("Estimate = %d, want %d from %d bytes", got, want, len(req))
 	}
+	if len(out.Sizes) != len(out.Messages) {
+		t.Fatalf("%d sizes for %d messages", len(out.Sizes), len(out.Messages))
+	}
+	for i := range out.Messages {
+		if b, _ := json.Marshal(&out.Messages[i]); out.Sizes[i] != len(b) {
+			t.Fatalf("message %d is %d bytes, sized %d: %s", i, len(b), out.Sizes[i], b)
+		}
+	}
 	if fixedFit(t, in, out) && out.Stats.Estimate > in.Budget {
 		t.Fatalf("Estimate = %d over the budget %d, though the fixed parts fit (Stats %+v)", out.Stats.Estimate, in.Budget, out.Stats)
 	}

@@ -184,6 +184,9 @@ func msgLen(m *protocol.Message, content int) int {
 	return n
 }
 
+// MessageLen is the size of m as encoding/json writes it.
+func MessageLen(m *protocol.Message) int { return msgLen(m, -1) }
+
 // toolResultLen is the size of a tool message with this content and call
 // id, without building it.
 func toolResultLen(content, callID string) int {
