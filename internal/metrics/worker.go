@@ -13,6 +13,7 @@ type Worker struct {
 	turns            *prometheus.CounterVec
 	providerSeconds  *prometheus.HistogramVec
 	providerFailures *prometheus.CounterVec
+	bases            *prometheus.CounterVec
 }
 
 // NewWorker returns a worker's metrics, registered on reg (nil: kept, not
@@ -27,6 +28,12 @@ func NewWorker(reg prometheus.Registerer, inflight func() float64) *Worker {
 			[]string{"provider"})),
 		providerFailures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "worker",
 			Name: "provider_failures_total", Help: "Provider calls that failed, by provider and error code."}, []string{"provider", "code"})),
+	}
+	m.bases = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "worker",
+		Name: "task_bases_total", Help: "Step tasks that extend an earlier task of their run, by where the request whole came from: kept (this worker served the earlier one), asked (the coordinator gave it whole), or lost (neither)."},
+		[]string{"found"}))
+	for _, f := range []string{"kept", "asked", "lost"} {
+		m.bases.WithLabelValues(f)
 	}
 	m.turns.WithLabelValues("ok")
 	if inflight != nil {
@@ -47,6 +54,14 @@ func (m *Worker) Turn(err *protocol.Error) {
 		return
 	}
 	m.turns.WithLabelValues(codeName(err.Code)).Inc()
+}
+
+// Base counts one step task that extends an earlier one, by where its
+// request whole was found: kept, asked or lost.
+func (m *Worker) Base(found string) {
+	if m != nil {
+		m.bases.WithLabelValues(found).Inc()
+	}
 }
 
 // Provider counts one provider call: the provider that served it (or was

@@ -126,12 +126,17 @@ func TestRolesRunUnderTheirOwnPermissions(t *testing.T) {
 	ws := t.TempDir()
 	write := &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"done\n"}`)}},
 		Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}}
-	script := provider.NewScripted(write, write) // the root run's, then the snapshot run's
+	read := &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "c0", Name: "read_file", Arguments: json.RawMessage(`{"path":"out.txt"}`)}},
+		Usage: protocol.Usage{InputTokens: 10, OutputTokens: 5}}
+	// The root run's steps, then the snapshot run's: each run's second
+	// step task extends its first, and the worker keeps no request, so it
+	// asks the coordinator for each whole, under its own permissions.
+	script := provider.NewScripted(read, write, read, write)
 	co, err := coordinator.New(cnc, coordinator.Config{ID: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wk, err := worker.New(w.nc, script, worker.Config{ID: "w1", Bind: true})
+	wk, err := worker.New(w.nc, script, worker.Config{ID: "w1", Bind: true, TranscriptBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,6 +310,10 @@ func TestTheServerRefuses(t *testing.T) {
 		{"a worker tells a turn stored", "worker", "harness.stored.turns.r1.1.1", false},
 		{"a sandboxer tells a turn stored", "sandboxer-sb1", "harness.stored.turns.r1.1.1", false},
 		{"a tenant tells a turn stored", "acme", "harness.stored.turns.r1.1.1", false},
+		// A run's requests are the workers' and the coordinators' alone.
+		{"a tenant asks for a step task whole", "acme", "harness.task.r1.1.1", false},
+		{"a sandboxer asks for a step task whole", "sandboxer-sb1", "harness.task.r1.1.1", false},
+		{"a worker hears the asks for step tasks whole", "worker", "harness.task.>", true},
 		{"a tenant reads another tenant's events", "acme", "harness.tenant.bravo.events.>", true},
 		{"a tenant reads another tenant's answers", "acme", "_INBOX.bravo.>", true},
 		{"a tenant reads every run's events", "acme", "harness.events.>", true},

@@ -84,6 +84,12 @@ var stepTaskBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 const stepTaskBufMax = 4 << 20
 
+// MarshalWholeRequest encodes a step's request whole, for a worker that
+// asked for it, as encoding/json does.
+func MarshalWholeRequest(r *protocol.WholeRequest) ([]byte, error) {
+	return json.Append(nil, r, json.EscapeHTML|json.SortMapKeys)
+}
+
 // MarshalReply encodes a sandboxer's reply as encoding/json does, through
 // segmentio's encoder: a reply holds no omitzero field (a test holds it
 // to that), and it is encoded on every tool call, its observation

@@ -215,7 +215,9 @@ func execAllowed(p *policy.Policy) func(argv []string) bool {
 // what its record keeps of how: the reads read again, the tools when they
 // changed, the toolchain when it is new.
 type assembled struct {
-	req       *protocol.CompletionRequest
+	req *protocol.CompletionRequest
+	// sizes are the JSON sizes of req's messages, one each.
+	sizes     []int
 	stats     protocol.Assembly
 	rereads   []protocol.Observation
 	tools     []protocol.ToolSpec
@@ -241,7 +243,11 @@ func (d *driver) assemble(ctx context.Context, step int) *assembled {
 		}
 		out = assemble.Assemble(s.assembleInput(in))
 	}
-	a.req, a.stats = s.request(in, out), out.Stats
+	a.req, a.sizes, a.stats = s.request(in, out), out.Sizes, out.Stats
+	if len(a.req.Messages) > 0 && len(a.sizes) == len(a.req.Messages) && len(a.req.Messages[0].Images) != len(out.Messages[0].Images) {
+		a.sizes = slices.Clone(a.sizes) // the task's images ride on it (request)
+		a.sizes[0] = assemble.MessageLen(&a.req.Messages[0])
+	}
 	if !sameTools(in.tools, s.tools) {
 		a.tools = in.tools
 	}

@@ -327,6 +327,11 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe to the answers of opens: %w", err)
 	}
 	defer func() { _ = opens.Unsubscribe() }()
+	wholeTasks, err := c.nc.Subscribe(wire.WholeTaskPrefix+">", c.handleWholeTask)
+	if err != nil {
+		return fmt.Errorf("subscribe to the asks for step tasks whole: %w", err)
+	}
+	defer func() { _ = wholeTasks.Unsubscribe() }()
 	// Contracts are heard as they are published, besides being stored:
 	// a request is answered with what became of its contract (answer.go).
 	answers, err := c.nc.Subscribe(wire.AnswersPrefix+"*", c.handleAnswer)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -78,6 +79,12 @@ type driver struct {
 	settled bool
 	// asm is the step in hand's request, as assembled.
 	asm *assembled
+	// sent is the last step task laid out, whole (extend.go); its
+	// transcript is named transcripts.laid, transcripts a name of this
+	// driver's own.
+	sent        atomic.Pointer[sentTask]
+	transcripts string
+	laid        int
 	// toolNode is a sandboxer found holding the tools the contract names,
 	// which the open of a snapshot workspace goes to.
 	toolNode string

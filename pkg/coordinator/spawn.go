@@ -422,6 +422,7 @@ func (d *driver) roomForChild(ctx context.Context, run string, child *protocol.C
 	// Its first call is estimated as it will be reserved: on the whole
 	// step task, the policy that goes with it included.
 	task := protocol.StepTask{Run: run, Step: 1, Attempt: 1, Policy: child.Policy, Deadline: s.deadline(), Expires: time.Now(),
+		Transcript: transcriptName(randomHex(8), 1),
 		Request: protocol.CompletionRequest{Model: child.Provider.Model, System: systemPrompt, Tools: d.tools, MaxOutputTokens: child.Provider.MaxOutputTokens,
 			Messages: []protocol.Message{{Role: protocol.RoleUser, Content: taskMessage(child)}}}}
 	data, _ := json.Marshal(&task)

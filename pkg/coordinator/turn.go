@@ -99,15 +99,13 @@ func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err e
 		case w.task != nil:
 			return d.awaitTurn(ctx, w, &turn)
 		}
-		task := &protocol.StepTask{Run: s.run, Step: step, Attempt: w.attempt, Request: *d.asm.req, Deadline: s.deadline(),
-			Policy: d.wirePolicy(), Expires: time.Now().Add(d.c.cfg.TurnTimeout)}
-		data, err := wirejson.MarshalStepTask(task)
+		data, whole, err := d.layTask(step, w.attempt)
 		if err != nil {
 			return done(protocol.Errorf(protocol.CodeInternal, "encode step task: %s", err.Error()))
 		}
 		// No provider call without a reservation that fits every ceiling.
 		key := protocol.StepKey(s.run, step, w.attempt)
-		estimate := d.estimate(len(data))
+		estimate := d.estimate(whole)
 		if err := d.reserve(ctx, key, estimate); err != nil {
 			if errors.Is(err, errStaleKey) {
 				// An earlier driver settled this attempt and died before
@@ -122,11 +120,11 @@ func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err e
 		d.unsettled[w.attempt] = key
 		d.estimates[key] = estimate
 		msg := &nats.Msg{Subject: wire.Steps(s.contract.Provider.Pool), Data: data}
-		if limit := d.c.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit-taskHeadroom {
+		if limit := d.c.nc.MaxPayload(); limit > 0 && int64(whole) > limit-taskHeadroom {
 			err = nats.ErrMaxPayload // known before it is sent
 		} else {
 			pctx, cancel := jsCall(ctx)
-			_, err = d.c.js.PublishMsg(pctx, msg, jetstream.WithMsgID(task.Key()))
+			_, err = d.c.js.PublishMsg(pctx, msg, jetstream.WithMsgID(key))
 			cancel()
 		}
 		if err != nil {
@@ -139,12 +137,12 @@ func (d *driver) turn(ctx context.Context, step int) (turn *protocol.Turn, err e
 				delete(d.unsettled, w.attempt)
 				d.release(ctx, key)
 				return done(protocol.FieldError(protocol.CodeTooLarge, "request", "keep tool output and files the model reads smaller, or raise the NATS server's max_payload",
-					"the conversation is %d bytes as a step task, over the %d-byte message limit of the bus", len(data), d.c.nc.MaxPayload()))
+					"the conversation is %d bytes as a step task, over the %d-byte message limit of the bus", whole, d.c.nc.MaxPayload()))
 			}
 			d.log.Warn("publish step task", "step", step, "err", err)
 			return err // published again, the same attempt, after publishBackoff's wait
 		}
-		w.task, w.key, w.estimate, w.giveUp = msg, task.Key(), estimate, time.Now().Add(d.c.cfg.TurnTimeout)
+		w.task, w.key, w.estimate, w.giveUp = msg, key, estimate, time.Now().Add(d.c.cfg.TurnTimeout)
 		return d.awaitTurn(ctx, w, &turn)
 	})
 	return turn, err

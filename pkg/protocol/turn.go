@@ -170,6 +170,37 @@ type StepTask struct {
 	// endpoints against it before calling (an explicit deny refuses; an
 	// ask is answered by TurnResult.Refused, with no call made).
 	Policy *Policy `json:"policy,omitempty"`
+	// Transcript names this task's request whole, for a later task of
+	// the run to extend: unique to the coordinator's hold of the run and
+	// the task's place in it.
+	Transcript string `json:"transcript,omitempty"`
+	// Base, when set, says the request extends an earlier task's, which
+	// the worker that served that task may have kept: Request carries
+	// only what follows it. A worker without it asks for the request
+	// whole on harness.task.<run>.<step>.<attempt> (WholeRequest).
+	Base *TaskBase `json:"base,omitempty"`
+}
+
+// TaskBase is what a step task's request takes from an earlier task of
+// its run: the request whole is the earlier one's first Messages
+// messages followed by Request.Messages, and, when Frame is set, the
+// earlier one's system prompt and tools (Request.System and Tools are
+// then empty).
+type TaskBase struct {
+	Transcript string `json:"transcript"`
+	Messages   int    `json:"messages"`
+	Frame      bool   `json:"frame,omitempty"`
+}
+
+// WholeRequest is a coordinator's answer on
+// harness.task.<run>.<step>.<attempt>, asked by a worker that holds not
+// the base of a step task: the step's request whole, or an error when the
+// run has gone past that step (the task is wanted no more). Only the
+// coordinator holding the run answers; none answers while no coordinator
+// holds the step yet.
+type WholeRequest struct {
+	Request *CompletionRequest `json:"request,omitempty"`
+	Error   *Error             `json:"error,omitempty"`
 }
 
 // Key is the task's idempotency key: run, step and attempt.

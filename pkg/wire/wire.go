@@ -25,6 +25,10 @@ const (
 	SubjectSubmit = "harness.submit"
 	StepsPrefix   = "harness.steps."
 	TurnsPrefix   = "harness.turns."
+	// WholeTaskPrefix is where workers ask for a step task's request
+	// whole (WholeTask); every coordinator hears it, and the one holding
+	// the run answers.
+	WholeTaskPrefix = "harness.task."
 	// StoredPrefix is where the turns stream republishes each turn once
 	// it has stored it: harness.stored.turns.<run>.<step>.<attempt>. A
 	// coordinator acts on a turn heard here, never on the publish itself,
@@ -102,6 +106,12 @@ const (
 
 // Steps returns the subject of a worker pool's step tasks.
 func Steps(pool string) string { return StepsPrefix + pool }
+
+// WholeTask returns the subject a worker asks a step task's request whole
+// on, when it holds not the task's base: harness.task.<run>.<step>.<attempt>.
+func WholeTask(run string, step, attempt int) string {
+	return WholeTaskPrefix + run + "." + strconv.Itoa(step) + "." + strconv.Itoa(attempt)
+}
 
 // Turn returns the subject the turn of one provider call is published on:
 // harness.turns.<run>.<step>.<attempt>, so the answer to any one call can

@@ -77,6 +77,11 @@ type Config struct {
 	AckWait time.Duration
 	// CallTimeout bounds one provider call; default 10 minutes.
 	CallTimeout time.Duration
+	// TranscriptBytes bounds what the worker keeps of the runs' last
+	// requests, for the step tasks that extend them (transcripts.go);
+	// default DefaultTranscriptBytes. Negative keeps none: every such task
+	// is asked for whole.
+	TranscriptBytes int
 	// Primary names the provider expected to serve; a turn served by
 	// another (a fallback) is announced with a fallback event. Default:
 	// the provider's name, so a chain announces nothing unless set.
@@ -146,6 +151,9 @@ func (c *Config) setDefaults() {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = 10 * time.Minute
 	}
+	if c.TranscriptBytes == 0 {
+		c.TranscriptBytes = DefaultTranscriptBytes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -164,6 +172,7 @@ type Worker struct {
 
 	inflight  atomic.Int64
 	policies  policies      // the runs' policies, for the egress check
+	kept      *transcripts  // the runs' last requests whole (transcripts.go)
 	draining  atomic.Bool   // Run's context ended: no task is taken, the calls in flight finish
 	ready     chan struct{} // closed once Run serves
 	readyOnce sync.Once
@@ -208,7 +217,8 @@ func New(nc *nats.Conn, p Provider, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, tools: held, log: cfg.Logger.With("worker", cfg.ID), ready: make(chan struct{})}
+	w := &Worker{cfg: cfg, nc: nc, js: js, assets: assets, p: p, tools: held, log: cfg.Logger.With("worker", cfg.ID), ready: make(chan struct{}),
+		kept: newTranscripts(max(cfg.TranscriptBytes, 0))}
 	w.m = metrics.NewWorker(cfg.Metrics, func() float64 { return float64(w.inflight.Load()) })
 	return w, nil
 }
@@ -418,6 +428,23 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		}
 		deliveries = int(md.NumDelivered)
 	}
+	if task.Base != nil {
+		found, err := w.whole(ctx, &task)
+		switch {
+		case errors.Is(err, errWantedNoMore):
+			w.m.Base("lost")
+			log.Info("the run is past the step of this task; dropping it")
+			_ = msg.TermWithReason("wanted no more")
+			return
+		case err != nil:
+			w.m.Base("lost")
+			log.Info("no coordinator gave this task's request whole yet; it will be delivered again", "err", err)
+			_ = msg.NakWithDelay(wholeAgain)
+			return
+		}
+		w.m.Base(found)
+	}
+	w.kept.keep(task.Run, task.Transcript, &task.Request)
 
 	// Tell the server the task is alive while the provider thinks.
 	stopBeat := make(chan struct{})

@@ -403,16 +403,25 @@ func writeTurn(w http.ResponseWriter, req chatRequest, c fanCall, text string, c
 // contract's output cap).
 type taskSizes struct {
 	mu    sync.Mutex
-	sizes map[string]int // run.step.attempt -> bytes
+	sizes map[string]int // run.step.attempt -> bytes, published whole
+	// whole is each run's last request, whole, and the transcript that
+	// names it: a task that extends it carries only the rest.
+	whole map[string]wholeRequest
 	// seen is closed, and replaced, each time a task is recorded.
 	seen chan struct{}
 	bad  []string
 }
 
+// wholeRequest is a run's last request whole, named by its task.
+type wholeRequest struct {
+	transcript string
+	req        protocol.CompletionRequest
+}
+
 // watchTasks subscribes to every pool's step tasks on nc.
 func watchTasks(t *testing.T, nc *nats.Conn) *taskSizes {
 	t.Helper()
-	ts := &taskSizes{sizes: map[string]int{}, seen: make(chan struct{})}
+	ts := &taskSizes{sizes: map[string]int{}, whole: map[string]wholeRequest{}, seen: make(chan struct{})}
 	sub, err := nc.Subscribe("harness.steps.>", func(msg *nats.Msg) {
 		var task protocol.StepTask
 		ts.mu.Lock()
@@ -422,10 +431,28 @@ func watchTasks(t *testing.T, nc *nats.Conn) *taskSizes {
 			return
 		}
 		key := protocol.StepKey(task.Run, task.Step, task.Attempt)
-		if n, ok := ts.sizes[key]; ok && n != len(msg.Data) {
-			ts.bad = append(ts.bad, fmt.Sprintf("%s published as %d bytes and as %d", key, n, len(msg.Data)))
+		if b := task.Base; b != nil {
+			// What the reservation was estimated on: the task whole.
+			prev, ok := ts.whole[task.Run]
+			if !ok || prev.transcript != b.Transcript || len(prev.req.Messages) < b.Messages {
+				ts.bad = append(ts.bad, fmt.Sprintf("%s extends %s, which was not the run's last task", key, b.Transcript))
+				return
+			}
+			task.Request.Messages = append(append([]protocol.Message(nil), prev.req.Messages[:b.Messages]...), task.Request.Messages...)
+			if b.Frame {
+				task.Request.System, task.Request.Tools = prev.req.System, prev.req.Tools
+			}
+			task.Base = nil
 		}
-		ts.sizes[key] = len(msg.Data)
+		ts.whole[task.Run] = wholeRequest{task.Transcript, task.Request}
+		size := len(msg.Data)
+		if data, err := json.Marshal(&task); err == nil {
+			size = len(data)
+		}
+		if n, ok := ts.sizes[key]; ok && n != size {
+			ts.bad = append(ts.bad, fmt.Sprintf("%s published as %d bytes and as %d", key, n, size))
+		}
+		ts.sizes[key] = size
 		close(ts.seen)
 		ts.seen = make(chan struct{})
 	})

@@ -1,0 +1,171 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ioharness/harness/internal/wirejson"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
+)
+
+// A step task that extends an earlier task of its run (protocol.TaskBase)
+// carries only what follows the earlier request. The worker keeps the
+// last request whole of each run it served, within a bound, as a cache it
+// may lose: a task whose base it kept is put together from it, and one
+// whose base it did not keep (another worker served it, or it was let
+// go) is asked for whole from the coordinator holding the run.
+
+// DefaultTranscriptBytes bounds what a worker keeps of the runs' requests
+// by default: about the strings of their messages, the least recently
+// used let go first.
+const DefaultTranscriptBytes = 64 << 20
+
+// wholeAsk is how long a worker waits for the coordinator holding a run
+// to give a task's request whole; wholeAgain is how long after that the
+// task is delivered again, when no coordinator answered (none holds the
+// run at that step yet, as while one takes it over).
+var (
+	wholeAsk   = time.Second
+	wholeAgain = 250 * time.Millisecond
+)
+
+// errWantedNoMore is a coordinator's word that a task's run is past its
+// step.
+var errWantedNoMore = errors.New("the run is past the task's step")
+
+// transcripts are the requests whole the worker keeps, a run's last.
+type transcripts struct {
+	mu    sync.Mutex
+	limit int
+	size  int
+	tick  uint64
+	runs  map[string]*kept
+}
+
+// kept is one run's last request whole, named by its task's transcript.
+type kept struct {
+	name string
+	req  protocol.CompletionRequest
+	size int
+	used uint64
+}
+
+func newTranscripts(limit int) *transcripts {
+	return &transcripts{limit: limit, runs: map[string]*kept{}}
+}
+
+// base is the kept request a task's base names, if the worker has it.
+func (t *transcripts) base(run string, b *protocol.TaskBase) (protocol.CompletionRequest, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := t.runs[run]
+	if k == nil || k.name != b.Transcript || len(k.req.Messages) < b.Messages {
+		return protocol.CompletionRequest{}, false
+	}
+	t.tick++
+	k.used = t.tick
+	return k.req, true
+}
+
+// keep holds req, whole, as the run's last request, named name, letting
+// go of the least recently used runs' while over the limit. A request
+// over the limit on its own is not kept.
+func (t *transcripts) keep(run, name string, req *protocol.CompletionRequest) {
+	if t == nil || name == "" {
+		return
+	}
+	size := requestSize(req)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if k := t.runs[run]; k != nil {
+		t.size -= k.size
+		delete(t.runs, run)
+	}
+	if size > t.limit {
+		return
+	}
+	for t.size+size > t.limit {
+		var oldest string
+		var at uint64
+		for r, k := range t.runs {
+			if oldest == "" || k.used < at {
+				oldest, at = r, k.used
+			}
+		}
+		t.size -= t.runs[oldest].size
+		delete(t.runs, oldest)
+	}
+	t.tick++
+	t.runs[run] = &kept{name: name, req: *req, size: size, used: t.tick}
+	t.size += size
+}
+
+// requestSize is about what keeping req holds: its strings and bytes.
+func requestSize(req *protocol.CompletionRequest) int {
+	n := len(req.System)
+	for i := range req.Tools {
+		n += len(req.Tools[i].Name) + len(req.Tools[i].Description) + len(req.Tools[i].Parameters)
+	}
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		n += 64 + len(m.Content) + len(m.ToolCallID)
+		for j := range m.ToolCalls {
+			n += len(m.ToolCalls[j].ID) + len(m.ToolCalls[j].Name) + len(m.ToolCalls[j].Arguments)
+		}
+		for j := range m.Images {
+			n += len(m.Images[j].Data)
+		}
+		for j := range m.Thinking {
+			n += len(m.Thinking[j].Text) + len(m.Thinking[j].Signature) + len(m.Thinking[j].Data)
+		}
+	}
+	return n
+}
+
+// whole makes task's request whole: from the base the worker kept, or
+// asked of the coordinator holding the run. It reports what it found:
+// "kept" or "asked"; errWantedNoMore when the run is past the task's
+// step, or another error when no coordinator answered.
+func (w *Worker) whole(ctx context.Context, task *protocol.StepTask) (string, error) {
+	b := task.Base
+	if kept, ok := w.kept.base(task.Run, b); ok {
+		msgs := make([]protocol.Message, 0, b.Messages+len(task.Request.Messages))
+		msgs = append(append(msgs, kept.Messages[:b.Messages]...), task.Request.Messages...)
+		task.Request.Messages = msgs
+		if b.Frame {
+			task.Request.System, task.Request.Tools = kept.System, kept.Tools
+		}
+		task.Base = nil
+		return "kept", nil
+	}
+	actx, cancel := context.WithTimeout(ctx, wholeAsk)
+	defer cancel()
+	m, err := w.nc.RequestWithContext(actx, wire.WholeTask(task.Run, task.Step, task.Attempt), nil)
+	if err != nil {
+		return "", err
+	}
+	return "asked", takeWhole(m, task)
+}
+
+// takeWhole puts a coordinator's answer in task: the request whole, or
+// errWantedNoMore.
+func takeWhole(m *nats.Msg, task *protocol.StepTask) error {
+	var r protocol.WholeRequest
+	if err := wirejson.UnmarshalShared(m.Data, &r); err != nil {
+		return err
+	}
+	switch {
+	case r.Error != nil:
+		return errWantedNoMore
+	case r.Request == nil:
+		return errors.New("the coordinator's answer holds no request")
+	}
+	task.Request, task.Base = *r.Request, nil
+	return nil
+}
