@@ -1,11 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"time"
-
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -102,7 +103,8 @@ func (t *transcripts) keep(run, name string, req *protocol.CompletionRequest) {
 		delete(t.runs, oldest)
 	}
 	t.tick++
-	t.runs[run] = &kept{name: name, req: *req, size: size, used: t.tick}
+	// Copies: a task's strings share its bytes (decodeTask).
+	t.runs[strings.Clone(run)] = &kept{name: strings.Clone(name), req: *req, size: size, used: t.tick}
 	t.size += size
 }
 
@@ -136,7 +138,10 @@ func (w *Worker) whole(ctx context.Context, task *protocol.StepTask) (string, er
 	b := task.Base
 	if kept, ok := w.kept.base(task.Run, b); ok {
 		msgs := make([]protocol.Message, 0, b.Messages+len(task.Request.Messages))
-		msgs = append(append(msgs, kept.Messages[:b.Messages]...), task.Request.Messages...)
+		msgs = append(msgs, kept.Messages[:b.Messages]...)
+		for _, m := range task.Request.Messages {
+			msgs = append(msgs, detached(m))
+		}
 		task.Request.Messages = msgs
 		if b.Frame {
 			task.Request.System, task.Request.Tools = kept.System, kept.Tools
@@ -151,6 +156,36 @@ func (w *Worker) whole(ctx context.Context, task *protocol.StepTask) (string, er
 		return "", err
 	}
 	return "asked", takeWhole(m, task)
+}
+
+// detached is m with its own copies of the strings and bytes it shares
+// with the task it was decoded from (decodeTask): kept for the run's next
+// tasks, a message would otherwise keep its whole task alive, the policy
+// and the rest, for as long as the run's requests carry it.
+func detached(m protocol.Message) protocol.Message {
+	m.Role, m.Content, m.ToolCallID = strings.Clone(m.Role), strings.Clone(m.Content), strings.Clone(m.ToolCallID)
+	if m.ToolCalls != nil {
+		calls := make([]protocol.ToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			calls[i] = protocol.ToolCall{ID: strings.Clone(c.ID), Name: strings.Clone(c.Name), Arguments: bytes.Clone(c.Arguments)}
+		}
+		m.ToolCalls = calls
+	}
+	if m.Images != nil {
+		images := make([]protocol.Image, len(m.Images))
+		for i, im := range m.Images {
+			images[i] = protocol.Image{MediaType: strings.Clone(im.MediaType), Data: bytes.Clone(im.Data)}
+		}
+		m.Images = images
+	}
+	if m.Thinking != nil {
+		thinking := make([]protocol.Thinking, len(m.Thinking))
+		for i, t := range m.Thinking {
+			thinking[i] = protocol.Thinking{Kind: strings.Clone(t.Kind), Text: strings.Clone(t.Text), Signature: strings.Clone(t.Signature), Data: strings.Clone(t.Data)}
+		}
+		m.Thinking = thinking
+	}
+	return m
 }
 
 // takeWhole puts a coordinator's answer in task: the request whole, or
