@@ -110,15 +110,19 @@ func TestMetricsMoveWithARun(t *testing.T) {
 		`harness_coordinator_step_duration_seconds_count`:                    float64(res.Steps),
 		`harness_worker_turns_total{result="ok"}`:                            4,
 		`harness_worker_provider_latency_seconds_count{provider="scripted"}`: 4,
-		`harness_sandboxer_ops_total{kind="open",result="ok"}`:               1,
-		`harness_sandboxer_ops_total{kind="tool",result="ok"}`:               3,
-		`harness_sandboxer_ops_total{kind="collect",result="ok"}`:            1,
-		`harness_sandboxer_execs_total{backend="floor",result="exit_zero"}`:  1,
-		`harness_sandboxer_execs_total{backend="floor",result="cap_hit"}`:    1,
-		`harness_sandboxer_cap_hits_total{backend="floor",cap="wall"}`:       1,
-		`harness_sandboxer_exec_duration_seconds_count{backend="floor"}`:     2,
-		`harness_sandboxer_snapshots_total{result="materialised"}`:           1,
-		`harness_sandboxer_snapshots_total{result="refused"}`:                0,
+		// Every task after the first extends the one before, which the
+		// embedded worker, the only one, served and kept.
+		`harness_worker_task_bases_total{found="kept"}`:                     3,
+		`harness_worker_task_bases_total{found="asked"}`:                    0,
+		`harness_sandboxer_ops_total{kind="open",result="ok"}`:              1,
+		`harness_sandboxer_ops_total{kind="tool",result="ok"}`:              3,
+		`harness_sandboxer_ops_total{kind="collect",result="ok"}`:           1,
+		`harness_sandboxer_execs_total{backend="floor",result="exit_zero"}`: 1,
+		`harness_sandboxer_execs_total{backend="floor",result="cap_hit"}`:   1,
+		`harness_sandboxer_cap_hits_total{backend="floor",cap="wall"}`:      1,
+		`harness_sandboxer_exec_duration_seconds_count{backend="floor"}`:    2,
+		`harness_sandboxer_snapshots_total{result="materialised"}`:          1,
+		`harness_sandboxer_snapshots_total{result="refused"}`:               0,
 	}
 	// A role counts once it has done its part, which may be a moment
 	// after the result is out (a worker counts its turn once it is
