@@ -30,7 +30,7 @@ func NewWorker(reg prometheus.Registerer, inflight func() float64) *Worker {
 			Name: "provider_failures_total", Help: "Provider calls that failed, by provider and error code."}, []string{"provider", "code"})),
 	}
 	m.bases = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "worker",
-		Name: "task_bases_total", Help: "Step tasks that extend an earlier task of their run, by where the request whole came from: kept (this worker served the earlier one), asked (the coordinator gave it whole), or lost (neither)."},
+		Name: "task_bases_total", Help: "Step tasks that extend an earlier task of their run, by where the request whole came from: kept (this worker served the earlier one), asked (the coordinator gave it whole), or lost (neither: the task was dropped)."},
 		[]string{"found"}))
 	for _, f := range []string{"kept", "asked", "lost"} {
 		m.bases.WithLabelValues(f)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/protocol"
@@ -28,17 +29,24 @@ import (
 const DefaultTranscriptBytes = 64 << 20
 
 // wholeAsk is how long a worker waits for the coordinator holding a run
-// to give a task's request whole; wholeAgain is how long after that the
-// task is delivered again, when no coordinator answered (none holds the
-// run at that step yet, as while one takes it over).
+// to give a task's request whole; wholeAgain is how long it waits before
+// it asks again when none answered (no coordinator holds the run at that
+// step yet, as while one takes it over), and wholeGiveUp how long it asks
+// at most, when the task does not expire sooner. It holds the task
+// meanwhile rather than give it back: a task delivered again counts as a
+// call its earlier worker may have made and lost, which is charged.
 var (
-	wholeAsk   = time.Second
-	wholeAgain = 250 * time.Millisecond
+	wholeAsk    = time.Second
+	wholeAgain  = 250 * time.Millisecond
+	wholeGiveUp = time.Minute
 )
 
 // errWantedNoMore is a coordinator's word that a task's run is past its
-// step.
-var errWantedNoMore = errors.New("the run is past the task's step")
+// step; errNoHolder says no coordinator answered for the run in time.
+var (
+	errWantedNoMore = errors.New("the run is past the task's step")
+	errNoHolder     = errors.New("no coordinator gave the task's request whole before it expired")
+)
 
 // transcripts are the requests whole the worker keeps, a run's last.
 type transcripts struct {
@@ -131,10 +139,12 @@ func requestSize(req *protocol.CompletionRequest) int {
 }
 
 // whole makes task's request whole: from the base the worker kept, or
-// asked of the coordinator holding the run. It reports what it found:
-// "kept" or "asked"; errWantedNoMore when the run is past the task's
-// step, or another error when no coordinator answered.
-func (w *Worker) whole(ctx context.Context, task *protocol.StepTask) (string, error) {
+// asked of the coordinator holding the run, again and again while none
+// answers, telling the server the task is in hand (msg, nil for none). It
+// reports what it found: "kept" or "asked"; errWantedNoMore when the run
+// is past the task's step, errNoHolder when no coordinator answered
+// before the task expired, or the error of ctx or of the answer.
+func (w *Worker) whole(ctx context.Context, task *protocol.StepTask, msg jetstream.Msg) (string, error) {
 	b := task.Base
 	if kept, ok := w.kept.base(task.Run, b); ok {
 		msgs := make([]protocol.Message, 0, b.Messages+len(task.Request.Messages))
@@ -149,13 +159,31 @@ func (w *Worker) whole(ctx context.Context, task *protocol.StepTask) (string, er
 		task.Base = nil
 		return "kept", nil
 	}
-	actx, cancel := context.WithTimeout(ctx, wholeAsk)
-	defer cancel()
-	m, err := w.nc.RequestWithContext(actx, wire.WholeTask(task.Run, task.Step, task.Attempt), nil)
-	if err != nil {
-		return "", err
+	until := time.Now().Add(wholeGiveUp)
+	if !task.Expires.IsZero() && task.Expires.Before(until) {
+		until = task.Expires
 	}
-	return "asked", takeWhole(m, task)
+	subject := wire.WholeTask(task.Run, task.Step, task.Attempt)
+	for {
+		actx, cancel := context.WithTimeout(ctx, wholeAsk)
+		m, err := w.nc.RequestWithContext(actx, subject, nil)
+		cancel()
+		if err == nil {
+			return "asked", takeWhole(m, task)
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if !time.Now().Add(wholeAgain).Before(until) {
+			return "", errNoHolder
+		}
+		if msg != nil {
+			_ = msg.InProgress()
+		}
+		if err := sleepCtx(ctx, wholeAgain); err != nil {
+			return "", err
+		}
+	}
 }
 
 // detached is m with its own copies of the strings and bytes it shares

@@ -27,7 +27,7 @@ func TestKeptRequestHoldsNoTaskBytes(t *testing.T) {
 	if _, err := decodeTask(data, &task); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := w.whole(t.Context(), &task); err != nil || found != "kept" {
+	if found, err := w.whole(t.Context(), &task, nil); err != nil || found != "kept" {
 		t.Fatalf("whole = %q, %v; want it put together from the kept base", found, err)
 	}
 	w.kept.keep(task.Run, task.Transcript, &task.Request)

@@ -162,7 +162,8 @@ func TestTaskExtendingOneKeptIsPutTogether(t *testing.T) {
 // worker did not keep (it keeps none): it asks the coordinator holding
 // the run, and sends the provider what it is given; a task whose run is
 // past its step is dropped uncalled; and one no coordinator answers for
-// yet is delivered again and asked for again.
+// yet is asked for again, held meanwhile, not given back: delivered
+// again, it would count as a call lost with its worker, which is charged.
 func TestTaskWithoutItsBaseIsAskedForWhole(t *testing.T) {
 	b := newTaskBench(t, worker.Config{ID: "w1", TranscriptBytes: -1})
 	whole := protocol.CompletionRequest{Model: "m", System: "be brief", Messages: []protocol.Message{msg("user", "Task."), msg("assistant", "Ok."), msg("user", "Go on.")}}
@@ -207,8 +208,20 @@ func TestTaskWithoutItsBaseIsAskedForWhole(t *testing.T) {
 	default:
 	}
 
+	turns, err := b.nc.SubscribeSync(wire.Turn("r3", 2, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.publish(&protocol.StepTask{Run: "r3", Step: 2, Attempt: 1, Request: delta, Transcript: "gone.2", Base: base})
-	same(t, "a task asked for whole again, delivered again", b.sent(), whole)
+	same(t, "a task asked for whole again", b.sent(), whole)
+	m, err := turns.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr protocol.TurnResult
+	if err := json.Unmarshal(m.Data, &tr); err != nil || tr.Turn == nil || tr.Deliveries != 0 {
+		t.Fatalf("turn of the task asked for again: %s (%v); want a turn delivered once", m.Data, err)
+	}
 	b.drained()
 	if n := asks.Load(); n != 4 {
 		t.Errorf("%d asks, want 4: one for r1, one for r2, two for r3", n)

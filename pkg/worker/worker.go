@@ -429,17 +429,15 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		deliveries = int(md.NumDelivered)
 	}
 	if task.Base != nil {
-		found, err := w.whole(ctx, &task)
+		found, err := w.whole(ctx, &task, msg)
 		switch {
-		case errors.Is(err, errWantedNoMore):
-			w.m.Base("lost")
-			log.Info("the run is past the step of this task; dropping it")
-			_ = msg.TermWithReason("wanted no more")
+		case ctx.Err() != nil:
+			_ = msg.Nak() // shutting down: let another worker take it
 			return
 		case err != nil:
 			w.m.Base("lost")
-			log.Info("no coordinator gave this task's request whole yet; it will be delivered again", "err", err)
-			_ = msg.NakWithDelay(wholeAgain)
+			log.Info("no request whole for this task; dropping it", "err", err)
+			_ = msg.TermWithReason(err.Error())
 			return
 		}
 		w.m.Base(found)
