@@ -231,6 +231,9 @@ type Coordinator struct {
 	// opens are the opens of roots whose answers are still heard
 	// (opens.go).
 	opens rootOpens
+	// workers are the workers heard answering each pool's tasks, for
+	// whether a step task extends its base (extend.go).
+	workers workersHeard
 	// inbox receives the turns of every run in hand, for dispatch to its
 	// driver (park.go).
 	inbox chan *nats.Msg

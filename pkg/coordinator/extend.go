@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,61 @@ import (
 // for the step's retries. Encoding, storing and decoding the transcript
 // again at every step was most of a long run's cost of a step.
 
+// A task extends its base only while one worker serves the run's pool:
+// the tasks of a pool go to whichever of its workers takes them, so with
+// W workers a base is kept about one time in W, and a worker asking for
+// the rest costs the step a round trip and the coordinator an encoding of
+// the request, more than carrying it whole. The coordinator counts the
+// workers it heard answer a pool's tasks in the last soleMemory.
+const soleMemory = time.Minute
+
+// workersHeard are the workers heard answering each pool's tasks, and
+// when last.
+type workersHeard struct {
+	mu    sync.Mutex
+	pools map[string]map[string]time.Time
+}
+
+// heard notes that worker answered a task of pool at now.
+func (h *workersHeard) heard(pool, worker string, now time.Time) {
+	if worker == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pools == nil {
+		h.pools = map[string]map[string]time.Time{}
+	}
+	ws := h.pools[pool]
+	if ws == nil {
+		ws = map[string]time.Time{}
+		h.pools[pool] = ws
+	}
+	if _, ok := ws[worker]; !ok {
+		worker = strings.Clone(worker) // kept: not the turn's bytes
+	}
+	ws[worker] = now
+	for w, at := range ws {
+		if now.Sub(at) > soleMemory {
+			delete(ws, w)
+		}
+	}
+}
+
+// sole reports whether exactly one worker answered pool's tasks within
+// soleMemory of now.
+func (h *workersHeard) sole(pool string, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, at := range h.pools[pool] {
+		if now.Sub(at) <= soleMemory {
+			n++
+		}
+	}
+	return n == 1
+}
+
 // sentTask is the last step task a driver laid out for its run, whole:
 // what the next one extends, and what a worker without its base is given.
 type sentTask struct {
@@ -38,7 +94,8 @@ type sentTask struct {
 
 // layTask lays out the task of an attempt of the step in hand, extending
 // the last task the driver laid out when the two requests share their
-// frame or a prefix of messages, and returns it encoded with the size
+// frame or a prefix of messages and one worker serves the run's pool
+// (soleMemory), and returns it encoded with the size
 // it would have whole (what its reservation is estimated on, as for
 // every task).
 func (d *driver) layTask(step, attempt int) ([]byte, int, error) {
@@ -52,6 +109,9 @@ func (d *driver) layTask(step, attempt int) ([]byte, int, error) {
 		Transcript: transcriptName(d.transcripts, d.laid)}
 	next := &sentTask{step: step, transcript: task.Transcript, req: whole, sizes: sizes}
 	prev := d.sent.Load()
+	if !d.c.workers.sole(d.s.contract.Provider.Pool, time.Now()) {
+		prev = nil // carried whole: see soleMemory
+	}
 	frame := prev != nil && prev.req.System == whole.System && sameTools(prev.req.Tools, whole.Tools)
 	if frame {
 		next.frame = prev.frame

@@ -24,6 +24,7 @@ func TestTaskLaidOutIsItsRequestAndItsSizeWhole(t *testing.T) {
 	tools := []protocol.ToolSpec{{Name: "read_file", Description: "Read a file <whole> & all.", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	d := &driver{c: &Coordinator{cfg: Config{TurnTimeout: time.Minute}}, pol: policy.Default(),
 		s: &runState{run: "r1", contract: &protocol.Contract{Budget: protocol.Budget{MaxWall: protocol.Duration(time.Hour)}}, started: time.Now()}}
+	d.c.workers.heard("", "w1", time.Now()) // the pool's one worker
 	in := assemble.Input{System: "You are an agent.", Tools: tools, Task: "Read every file.", Budget: 1_000_000, Output: 512, Memo: &assemble.Memo{}}
 	var prev *protocol.CompletionRequest
 	extended, collapsed, framed := 0, 0, 0
@@ -87,5 +88,49 @@ func TestTaskLaidOutIsItsRequestAndItsSizeWhole(t *testing.T) {
 	}
 	if extended < 20 || collapsed == 0 || framed < 30 {
 		t.Errorf("%d tasks extended the one before, %d after a collapse, %d with its frame: the run did not cover what it is for", extended, collapsed, framed)
+	}
+}
+
+// TestTaskExtendsOnlyWhileOneWorkerServesThePool lays out a run's tasks
+// while its pool has no worker heard yet, one, two, and one again once
+// the other has not been heard for a minute: only with one does a task
+// extend the one before.
+func TestTaskExtendsOnlyWhileOneWorkerServesThePool(t *testing.T) {
+	d := &driver{c: &Coordinator{cfg: Config{TurnTimeout: time.Minute}}, pol: policy.Default(),
+		s: &runState{run: "r1", contract: &protocol.Contract{Provider: protocol.ProviderSpec{Pool: "gpu"}}}}
+	in := assemble.Input{System: "sys", Task: "Go.", Budget: 1_000_000}
+	now := time.Now()
+	out := assemble.Assemble(in)
+	d.asm = &assembled{req: &protocol.CompletionRequest{System: in.System, Messages: out.Messages}, sizes: out.Sizes}
+	if _, _, err := d.layTask(1, 1); err != nil { // the first, whole whatever the pool
+		t.Fatal(err)
+	}
+	for i, tt := range []struct {
+		heard  map[string]time.Time // workers heard on pool gpu, and when
+		extend bool
+	}{
+		{nil, false},
+		{map[string]time.Time{"w1": now}, true},
+		{map[string]time.Time{"w2": now}, false},
+		{map[string]time.Time{"w1": now.Add(2 * soleMemory)}, true}, // w2 not heard for two minutes
+	} {
+		for w, at := range tt.heard {
+			d.c.workers.heard("gpu", w, at)
+		}
+		d.c.workers.heard("cpu", "w9", now) // another pool's worker counts not
+		in.Steps = append(in.Steps, assemble.Step{N: i + 1, Turn: protocol.Message{Role: protocol.RoleAssistant, Content: fmt.Sprint("step ", i)}})
+		out := assemble.Assemble(in)
+		d.asm = &assembled{req: &protocol.CompletionRequest{System: in.System, Messages: out.Messages}, sizes: out.Sizes}
+		data, _, err := d.layTask(i+2, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var task protocol.StepTask
+		if err := json.Unmarshal(data, &task); err != nil {
+			t.Fatal(err)
+		}
+		if got := task.Base != nil; got != tt.extend {
+			t.Errorf("task %d with %v heard: extends = %v, want %v", i+2, tt.heard, got, tt.extend)
+		}
 	}
 }
