@@ -1,7 +1,6 @@
 package assemble
 
 import (
-	"bytes"
 	"slices"
 
 	"github.com/ioharness/harness/pkg/protocol"
@@ -95,7 +94,7 @@ func (m *Memo) frameLen(system string, tools []protocol.ToolSpec) int {
 		return frameLen(system, tools)
 	}
 	f := &m.frame
-	if !f.ok || f.system != system || !sameTools(f.tools, tools) {
+	if !f.ok || f.system != system || !protocol.SameTools(f.tools, tools) {
 		*f = frameMemo{system: system, tools: tools, size: frameLen(system, tools), ok: true}
 	}
 	return f.size
@@ -115,7 +114,7 @@ func (m *Memo) step(i int, s *Step) *stepMemo {
 		return nil
 	}
 	sm := &m.steps[i]
-	if !sameTurn(&sm.turn, &s.Turn) || len(sm.calls) != len(s.Turn.ToolCalls) {
+	if !protocol.SameMessage(&sm.turn, &s.Turn) || len(sm.calls) != len(s.Turn.ToolCalls) {
 		t := s.Turn // its slices copied: an element set in place is seen
 		t.ToolCalls, t.Images, t.Thinking = slices.Clone(t.ToolCalls), slices.Clone(t.Images), slices.Clone(t.Thinking)
 		*sm = stepMemo{turn: t, calls: make([]callMemo, len(t.ToolCalls))}
@@ -133,38 +132,4 @@ func (m *Memo) scratch(steps, entries int) ([]view, []entry) {
 	clear(m.entries)
 	m.entries = slices.Grow(m.entries[:0], entries)
 	return m.views, m.entries
-}
-
-// sameTurn reports whether two turns are equal in what a turn's memo is
-// measured from.
-func sameTurn(a, b *protocol.Message) bool {
-	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID ||
-		len(a.ToolCalls) != len(b.ToolCalls) || len(a.Images) != len(b.Images) || len(a.Thinking) != len(b.Thinking) {
-		return false
-	}
-	for i := range a.ToolCalls {
-		x, y := &a.ToolCalls[i], &b.ToolCalls[i]
-		if x.ID != y.ID || x.Name != y.Name || !bytes.Equal(x.Arguments, y.Arguments) {
-			return false
-		}
-	}
-	for i := range a.Images {
-		x, y := &a.Images[i], &b.Images[i]
-		if x.MediaType != y.MediaType || !bytes.Equal(x.Data, y.Data) {
-			return false
-		}
-	}
-	for i := range a.Thinking {
-		if a.Thinking[i] != b.Thinking[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// sameTools reports whether two tool lists are equal.
-func sameTools(a, b []protocol.ToolSpec) bool {
-	return slices.EqualFunc(a, b, func(x, y protocol.ToolSpec) bool {
-		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
-	})
 }

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -248,7 +247,7 @@ func (d *driver) assemble(ctx context.Context, step int) *assembled {
 		a.sizes = slices.Clone(a.sizes) // the task's images ride on it (request)
 		a.sizes[0] = assemble.MessageLen(&a.req.Messages[0])
 	}
-	if !sameTools(in.tools, s.tools) {
+	if !protocol.SameTools(in.tools, s.tools) {
 		a.tools = in.tools
 	}
 	if s.toolchain == nil && d.toolchain != nil {
@@ -287,12 +286,6 @@ func (d *driver) reread(ctx context.Context, step, k int, st assemble.Stale) *pr
 	}
 	obs.Content = fmt.Sprintf("[read again at step %d, after the write at step %d]\n%s", step, st.WrittenAt, obs.Content)
 	return obs
-}
-
-func sameTools(a, b []protocol.ToolSpec) bool {
-	return slices.EqualFunc(a, b, func(x, y protocol.ToolSpec) bool {
-		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
-	})
 }
 
 // Request is what a run's model was sent at step: its request rebuilt from

@@ -1,9 +1,7 @@
 package coordinator
 
 import (
-	"bytes"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,7 +110,7 @@ func (d *driver) layTask(step, attempt int) ([]byte, int, error) {
 	if !d.c.workers.sole(d.s.contract.Provider.Pool, time.Now()) {
 		prev = nil // carried whole: see soleMemory
 	}
-	frame := prev != nil && prev.req.System == whole.System && sameTools(prev.req.Tools, whole.Tools)
+	frame := prev != nil && prev.req.System == whole.System && protocol.SameTools(prev.req.Tools, whole.Tools)
 	if frame {
 		next.frame = prev.frame
 	} else {
@@ -164,21 +162,10 @@ func frameBytes(req *protocol.CompletionRequest) int {
 // the run kept compares at once, its strings and slices the same.
 func sharedPrefix(a, b []protocol.Message) int {
 	n := 0
-	for n < len(a) && n < len(b) && sameMessage(&a[n], &b[n]) {
+	for n < len(a) && n < len(b) && protocol.SameMessage(&a[n], &b[n]) {
 		n++
 	}
 	return n
-}
-
-func sameMessage(a, b *protocol.Message) bool {
-	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID &&
-		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y protocol.ToolCall) bool {
-			return x.ID == y.ID && x.Name == y.Name && bytes.Equal(x.Arguments, y.Arguments)
-		}) &&
-		slices.EqualFunc(a.Images, b.Images, func(x, y protocol.Image) bool {
-			return x.MediaType == y.MediaType && bytes.Equal(x.Data, y.Data)
-		}) &&
-		slices.Equal(a.Thinking, b.Thinking)
 }
 
 // handleWholeTask answers a worker that holds not a step task's base with

@@ -1,8 +1,10 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -28,6 +30,27 @@ type Message struct {
 	// (Turn.Thinking): sent back to that provider with the turn, as the
 	// Anthropic API requires of signed blocks, and to no tool.
 	Thinking []Thinking `json:"thinking,omitempty"`
+}
+
+// SameMessage reports whether two messages are equal, field by field (a
+// string or slice two messages share compares at once, by its address).
+func SameMessage(a, b *Message) bool {
+	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID &&
+		slices.EqualFunc(a.ToolCalls, b.ToolCalls, func(x, y ToolCall) bool {
+			return x.ID == y.ID && x.Name == y.Name && bytes.Equal(x.Arguments, y.Arguments)
+		}) &&
+		slices.EqualFunc(a.Images, b.Images, func(x, y Image) bool {
+			return x.MediaType == y.MediaType && bytes.Equal(x.Data, y.Data)
+		}) &&
+		slices.Equal(a.Thinking, b.Thinking)
+}
+
+// SameTools reports whether two tool lists are equal as a request sends
+// them: names, descriptions and parameters, in order.
+func SameTools(a, b []ToolSpec) bool {
+	return slices.EqualFunc(a, b, func(x, y ToolSpec) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
 }
 
 // Kinds of Thinking.
