@@ -36,6 +36,13 @@ import (
 // running sandboxer and worker answers at once.
 const discoverWait = 500 * time.Millisecond
 
+// toolsGrace is how long a run waits for tools its contract names that
+// what answers does not hold, looking again meanwhile, before it is
+// refused: a worker or sandboxer started beside the coordinator (a fleet
+// coming up, a rolling restart) answers within it, and a run submitted
+// then is not refused for a process a moment late.
+const toolsGrace = 3 * time.Second
+
 // The micro services the look-ups ask.
 const (
 	sandboxerService = "harness-sandboxer"
@@ -52,7 +59,8 @@ type workerTool struct {
 // workers' among them (d.workerTools), and a sandboxer holding all the
 // rest, whose node id it returns ("" when the workers hold them all). It
 // asks again until OpenTimeout while nothing answers, and returns the
-// typed refusal of the run when what answers holds no such tools.
+// typed refusal of the run when what answers has not held the tools for
+// toolsGrace.
 func (d *driver) toolsHeld(ctx context.Context) (string, error) {
 	want := d.s.contract.Tools
 	// A document_contains verification needs a sandboxer that reads the
@@ -63,6 +71,7 @@ func (d *driver) toolsHeld(ctx context.Context) (string, error) {
 	}
 	deadline := time.Now().Add(d.c.cfg.OpenTimeout)
 	var node string
+	var missing time.Time // when what answered first lacked the tools
 	err := retrying(ctx, openBackoff, func() error {
 		var wg sync.WaitGroup
 		var held, seen []string
@@ -83,6 +92,11 @@ func (d *driver) toolsHeld(ctx context.Context) (string, error) {
 				node = held[0]
 			}
 			return nil
+		case (len(seen) > 0 || len(workersSeen) > 0) && ctx.Err() == nil && (missing.IsZero() || time.Since(missing) < toolsGrace):
+			if missing.IsZero() {
+				missing = time.Now()
+			}
+			return again(openBackoff.wait)
 		case len(seen) > 0 || len(workersSeen) > 0:
 			offered := strings.Join(append(seen, workersSeen...), "; ")
 			if doc != "" && len(rest) == 0 {

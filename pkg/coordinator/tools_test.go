@@ -374,3 +374,67 @@ type panicky struct{ named }
 func (panicky) Invoke(context.Context, *tools.Env, json.RawMessage) (*tools.Output, error) {
 	panic("the tool's own bug")
 }
+
+// TestToolsComingUpAreWaitedFor: a run naming a tool that no process
+// answering holds yet waits a moment for one that does (a worker started
+// beside the coordinator, a rolling restart) rather than being refused:
+// the worker holding convert_units starts only once the run's coordinator
+// has looked for it twice and found the sandboxer without it, and the run
+// finishes with the call made on that worker.
+func TestToolsComingUpAreWaitedFor(t *testing.T) {
+	ws := t.TempDir()
+	agent := provider.NewScriptedFunc(func(req *protocol.CompletionRequest, _ int) (*protocol.Turn, error) {
+		for _, m := range req.Messages {
+			if m.Role == protocol.RoleTool {
+				return &protocol.Turn{Text: "done"}, nil
+			}
+		}
+		return &protocol.Turn{ToolCalls: []protocol.ToolCall{{ID: "c1", Name: "convert_units", Arguments: json.RawMessage(`{"value":2,"from":"km","to":"m"}`)}}}, nil
+	})
+	cl := clustertest.Start(t, harness.Config{Roots: []string{ws}, Provider: agent, NoTakeover: true})
+	nc := testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials()))
+	asked := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe("$SRV.INFO.harness-sandboxer", asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := contract(ws)
+	c.Tools = []string{"convert_units"}
+	c.Policy.Layers = []protocol.Layer{{Name: "team", Rules: []protocol.Rule{{Act: "exec", Effect: "allow", Pattern: "convert_units"}}}}
+	converted.Store(0)
+	h, err := cl.Submit(t.Context(), c, harness.WithRunID("late-tool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the coordinator looked, found the sandboxer without convert_units, and looks again
+		select {
+		case <-asked:
+		case <-t.Context().Done():
+			t.Fatal("the coordinator did not look for the run's tools twice")
+		}
+	}
+	w, err := worker.New(testkit.Conn(t, cl.Server(), nats.UserInfo(cl.Credentials())), agent,
+		worker.Config{ID: "late", Pools: []string{"late"}, Tools: []tools.Tool{convertCounted{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(ctx) }()
+	defer func() { cancel(); <-stopped }()
+
+	res, err := h.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != protocol.OutcomeFinished {
+		t.Fatalf("a run whose tool's worker came up after it was submitted = %s (%s), want finished", res.Outcome, res.Reason)
+	}
+	if obs := observations(t, h); len(obs) != 1 || obs[0].Status != protocol.CallOK || obs[0].Content != "2 km = 2000 m" || converted.Load() != 1 {
+		t.Errorf("convert_units = %+v (%d calls made), want made once on the late worker", obs, converted.Load())
+	}
+}
