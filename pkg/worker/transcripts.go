@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -42,10 +43,11 @@ var (
 )
 
 // errWantedNoMore is a coordinator's word that a task's run is past its
-// step; errNoHolder says no coordinator answered for the run in time.
+// step; errNoHolder says no coordinator answered for the run in time:
+// before the task expired, or within wholeGiveUp.
 var (
 	errWantedNoMore = errors.New("the run is past the task's step")
-	errNoHolder     = errors.New("no coordinator gave the task's request whole before it expired")
+	errNoHolder     = fmt.Errorf("no coordinator gave the task's request whole before the task expired or %s passed", wholeGiveUp)
 )
 
 // transcripts are the requests whole the worker keeps, a run's last.
@@ -143,7 +145,7 @@ func requestSize(req *protocol.CompletionRequest) int {
 // answers, telling the server the task is in hand (msg, nil for none). It
 // reports what it found: "kept" or "asked"; errWantedNoMore when the run
 // is past the task's step, errNoHolder when no coordinator answered
-// before the task expired, or the error of ctx or of the answer.
+// in time, or the error of ctx or of the answer.
 func (w *Worker) whole(ctx context.Context, task *protocol.StepTask, msg jetstream.Msg) (string, error) {
 	b := task.Base
 	if kept, ok := w.kept.base(task.Run, b); ok {
