@@ -173,3 +173,41 @@ func TestOpensWaitForNoCommand(t *testing.T) {
 		t.Errorf("open with every place taken = %+v, %v; want a retryable unavailable at once", r, err)
 	}
 }
+
+// TestAnsweredOpHoldsNoPlace: an op gives its place back before it is
+// answered, so the op its coordinator sends on that answer is admitted.
+// With one place left (of three: a command that does not end holds one,
+// and the close of its run, waiting for it, another), a run's read_file
+// calls, each sent the moment the one before is answered, are every one
+// answered: none finds the last place still held by the op just
+// answered, which would leave it unanswered until its coordinator asked
+// again.
+func TestAnsweredOpHoldsNoPlace(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "notes.txt"), []byte("read me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, MaxConcurrent: 2, MaxQueued: 1})
+	t.Cleanup(func() { os.WriteFile(filepath.Join(root, "release"), nil, 0o644) })
+	sendOp(t, nc, "answers.held", execOp("r0.1.0.1", "r0", root, "touch held; while [ ! -e release ]; do sleep 0.01; done"))
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		_, err := os.Stat(filepath.Join(root, "held"))
+		return err
+	})
+	sendOp(t, nc, "answers.close", &protocol.SandboxOp{OpID: "r0.close", Run: "r0", Kind: protocol.OpClose})
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := opsHandled(t, nc); n != 2 {
+			return fmt.Errorf("the op endpoint handled %d requests, want the command and the close", n)
+		}
+		return nil
+	})
+	openRun(t, nc, "r1", root)
+	for i := range 300 {
+		op := &protocol.SandboxOp{OpID: fmt.Sprintf("r1.%d.0.1", i+1), Run: "r1", Kind: protocol.OpTool, Workspace: root,
+			Call: call("read_file", `{"path":"notes.txt"}`), Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "deny", Exec: "deny", Net: "deny"}}}
+		r, err := do(t, nc, wire.SandboxOps("sb1"), op, 2*time.Second)
+		if err != nil || r.Error != nil || r.Observation == nil || r.Observation.Status != protocol.CallOK {
+			t.Fatalf("read %d, sent on the answer of the one before = %+v, %v; want answered", i+1, r, err)
+		}
+	}
+}

@@ -585,10 +585,20 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 // carries.
 func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func(), cl closing, opened uint64) {
 	defer s.wg.Done()
-	defer func() { <-s.admitted }()
-	if ended != nil {
-		defer ended()
-	}
+	// What the op holds is given back before it is answered: its
+	// coordinator's next op, sent on the answer, finds the place (and
+	// the slot) it left, rather than all places taken and no answer.
+	var slot bool
+	free := sync.OnceFunc(func() {
+		if slot {
+			<-s.slots
+		}
+		if ended != nil {
+			ended()
+		}
+		<-s.admitted
+	})
+	defer free()
 	if op.Kind == protocol.OpClose {
 		// The run's ops that came before the close end first, holding
 		// their slots, and the close takes none while it waits. Opened
@@ -598,6 +608,7 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 		cl.settle(ctx)
 		if !s.running.closed(op.Run, cl) {
 			s.log.Info("a close that waited for the run's operations was not carried out: the run was opened again meanwhile", "run", op.Run)
+			free()
 			s.respondLater(r, &protocol.SandboxReply{OpID: op.OpID})
 			return
 		}
@@ -605,11 +616,11 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 	if slotted(op) {
 		select {
 		case s.slots <- struct{}{}:
+			slot = true
 		case <-ctx.Done():
 			s.finish(op, e, nil)
 			return
 		}
-		defer func() { <-s.slots }()
 	}
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
@@ -632,6 +643,7 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 		reply.Opened = opened // an open's reply is its own, answering no repeat
 	}
 	s.m.Op(op.Kind, reply.Error != nil)
+	free()
 	s.respondLater(r, reply)
 	for _, w := range repeats {
 		s.respondLater(w, reply)
