@@ -411,7 +411,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// The fleet.
 	do(t, ctx, "open the fleet", chromedp.Navigate(f.url+"/fleet"), chromedp.WaitVisible(chromedp.CSS("figure.chart svg")))
 	fleet := text(t, ctx, "main")
-	for _, want := range []string{"coordinator", "worker", "sandboxer", "default"} {
+	for _, want := range []string{"coordinator", "worker", "sandboxer", "default", "workspaces open"} {
 		if !strings.Contains(fleet, want) {
 			t.Errorf("the fleet page reads %q; want it to list %q", fleet, want)
 		}

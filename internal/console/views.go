@@ -326,6 +326,7 @@ func (s *Server) fleetView(ctx context.Context) fleetView {
 			Draining    bool     `json:"draining"`
 			Backends    []string `json:"backends"`
 			Concurrency int      `json:"concurrency"`
+			Workspaces  *int     `json:"workspaces"`
 		}
 		if st != nil {
 			iv.Up = age(s.now().Sub(st.Started))
@@ -359,6 +360,9 @@ func (s *Server) fleetView(ctx context.Context) fleetView {
 			iv.Detail = "backends " + cmp.Or(in.Metadata["backends"], "none")
 			if t := in.Metadata["tools"]; t != "" {
 				iv.Detail += "; tools " + t
+			}
+			if data.Workspaces != nil {
+				iv.Detail += fmt.Sprintf("; %d workspaces open", *data.Workspaces)
 			}
 		case "harness-coordinator":
 			if runs, max, ok := s.coordinatorRuns(ctx, in.ID); ok {

@@ -367,7 +367,7 @@ func (s *Sandboxer) Run(ctx context.Context) error {
 			"tools": strings.Join(s.cfg.Tools.Names(), ","), "documents": strings.Join(documents.Tags(), ",")},
 		StatsHandler: func(*micro.Endpoint) any {
 			return map[string]any{"inflight": s.inflight.Load(), "capacity": s.cfg.MaxConcurrent, "backends": s.backendNames(), "draining": s.draining.Load(),
-				"errors": s.failed.Load()}
+				"errors": s.failed.Load(), "workspaces": int(s.openWorkspaces())}
 		},
 	})
 	if err != nil {

@@ -35,6 +35,9 @@ func TestRunsOnOneDirShareAWorkspace(t *testing.T) {
 	if n := sandboxer.OpenHandles(sb); n != 1 {
 		t.Errorf("OpenHandles with %d runs on one directory = %d, want 1", runs, n)
 	}
+	if n := workspacesOpen(t, nc); n != runs {
+		t.Errorf("nats micro stats says %d workspaces open with %d runs open, want %d", n, runs, runs)
+	}
 	// Each handle is two descriptors: one per run would be 2*runs more.
 	if grew := openFDs(t) - before; grew > 10 {
 		t.Errorf("%d runs on one directory opened %d descriptors, want one handle's", runs, grew)
@@ -53,6 +56,9 @@ func TestRunsOnOneDirShareAWorkspace(t *testing.T) {
 	closeRun(t, nc, last)
 	if n := sandboxer.OpenHandles(sb); n != 0 {
 		t.Errorf("OpenHandles with every run closed = %d, want 0", n)
+	}
+	if n := workspacesOpen(t, nc); n != 0 {
+		t.Errorf("nats micro stats says %d workspaces open with every run closed, want 0", n)
 	}
 	if after := openFDs(t); after-before > 1 {
 		t.Errorf("%d descriptors open after every run closed, %d before any opened; want the handle's two released", after, before)
@@ -284,6 +290,30 @@ func execOp(id, run, root, sh string) *protocol.SandboxOp {
 	args, _ := json.Marshal(map[string]any{"argv": []string{"sh", "-c", sh}})
 	return &protocol.SandboxOp{OpID: id, Run: run, Kind: protocol.OpTool, Workspace: root, Call: call("exec", string(args)),
 		Policy: &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}}
+}
+
+// workspacesOpen is what the sandboxer's micro stats say of the runs'
+// workspaces it holds open (`nats micro stats harness-sandboxer`).
+func workspacesOpen(t *testing.T, nc *nats.Conn) int {
+	t.Helper()
+	m, err := nc.Request("$SRV.STATS.harness-sandboxer", nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range st.Endpoints {
+		var data struct {
+			Workspaces *int `json:"workspaces"`
+		}
+		if json.Unmarshal(e.Data, &data) == nil && data.Workspaces != nil {
+			return *data.Workspaces
+		}
+	}
+	t.Fatalf("no endpoint's stats say how many workspaces are open: %s", m.Data)
+	return -1
 }
 
 // opsHandled is how many requests the sandboxer's op endpoint has
