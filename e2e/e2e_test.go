@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/e2e/script"
@@ -695,6 +696,21 @@ func TestCluster(t *testing.T) {
 			t.Errorf("heard the first request of %d of the %d runs", len(ask), len(ids))
 		}
 		t.Logf("REPORT burst of %d from one connection: submit-to-first-request %s", len(ask), phases(ask, admit, open))
+
+		// Every run so far has finished: each sandboxer has given back the
+		// workspace of every run it served, as its micro stats say.
+		testkit.CheckFor(t, time.Minute, 250*time.Millisecond, func() error {
+			held := workspacesHeld(t, c)
+			if len(held) != 2 {
+				return fmt.Errorf("heard %d sandboxers' stats (%v), want both", len(held), held)
+			}
+			for id, n := range held {
+				if n != 0 {
+					return fmt.Errorf("sandboxer %s holds %d workspaces open with every run finished (%v)", id, n, held)
+				}
+			}
+			return nil
+		})
 	})
 
 	t.Run("scale", func(t *testing.T) {
@@ -927,6 +943,34 @@ func TestCluster(t *testing.T) {
 		capture(t, c, up, dir)
 	}
 	t.Logf("REPORT e2e took %s before teardown", time.Since(start).Round(time.Second))
+}
+
+// workspacesHeld asks every sandboxer for its micro stats, as `nats micro
+// stats harness-sandboxer` does, and returns the runs' workspaces each
+// holds open, by sandboxer id.
+func workspacesHeld(t *testing.T, c *Cluster) map[string]int {
+	t.Helper()
+	held := map[string]int{}
+	err := streams.Gather(t.Context(), c.Client().Conn(), "$SRV.STATS.harness-sandboxer", 2*time.Second, func(m *nats.Msg) bool {
+		var st micro.Stats
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			t.Errorf("a sandboxer's stats: %v: %s", err, m.Data)
+			return false
+		}
+		for _, e := range st.Endpoints {
+			var data struct {
+				Workspaces *int `json:"workspaces"`
+			}
+			if json.Unmarshal(e.Data, &data) == nil && data.Workspaces != nil {
+				held[st.Metadata["id"]+"/"+st.ID] = *data.Workspaces
+			}
+		}
+		return len(held) == 2
+	})
+	if err != nil {
+		t.Fatalf("ask the sandboxers for their stats: %v", err)
+	}
+	return held
 }
 
 // checkFaultRun checks a run that went through the faults: its steps
