@@ -296,12 +296,8 @@ func execOp(id, run, root, sh string) *protocol.SandboxOp {
 // workspaces it holds open (`nats micro stats harness-sandboxer`).
 func workspacesOpen(t *testing.T, nc *nats.Conn) int {
 	t.Helper()
-	m, err := nc.Request("$SRV.STATS.harness-sandboxer", nil, 2*time.Second)
+	st, err := stats(nc)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var st micro.Stats
-	if err := json.Unmarshal(m.Data, &st); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range st.Endpoints {
@@ -312,21 +308,30 @@ func workspacesOpen(t *testing.T, nc *nats.Conn) int {
 			return *data.Workspaces
 		}
 	}
-	t.Fatalf("no endpoint's stats say how many workspaces are open: %s", m.Data)
+	t.Fatalf("no endpoint's stats say how many workspaces are open: %+v", st)
 	return -1
+}
+
+// stats asks the sandboxer for its micro stats.
+func stats(nc *nats.Conn) (*micro.Stats, error) {
+	m, err := nc.Request("$SRV.STATS.harness-sandboxer", nil, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
 }
 
 // opsHandled is how many requests the sandboxer's op endpoint has
 // returned from.
 func opsHandled(t *testing.T, nc *nats.Conn) int {
 	t.Helper()
-	m, err := nc.Request("$SRV.STATS.harness-sandboxer", nil, 2*time.Second)
+	st, err := stats(nc)
 	if err != nil {
 		return -1
-	}
-	var st micro.Stats
-	if err := json.Unmarshal(m.Data, &st); err != nil {
-		t.Fatal(err)
 	}
 	for _, e := range st.Endpoints {
 		if e.Name == "op" {
