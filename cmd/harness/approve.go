@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -66,13 +67,15 @@ the person was shown it (or as rewritten), and the run carries on.`
 On a cluster (--nats or $NATS_URL, or a harness process on the data
 directory) the decision is recorded and the cluster carries the run on. On
 the embedded default this process carries it on to its outcome when it has
-a provider (--replay, or OPENAI_API_KEY); otherwise it records the decision
-for harness resume. A decision may be made before the run pauses.`)
+a provider (--replay, or OPENAI_API_KEY), in the sandboxes harness run would
+use (--backends, --allow-floor); otherwise it records the decision for
+harness resume. A decision may be made before the run pauses.`)
 	natsURL := fs.String("nats", "", "NATS URL of the cluster (default $NATS_URL)")
 	env.nats = streams.AuthFlags(fs, env.getenv)
 	data := fs.String("data", "", "data directory")
 	replay := fs.String("replay", "", "carry the run on answering turns from this cassette")
 	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
+	roles := clusterFlags(env, fs)
 	by := fs.String("by", "", "who decides, as the trace records it (default cli:$USER)")
 	var rewrite, reason *string
 	var remember *bool
@@ -138,8 +141,14 @@ for harness resume. A decision may be made before the run pauses.`)
 		printApproval()
 		return exitOK
 	}
+	cluster, err := roles.option(ctx, env, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		fmt.Fprintf(env.stderr, "the decision is recorded; carry the run on with: harness resume %s\n", run)
+		return exitUsage
+	}
 	fmt.Fprintf(env.stderr, "run %s\n  provider  %s\n", run, source)
-	res, err := harness.Resume(ctx, run, harness.WithProvider(p), harness.WithDataDir(dir), harness.WithObserver(progress(env.stderr)))
+	res, err := harness.Resume(ctx, run, harness.WithProvider(p), harness.WithDataDir(dir), harness.WithObserver(progress(env.stderr)), cluster)
 	if err != nil {
 		return reportContractError(env, err)
 	}

@@ -15,8 +15,9 @@ import (
 
 // TestRunPausesAndApproveCarriesOn is the embedded default with nobody at
 // a terminal: `harness run` pauses on a write the policy asks about,
-// prints the approval id and the command, and exits 7; `harness approve`
-// then records the decision and carries the run on in its own process.
+// prints the approval id and the command (and where its metrics are
+// served, given --metrics), and exits 7; `harness approve` then records
+// the decision and carries the run on in its own process.
 func TestRunPausesAndApproveCarriesOn(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
@@ -32,9 +33,12 @@ func TestRunPausesAndApproveCarriesOn(t *testing.T) {
 	cassette := recordPausing(t, body, ws)
 
 	data := t.TempDir()
-	code, out, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--replay", cassette, "--id", "cli-paused", contract)
+	code, out, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--replay", cassette, "--id", "cli-paused", "--metrics", "127.0.0.1:0", contract)
 	if code != exitPaused {
 		t.Fatalf("run = %d, want %d (paused)\nstdout: %s\nstderr: %s", code, exitPaused, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^  metrics   http://127\.0\.0\.1:\d+/metrics$`).MatchString(errOut) {
+		t.Errorf("run --metrics did not say where its metrics are served:\n%s", errOut)
 	}
 	id := regexp.MustCompile(`harness approve (\S+)`).FindStringSubmatch(out)
 	if id == nil || id[1] != "cli-paused.1.0" {
@@ -55,6 +59,60 @@ func TestRunPausesAndApproveCarriesOn(t *testing.T) {
 	}
 }
 
+// TestCarriedOnRunChecksItsCommand: a run whose verification is a
+// command, paused on the embedded default, is carried on to success by
+// `harness approve --replay`, and by `harness resume --replay` after a
+// decision recorded alone, each in the sandboxes `harness run` has: the
+// check runs in one and passes, where a carried-on run had only the
+// floor, not allowed, and failed, lost.
+func TestCarriedOnRunChecksItsCommand(t *testing.T) {
+	body := `{"schema":"harness.contract/v1","task":"Fix Add in calc.go.","workspace":{"root":"ws"},"verification":{"command":{"argv":["go","test","./..."]}},
+		"policy":{"layers":[{"name":"check","rules":[{"act":"exec","effect":"allow","pattern":"go"},{"act":"exec","effect":"allow","pattern":"go test*"}]}],
+		"defaults":{"read":"allow","write":"ask","exec":"deny","net":"deny"}}}`
+	for _, how := range []string{"approve", "resume"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			ws := filepath.Join(dir, "ws")
+			if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
+				t.Fatal(err)
+			}
+			contract := filepath.Join(dir, "contract.json")
+			if err := os.WriteFile(contract, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cassette := recordPausing(t, body, ws)
+			data := t.TempDir()
+			if code, out, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--replay", cassette, "--id", "checked", contract); code != exitPaused {
+				t.Fatalf("run = %d, want %d (paused)\nstdout: %s\nstderr: %s", code, exitPaused, out, errOut)
+			}
+			var code int
+			var out, errOut string
+			if how == "approve" {
+				code, out, errOut = cli(t, t.Context(), nil, "approve", "--data", data, "--replay", cassette, "checked.1.0")
+			} else {
+				if code, out, errOut := cli(t, t.Context(), nil, "approve", "--data", data, "checked.1.0"); code != exitOK || !strings.Contains(errOut, "harness resume checked") {
+					t.Fatalf("approve with no provider = %d, want the decision recorded and resume named\nstdout: %s\nstderr: %s", code, out, errOut)
+				}
+				code, out, errOut = cli(t, t.Context(), nil, "resume", "--data", data, "--replay", cassette, "checked")
+			}
+			if code != exitOK || !strings.Contains(out, "outcome success") {
+				t.Fatalf("%s = %d, want the run carried on to success\nstdout: %s\nstderr: %s", how, code, out, errOut)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !strings.Contains(string(b), "return a + b") {
+				t.Errorf("calc.go after the approval = %q", b)
+			}
+			// Finished, the run is reported without a provider; a run
+			// that is not there is said to be missing, not a provider.
+			if code, out, errOut := cli(t, t.Context(), nil, "resume", "--data", data, "checked"); code != exitOK || !strings.Contains(out, "outcome success") {
+				t.Errorf("resume of the finished run with no provider = %d, want its outcome\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+			if code, _, errOut := cli(t, t.Context(), nil, "resume", "--data", data, "chekced"); code != exitError || !strings.Contains(errOut, "unknown_run") {
+				t.Errorf("resume of a typo'd run with no provider = %d %q, want exit 1 and unknown_run", code, errOut)
+			}
+		})
+	}
+}
+
 // recordPausing records an agent that fixes Add through a pause and an
 // approval, for the CLI to replay.
 func recordPausing(t *testing.T, contract, root string) string {
@@ -67,7 +125,7 @@ func recordPausing(t *testing.T, contract, root string) string {
 		&protocol.Turn{Text: "Fixing Add.", ToolCalls: []protocol.ToolCall{{ID: "fix", Name: "edit_file",
 			Arguments: json.RawMessage(`{"path":"calc.go","search":"return a - b","replace":"return a + b"}`)}}},
 		&protocol.Turn{Text: "Done."}))
-	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec, NoTakeover: true})
+	cl, err := harness.Start(t.Context(), harness.Config{DataDir: t.TempDir(), Roots: []string{ws}, Provider: rec, NoTakeover: true, AllowFloor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,13 +138,13 @@ func recordPausing(t *testing.T, contract, root string) string {
 	if _, err := cl.Submit(t.Context(), c, harness.WithRunID("rec")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Run("rec").Wait(t.Context()); err != nil {
-		t.Fatal(err)
+	if res, err := cl.Run("rec").Wait(t.Context()); err != nil || res.Outcome != protocol.OutcomeAwaitingApproval {
+		t.Fatalf("recording: %+v, %v; want it paused for the edit", res, err)
 	}
 	if _, err := cl.Decide(t.Context(), protocol.ApprovalID("rec", 1, 0), &protocol.Decision{Approve: true}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := cl.Run("rec").Resume(t.Context()); err != nil || res.Outcome != protocol.OutcomeFinished {
+	if res, err := cl.Run("rec").Resume(t.Context()); err != nil || res.Outcome != protocol.OutcomeFinished && res.Outcome != protocol.OutcomeSuccess {
 		t.Fatalf("recording: %+v, %v", res, err)
 	}
 	path := filepath.Join(t.TempDir(), "cassette.json")

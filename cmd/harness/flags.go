@@ -138,6 +138,20 @@ func (r roleFlags) build(ctx context.Context, env *environ, log *slog.Logger, cf
 	return nil
 }
 
+// option is build as the harness.Option of the calls that start the
+// embedded cluster themselves (harness.Resume): resume, and approve or
+// deny carrying a run on, get the sandboxes and allowances run has.
+func (r roleFlags) option(ctx context.Context, env *environ, log *slog.Logger) (harness.Option, error) {
+	var built harness.Config
+	if err := r.build(ctx, env, log, &built); err != nil {
+		return nil, err
+	}
+	return func(c *harness.Config) {
+		c.Prices, c.Backends, c.MissingBackends = built.Prices, built.Backends, built.MissingBackends
+		c.AllowFloor, c.AllowPermissive, c.MetricsListen = built.AllowFloor, built.AllowPermissive, *r.metrics
+	}, nil
+}
+
 // target is where a command finds the cluster: --nats (or $NATS_URL,
 // with the credential flags) or --data.
 type target struct{ natsURL, data *string }

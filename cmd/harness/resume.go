@@ -19,12 +19,16 @@ func cmdResume(ctx context.Context, env *environ, args []string) int {
 after its last committed one, on the embedded default with the same data
 directory. Completed steps are not run again; a turn already durable is
 reused, not paid for twice. A finished run reports its outcome without
-calling the provider. The provider is chosen as for harness run.`)
+calling the provider. The provider is --replay FILE, or OpenAI (or any
+OpenAI-compatible server) when OPENAI_API_KEY is set, as for harness run;
+the cassette beside a contract is not known here. The sandboxes are chosen
+as for harness run (--backends, --allow-floor).`)
 	data := fs.String("data", "", "data directory (default $HARNESS_DATA or ~/.local/share/harness)")
 	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
 	replay := fs.String("replay", "", "answer turns from this cassette")
 	verbose := fs.Bool("v", false, "log what the roles do to stderr")
 	policyFile := fs.String("policy", "", "carry the run on under the policy in this JSON file (the contract's \"policy\" object), recorded as the run's policy")
+	roles := clusterFlags(env, fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return exitForParse(err)
@@ -36,6 +40,11 @@ calling the provider. The provider is chosen as for harness run.`)
 	run, dir := pos[0], dataDir(env, *data)
 	p, source, err := chooseProvider(env, *replay, "")
 	if err != nil {
+		// A finished run needs no provider, and a run that is not there
+		// is said to be missing before anything is asked of the caller.
+		if code, ok := finishedOrUnknown(ctx, env, dir, run, *asJSON); ok {
+			return code
+		}
 		fail(env.stderr, "%v", err)
 		return exitUsage
 	}
@@ -43,7 +52,12 @@ calling the provider. The provider is chosen as for harness run.`)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	opts := []harness.ResumeOption{harness.WithProvider(p), harness.WithDataDir(dir), harness.WithLogger(logger), harness.WithObserver(progress(env.stderr))}
+	cluster, err := roles.option(ctx, env, logger)
+	if err != nil {
+		fail(env.stderr, "%v", err)
+		return exitUsage
+	}
+	opts := []harness.ResumeOption{harness.WithProvider(p), harness.WithDataDir(dir), harness.WithLogger(logger), harness.WithObserver(progress(env.stderr)), cluster}
 	if *policyFile != "" {
 		raw, err := os.ReadFile(*policyFile)
 		if err != nil {
@@ -70,4 +84,30 @@ calling the provider. The provider is chosen as for harness run.`)
 		return reportContractError(env, err)
 	}
 	return printResult(env, res, *asJSON)
+}
+
+// finishedOrUnknown reports, for a resume with no provider to call, a
+// finished run's outcome (reported as a resume reports it) or a run the
+// data directory does not hold (unknown_run, exit 1); ok is false for a
+// run that needs a provider to carry on.
+func finishedOrUnknown(ctx context.Context, env *environ, dir, run string, asJSON bool) (int, bool) {
+	c, err := harness.Open(ctx, dir)
+	if err != nil {
+		return 0, false
+	}
+	defer c.Close()
+	h := c.Run(run)
+	st, err := h.Status(ctx)
+	if errors.Is(err, protocol.ErrUnknownRun) {
+		fail(env.stderr, "%v", protocol.Errorf(protocol.CodeUnknownRun, "no run %s in %s; harness ls lists the runs", run, dir))
+		return exitError, true
+	}
+	if err != nil || st.Status != protocol.StatusCompleted && st.Status != protocol.StatusFailed {
+		return 0, false
+	}
+	res, err := h.Wait(ctx)
+	if err != nil {
+		return 0, false
+	}
+	return printResult(env, res, asJSON), true
 }

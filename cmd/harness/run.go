@@ -156,6 +156,9 @@ the contract, replayed.`)
 	run := protocol.RunIDFor(runID)
 	fmt.Fprintf(env.stderr, "run %s\n", run)
 	fmt.Fprintf(env.stderr, "  workspace %s\n  provider  %s\n  data      %s\n", where, source, dir)
+	if u := cl.MetricsURL(); u != "" {
+		fmt.Fprintf(env.stderr, "  metrics   %s\n", u)
+	}
 	prog := newProgress(env)
 	res, err := runContract(ctx, cl, raw, runID, prog.observe)
 	prog.close()
