@@ -154,8 +154,8 @@ func TestFloorIsTheOperatorsToAllow(t *testing.T) {
 			defer cl.Close()
 			res, err := clustertest.RunJSON(t.Context(), cl, floorContract(t, ws, tt.backend, strictDefaults), "r")
 			if tt.want != "" {
-				if err == nil && res.Outcome == protocol.OutcomeSuccess {
-					t.Fatalf("the run succeeded on the floor without the operator's allowance")
+				if err == nil && res.Outcome != protocol.OutcomeRefused {
+					t.Fatalf("the run ended %s (%s), want refused before its first step", res.Outcome, res.Reason)
 				}
 				msg := fmt.Sprint(err)
 				if res != nil {
@@ -230,7 +230,7 @@ func TestBlanketAllowIsTheOperatorsToAllow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			refused := res.Outcome != protocol.OutcomeSuccess && strings.Contains(res.Reason, "--allow-permissive")
+			refused := res.Outcome == protocol.OutcomeRefused && strings.Contains(res.Reason, "--allow-permissive")
 			if refused != tt.refused {
 				t.Errorf("outcome %s (%s): refused %v, want %v", res.Outcome, res.Reason, refused, tt.refused)
 			}

@@ -387,8 +387,8 @@ func TestMCPServerRefused(t *testing.T) {
 	}
 
 	// A backend that runs commands only to completion (as docker does)
-	// cannot hold the server: the run fails, the server never started
-	// outside a sandbox.
+	// cannot hold the server: the run is refused before its first step,
+	// the server never started outside a sandbox.
 	ws2 := t.TempDir()
 	argv2, env2 := mcptest.Install(t, ws2)
 	cl2 := clustertest.Start(t, harness.Config{Roots: []string{ws2}, Provider: agent, NoTakeover: true, AllowFloor: true,
@@ -401,8 +401,8 @@ func TestMCPServerRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != protocol.OutcomeFailed || !strings.HasPrefix(res.Reason, "unsupported") || !strings.Contains(res.Reason, "cannot hold the MCP stdio server") {
-		t.Errorf("a server on a backend that runs commands to completion: %s (%s), want failed, unsupported", res.Outcome, res.Reason)
+	if res.Outcome != protocol.OutcomeRefused || res.Steps != 0 || !strings.HasPrefix(res.Reason, "unsupported") || !strings.Contains(res.Reason, "cannot hold the MCP stdio server") {
+		t.Errorf("a server on a backend that runs commands to completion: %s after %d steps (%s), want refused before step 1, unsupported", res.Outcome, res.Steps, res.Reason)
 	}
 	if pid := mcptest.Find(argv2[1]); pid != 0 {
 		t.Errorf("the server runs as process %d on a backend that cannot hold it", pid)

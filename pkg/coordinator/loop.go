@@ -387,8 +387,24 @@ func (d *driver) take(ctx context.Context) bool {
 		openErr = d.open(ctx)
 	}
 	if openErr != nil {
-		d.finish(ctx, protocol.OutcomeFailed, openErr.Error())
+		d.finish(ctx, openOutcome(openErr), openErr.Error())
 		return false
 	}
 	return true
+}
+
+// openOutcome is how a run whose workspace would not open ends: refused
+// when the sandboxer refused what the contract asks of its sandbox (a
+// backend it has not or its operator does not allow, a stdio MCP server
+// on a backend that cannot hold one, a policy that allows everything by
+// default), before its first step as docs/contract.md says; failed when
+// the open itself went wrong (a server or a skills snapshot that would not
+// start or unpack included).
+func openOutcome(err error) protocol.Outcome {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && (pe.Code == protocol.CodeUnsupported && pe.Field == "sandbox.backend" ||
+		pe.Code == protocol.CodeInvalidField && (pe.Field == "policy" || pe.Field == "policy.defaults")) {
+		return protocol.OutcomeRefused
+	}
+	return protocol.OutcomeFailed
 }

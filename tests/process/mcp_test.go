@@ -124,7 +124,7 @@ func mcpProcessContract(ws, backend string, argv []string, env map[string]string
 // HARNESS_REQUIRE_NATIVE=1).
 func skipWithoutNative(t *testing.T, backend string, o protocol.Outcome, reason string) {
 	t.Helper()
-	if backend != "native" || o != protocol.OutcomeFailed || !strings.Contains(reason, "native") {
+	if backend != "native" || o != protocol.OutcomeFailed && o != protocol.OutcomeRefused || !strings.Contains(reason, "native") {
 		return
 	}
 	if os.Getenv("HARNESS_REQUIRE_NATIVE") == "1" {
