@@ -12,10 +12,22 @@
 // built with the sandboxer: with one of another build the sandboxer
 // starts itself instead and logs why. Keep its directory out of every
 // workspace (a sandboxer refuses a workspace that overlaps it). With
-// --build it prints the build of its code and exits 0; run by hand
-// otherwise, it exits 2.
+// --build it prints the build of its code and exits 0, with --version the
+// line every binary's --version prints; run by hand otherwise, it exits 2.
 package main
 
-import "github.com/ioharness/harness/pkg/sandbox/native"
+import (
+	"fmt"
+	"os"
 
-func main() { native.InitMain() }
+	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/pkg/sandbox/native"
+)
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("harness-sandbox-init " + version.Get().String())
+		return
+	}
+	native.InitMain()
+}

@@ -80,7 +80,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	default:
 		chain, _, err := provider.FromEnv(env.getenv)
 		if err != nil {
-			fail(env.stderr, "%v", err)
+			failErr(env.stderr, err)
 			return exitUsage
 		}
 		p = chain
@@ -94,12 +94,12 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	cfg := harness.Config{DataDir: dir, Listen: *listen, Provider: p, Roots: roots, Logger: logger, MetricsListen: *roles.metrics, Retention: *retention,
 		MaxRuns: *maxRuns, Concurrency: *concurrency}
 	if err := roles.build(ctx, env, logger, &cfg); err != nil {
-		fail(env.stderr, "%v", err)
+		failErr(env.stderr, err)
 		return exitUsage
 	}
 	led, closeLedger, err := ledger.Dial(ctx, *redisURL, ledger.RedisConfig{})
 	if err != nil {
-		fail(env.stderr, "%v", err)
+		failErr(env.stderr, err)
 		return exitError
 	}
 	defer func() { _ = closeLedger() }()
@@ -135,7 +135,7 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	}
 	release()
 	if err := cl.Close(); err != nil {
-		fail(env.stderr, "%v", err)
+		failErr(env.stderr, err)
 		return exitError
 	}
 	return code
@@ -186,20 +186,20 @@ DIR.`)
 	}
 	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
 	if err != nil {
-		fail(env.stderr, "%v", err)
+		failErr(env.stderr, err)
 		return exitError
 	}
 	defer closeFn()
 	if snap != nil {
 		if err := c.PutSnapshot(ctx, snap); err != nil {
-			fail(env.stderr, "%v", err)
+			failErr(env.stderr, err)
 			return exitError
 		}
 		fmt.Fprintf(env.stderr, "workspace   %s\n", describeSnapshot(*ws.dir, snap))
 	}
 	if skills != nil {
 		if err := c.PutSnapshot(ctx, skills); err != nil {
-			fail(env.stderr, "%v", err)
+			failErr(env.stderr, err)
 			return exitError
 		}
 		fmt.Fprintf(env.stderr, "skills      %s\n", describeSnapshot(*skillsDir, skills))
@@ -273,7 +273,7 @@ func cmdStatus(ctx context.Context, env *environ, args []string) int {
 		func(c *harness.Client, run string, asJSON bool) int {
 			st, err := c.Run(run).Status(ctx)
 			if err != nil {
-				fail(env.stderr, "%v", err)
+				failErr(env.stderr, err)
 				return exitError
 			}
 			if asJSON {
@@ -353,14 +353,14 @@ func cmdTrace(ctx context.Context, env *environ, args []string) int {
 					fmt.Fprintf(env.stderr, "\nstopped following run %s; it goes on\n", run)
 					return exitInterrupted
 				case err != nil:
-					fail(env.stderr, "%v", err)
+					failErr(env.stderr, err)
 					return exitError
 				}
 				return exitOK
 			}
 			recs, err := c.Run(run).Trace(ctx)
 			if err != nil {
-				fail(env.stderr, "%v", err)
+				failErr(env.stderr, err)
 				return exitError
 			}
 			if asJSON {
@@ -376,6 +376,7 @@ func cmdTrace(ctx context.Context, env *environ, args []string) int {
 			return exitOK
 		}, func(fs *flag.FlagSet) {
 			follow = fs.Bool("follow", false, "then print each record as it is committed, until the run finishes")
+			fs.BoolVar(follow, "f", false, "short for --follow")
 			turn = fs.Int("turn", 0, "show exactly what the model was sent at step `N`: the assembled request, and how it was fitted")
 		})
 }
@@ -389,7 +390,7 @@ func showTurn(ctx context.Context, env *environ, c *harness.Client, run string, 
 	}
 	req, asm, err := c.Run(run).Request(ctx, step)
 	if err != nil {
-		fail(env.stderr, "%v", err)
+		failErr(env.stderr, err)
 		return exitError
 	}
 	if asJSON {

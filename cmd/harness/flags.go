@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/ioharness/harness/internal/backends"
 	"github.com/ioharness/harness/internal/streams"
 	"github.com/ioharness/harness/pkg/ledger"
+	"github.com/ioharness/harness/pkg/protocol"
 )
 
 // newFlags returns a flag set for a command whose --help prints the
@@ -82,6 +84,16 @@ func (l *listFlag) Set(s string) error {
 
 func fail(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "harness: "+format+"\n", args...)
+}
+
+// failErr says what went wrong, and for a run that is not there how to
+// find the right id.
+func failErr(w io.Writer, err error) {
+	if errors.Is(err, protocol.ErrUnknownRun) && !strings.Contains(err.Error(), "harness ls") {
+		fail(w, "%v: check the id (harness ls lists the runs)", err)
+		return
+	}
+	fail(w, "%v", err)
 }
 
 // roleFlags are the flags of the commands that run roles in this process

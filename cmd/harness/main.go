@@ -148,7 +148,7 @@ $HARNESS_DATA, else $XDG_DATA_HOME/harness, else ~/.local/share/harness).
 Exit codes: 0 success or finished; 1 error; 2 usage or a refused contract;
 3 step_cap_reached; 4 time_budget_exceeded; 5 cost_budget_exceeded;
 6 budget_ceiling_reached; 7 awaiting_approval (paused); 8 denied or refused;
-9 stalled; 10 escalated; 11 cancelled; 12 failed.`)
+9 stalled; 10 escalated; 11 cancelled; 12 failed; 13 model_refused.`)
 }
 
 // cmdVersion prints the one line that says which build this is; `harness

@@ -69,6 +69,13 @@ func TestOperatorLooksAndCancels(t *testing.T) {
 	if code, _, errOut := cli(t, t.Context(), nil, "cancel", "--data", data, "typo-run"); code != exitUsage || !strings.Contains(errOut, "unknown_run") {
 		t.Errorf("cancel typo-run = %d %q, want a usage error saying unknown_run", code, errOut)
 	}
+	// Reading a typo'd run says how to find the right id.
+	for _, args := range [][]string{{"status"}, {"trace"}, {"trace", "-f"}, {"trace", "--turn", "1"}, {"fetch"}} {
+		args = append(append(args, "--data", data), "typo-run")
+		if code, _, errOut := cli(t, t.Context(), nil, args...); code != exitError || !strings.Contains(errOut, "unknown_run") || !strings.Contains(errOut, "harness ls lists the runs") {
+			t.Errorf("%v = %d %q, want unknown_run and where the ids are listed", args, code, errOut)
+		}
+	}
 	if code, out, _ := cli(t, t.Context(), nil, "approvals", "--data", data, "--json"); code != exitOK || strings.TrimSpace(out) != "[]" {
 		t.Errorf("approvals after the cancel = %d %s, want none", code, out)
 	}

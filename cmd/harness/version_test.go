@@ -1,16 +1,18 @@
 package main
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/ioharness/harness/internal/version"
+	"github.com/ioharness/harness/pkg/protocol"
 )
 
 // TestVersion: `harness version` and `harness --version` print the one
 // line of this build (module, version, revision, Go version) and exit 0;
-// the command takes no arguments.
+// the command takes no arguments; help lists it and the exit codes.
 func TestVersion(t *testing.T) {
 	want := "harness " + version.Get().String() + "\n"
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
@@ -32,5 +34,12 @@ func TestVersion(t *testing.T) {
 	}
 	if _, out, _ := cli(t, t.Context(), nil, "help"); !strings.Contains(out, "  version  ") {
 		t.Errorf("harness help does not list the version command:\n%s", out)
+	}
+	// The exit codes help lists are those of the outcomes table, every one.
+	_, out, _ := cli(t, t.Context(), nil, "help")
+	for o, code := range map[protocol.Outcome]int{protocol.OutcomeModelRefused: 13, protocol.OutcomeFailed: 12, protocol.OutcomeCancelled: 11} {
+		if exitFor(o) != code || !strings.Contains(out, fmt.Sprintf("%d %s", code, o)) {
+			t.Errorf("harness help says nothing of exit %d (%s), which exitFor gives %d:\n%s", code, o, exitFor(o), out)
+		}
 	}
 }

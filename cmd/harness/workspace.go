@@ -158,13 +158,13 @@ of. A summary, commits included, goes to stderr.`)
 	}
 	c, closeFn, err := client(ctx, env, *natsURL, dataDir(env, *data))
 	if err != nil {
-		fail(env.stderr, "%v", err)
+		failErr(env.stderr, err)
 		return exitError
 	}
 	defer closeFn()
 	p, diff, err := c.Run(pos[0]).Patch(ctx)
 	if err != nil {
-		fail(env.stderr, "%v", err)
+		failErr(env.stderr, err)
 		return exitError
 	}
 	if p.Error != nil {
@@ -185,7 +185,7 @@ of. A summary, commits included, goes to stderr.`)
 	}
 	if *seriesFile != "" {
 		if err := writeSeries(ctx, env, c.Run(pos[0]), *seriesFile); err != nil {
-			fail(env.stderr, "%v", err)
+			failErr(env.stderr, err)
 			return exitError
 		}
 	}

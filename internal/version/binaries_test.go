@@ -10,14 +10,14 @@ import (
 	"testing"
 )
 
-// TestBinariesPrintTheirVersion builds the four binaries as a person does,
+// TestBinariesPrintTheirVersion builds the five binaries as a person does,
 // stamped from the repository where there is one, and runs each with
 // --version: each exits 0 and prints its name and the line its own build
 // information gives, naming the module, a version micro accepts, the
 // revision the tree is at, and the Go version.
 func TestBinariesPrintTheirVersion(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the four binaries; run without -short")
+		t.Skip("builds the five binaries; run without -short")
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -30,7 +30,7 @@ func TestBinariesPrintTheirVersion(t *testing.T) {
 		vcs, head = "-buildvcs=true", strings.TrimSpace(string(out))
 	}
 	dir := t.TempDir()
-	names := []string{"coordinator", "worker", "sandboxer", "harness"}
+	names := []string{"coordinator", "worker", "sandboxer", "harness", "harness-sandbox-init"}
 	args := []string{"build", vcs, "-o", dir + "/"}
 	for _, n := range names {
 		args = append(args, "./cmd/"+n)
@@ -68,7 +68,7 @@ func TestBinariesPrintTheirVersion(t *testing.T) {
 					t.Errorf("%s --version = %q, lacks %q", n, stdout.String(), part)
 				}
 			}
-			if !semverRE.MatchString(info.Semver()) {
+			if !semverRE().MatchString(info.Semver()) {
 				t.Errorf("%s reports %q, which micro refuses", n, info.Semver())
 			}
 		})

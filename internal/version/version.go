@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 )
 
 // Info is which build of the module a binary holds.
@@ -80,8 +81,12 @@ func fromBuildInfo(bi *debug.BuildInfo) Info {
 }
 
 // semverRE is semver.org's suggested expression, the one nats.go's micro
-// package validates a service's version with.
-var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+// package validates a service's version with; compiled when first asked
+// for, not at start-up, since harness-sandbox-init, which starts for every
+// sandbox, holds this package for its --version.
+var semverRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+})
 
 // devVersion stands for a build that carries no module version.
 const devVersion = "0.0.0-dev"
@@ -92,11 +97,11 @@ const devVersion = "0.0.0-dev"
 // revision and "dirty" as build metadata where the build knows them:
 // 0.0.0-dev+abcdef012345.dirty.
 func (i Info) Semver() string {
-	if v := strings.TrimPrefix(i.Version, "v"); v != i.Version && semverRE.MatchString(v) {
+	if v := strings.TrimPrefix(i.Version, "v"); v != i.Version && semverRE().MatchString(v) {
 		return v
 	}
 	var meta []string
-	if rev := i.Revision[:min(len(i.Revision), 12)]; rev != "" && semverRE.MatchString(devVersion+"+"+rev) {
+	if rev := i.Revision[:min(len(i.Revision), 12)]; rev != "" && semverRE().MatchString(devVersion+"+"+rev) {
 		meta = append(meta, rev)
 	}
 	if i.Modified {

@@ -52,7 +52,7 @@ func TestFromBuildInfo(t *testing.T) {
 			if got := info.Semver(); got != tt.wantSemver {
 				t.Errorf("Semver() = %q, want %q", got, tt.wantSemver)
 			}
-			if !semverRE.MatchString(info.Semver()) {
+			if !semverRE().MatchString(info.Semver()) {
 				t.Errorf("Semver() = %q is not semver", info.Semver())
 			}
 			if got := info.String(); got != tt.wantLine {
