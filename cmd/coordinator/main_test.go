@@ -48,7 +48,7 @@ func TestRunExits(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want int
-	}{{[]string{"-h"}, exitOK}, {[]string{"--version"}, exitOK}, {[]string{"--no-such-flag"}, exitUsage}, {[]string{"--max-runs", "x"}, exitUsage}} {
+	}{{[]string{"-h"}, exitOK}, {[]string{"--version"}, exitOK}, {[]string{"--no-such-flag"}, exitUsage}, {[]string{"--max-runs", "x"}, exitUsage}, {[]string{"extra"}, exitUsage}, {[]string{"--id", "c1", "extra", "--max-runs", "3"}, exitUsage}} {
 		var out, errOut bytes.Buffer
 		if got := run(append([]string{"coordinator"}, tt.args...), func(string) string { return "" }, &out, &errOut); got != tt.want {
 			t.Errorf("run(%q) = %d, want %d\nstderr: %s", tt.args, got, tt.want, errOut.String())

@@ -28,8 +28,11 @@ and CPU while they wait), then --fan runs of --turns turns, each taking
 	think := fs.Duration("think", 2*time.Second, "with --waiting: how long the model takes over a turn")
 	quiet := fs.Duration("quiet", 10*time.Second, "with --waiting: how long the CPU is watched while the runs wait")
 	heap := fs.String("heap-profile", "", "with --waiting: write a heap profile here while the runs wait")
-	if _, err := parse(fs, args); err != nil {
+	if pos, err := parse(fs, args); err != nil {
 		return exitForParse(err)
+	} else if len(pos) != 0 {
+		fs.Usage()
+		return exitUsage
 	}
 	if *waiting != 0 {
 		if *waiting < 1 || *fan < 1 || *turns < 1 || *think <= 0 || *quiet <= 0 {

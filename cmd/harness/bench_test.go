@@ -81,7 +81,7 @@ func TestBenchWaiting(t *testing.T) {
 // TestBenchUsage: steps and runs below one are a usage error, not a
 // silent default.
 func TestBenchUsage(t *testing.T) {
-	for _, args := range [][]string{{"--steps", "0"}, {"--runs", "-1"}, {"--waiting", "-1"}, {"--waiting", "5", "--think", "0s"}} {
+	for _, args := range [][]string{{"--steps", "0"}, {"--runs", "-1"}, {"--waiting", "-1"}, {"--waiting", "5", "--think", "0s"}, {"extra"}} {
 		if code, _, errOut := cli(t, t.Context(), nil, append([]string{"bench"}, args...)...); code != exitUsage {
 			t.Errorf("bench %v: exit %d, want %d\nstderr: %s", args, code, exitUsage, errOut)
 		}

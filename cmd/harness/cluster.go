@@ -54,8 +54,11 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 	roles := clusterFlags(env, fs)
 	consoleAt := fs.String("console", "", "also serve the web console on host:port (harness console --help; requires --token-file)")
 	cf := addConsoleFlags(fs)
-	if _, err := parse(fs, args); err != nil {
+	if pos, err := parse(fs, args); err != nil {
 		return exitForParse(err)
+	} else if len(pos) != 0 {
+		fs.Usage()
+		return exitUsage
 	}
 	var tokens *console.Tokens
 	if *consoleAt != "" {

@@ -3,6 +3,7 @@ package streams
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"strconv"
@@ -99,4 +100,17 @@ func Redact(urls string) string {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// FlagsOnly refuses the arguments left after fs's flags, which a role
+// takes none of: a stray word (a value given without its flag, a flag
+// after a word) would otherwise be dropped unseen. It says so on stderr,
+// as the flag package says what it refuses.
+func FlagsOnly(fs *flag.FlagSet, stderr io.Writer) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	err := fmt.Errorf("unexpected argument %q: %s takes flags only (-h lists them), and a flag after an argument is not read", fs.Arg(0), fs.Name())
+	fmt.Fprintln(stderr, err)
+	return err
 }

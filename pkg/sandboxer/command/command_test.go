@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +45,9 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("parseConfig(%q) mismatch (-want +got):\n%s", tt.args, diff)
 			}
 		})
+	}
+	var said bytes.Buffer
+	if _, err := parseConfig([]string{"sandboxer", "--root", "/a", "/b"}, func(string) string { return "" }, &said); err == nil || !strings.Contains(said.String(), `unexpected argument "/b"`) {
+		t.Errorf("parseConfig(--root /a /b) = %v, said %q; want the stray argument refused", err, said.String())
 	}
 }

@@ -93,6 +93,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (*
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
+	if err := streams.FlagsOnly(fs, stderr); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,10 @@ func TestParseConfig(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"worker", "--concurrency", "many"}, func(string) string { return "" }, &bytes.Buffer{}); err == nil {
 		t.Error("parseConfig(--concurrency many) = nil error, want one")
+	}
+	var said bytes.Buffer
+	if _, err := parseConfig([]string{"worker", "--pool", "gpu", "cpu"}, func(string) string { return "" }, &said); err == nil || !strings.Contains(said.String(), `unexpected argument "cpu"`) {
+		t.Errorf("parseConfig(--pool gpu cpu) = %v, said %q; want the stray argument refused", err, said.String())
 	}
 }
 
