@@ -153,3 +153,24 @@ func recordPausing(t *testing.T, contract, root string) string {
 	}
 	return path
 }
+
+// TestResumePolicyFileIsReadAsAContracts: the policy file resume carries a
+// run on under is read as a contract's "policy" object is, its faults the
+// same typed errors naming the field, before anything starts.
+func TestResumePolicyFileIsReadAsAContracts(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		`{"bogus":1}`:                      "unknown_field policy.bogus",
+		`{"defaults":{"exec":"maybe"}}`:    "invalid_field policy.defaults.exec",
+		`{"layers":[{"name":"x","rules":[`: "malformed policy",
+	} {
+		path := filepath.Join(dir, "policy.json")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := cli(t, t.Context(), nil, "resume", "--data", dir, "--replay", filepath.Join(example, "cassette.json"), "--policy", path, "some-run")
+		if code != exitUsage || !strings.Contains(errOut, want) {
+			t.Errorf("resume --policy %s = %d %q, want exit %d saying %s", body, code, errOut, exitUsage, want)
+		}
+	}
+}

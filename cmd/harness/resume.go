@@ -64,14 +64,12 @@ as for harness run (--backends, --allow-floor).`)
 			fail(env.stderr, "policy: %v", err)
 			return exitUsage
 		}
-		var pol protocol.Policy
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&pol); err != nil {
+		pol, err := decodePolicy(raw)
+		if err != nil {
 			fail(env.stderr, "policy %s: %v", *policyFile, err)
 			return exitUsage
 		}
-		opts = append(opts, harness.WithPolicy(&pol))
+		opts = append(opts, harness.WithPolicy(pol))
 	}
 	fmt.Fprintf(env.stderr, "run %s\n  provider  %s\n  data      %s\n", run, source, dir)
 	res, err := harness.Resume(ctx, run, opts...)
@@ -110,4 +108,23 @@ func finishedOrUnknown(ctx context.Context, env *environ, dir, run string, asJSO
 		return 0, false
 	}
 	return printResult(env, res, asJSON), true
+}
+
+// decodePolicy reads a policy file (a contract's "policy" object) as a
+// contract's policy is read, so that what is wrong with it is the same
+// typed error naming the field (policy.layers[0].rules[1].effect, say).
+func decodePolicy(raw []byte) (*protocol.Policy, error) {
+	if !json.Valid(raw) {
+		return nil, protocol.FieldError(protocol.CodeMalformed, "policy", "write the contract's \"policy\" object alone, as docs/contract.md describes it", "the file is not one JSON object")
+	}
+	holder, err := json.Marshal(map[string]any{"schema": protocol.ContractSchema, "task": "resume", "workspace": map[string]string{"root": "/"},
+		"verification": map[string]any{"none": struct{}{}}, "policy": json.RawMessage(bytes.TrimSpace(raw))})
+	if err != nil {
+		return nil, err
+	}
+	c, err := protocol.DecodeContract(holder)
+	if err != nil {
+		return nil, err
+	}
+	return c.Policy, nil
 }
