@@ -110,6 +110,20 @@ func TestRunExample(t *testing.T) {
 	if code, _, errOut := cli(t, t.Context(), nil, "status", "--data", data, "no-such-run"); code != exitError || !strings.Contains(errOut, "unknown_run") {
 		t.Errorf("status of an unknown run = %d %q, want an unknown_run error", code, errOut)
 	}
+	// With --id, running again reports that run, --copy or not: the
+	// second finds the copy the first made, and makes none.
+	var again []protocol.Result
+	for i := range 2 {
+		code, out, errOut := cli(t, t.Context(), nil, "run", "--copy", "--id", "copied-once", "--data", data, example, "--json")
+		var res protocol.Result
+		if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || res.Run != "copied-once" || res.Outcome != protocol.OutcomeSuccess {
+			t.Fatalf("run %d with --copy --id copied-once = %d\nstdout: %s\nstderr: %s", i, code, out, errOut)
+		}
+		again = append(again, res)
+	}
+	if again[1].Steps != again[0].Steps || !again[1].Finished.Equal(again[0].Finished) {
+		t.Errorf("the second run with the same id = %+v, want the first's %+v reported", again[1], again[0])
+	}
 }
 
 func TestRunExitCodes(t *testing.T) {

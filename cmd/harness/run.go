@@ -85,7 +85,11 @@ the contract, replayed.`)
 		if err := checkRoot(root, served(path, roots), dir); err != nil {
 			return reportContractError(env, err)
 		}
-		if *copyWS {
+		if *copyWS && *id != "" && ranBefore(ctx, dir, runID) {
+			// The same id again reports that run, which worked on the copy
+			// it made then.
+			root = filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
+		} else if *copyWS {
 			dst := filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
 			if file != "" {
 				// One file's run sees that file alone: the copy holds it alone.
@@ -177,6 +181,17 @@ the contract, replayed.`)
 		return reportContractError(env, err)
 	}
 	return printResult(env, res, *asJSON)
+}
+
+// ranBefore reports whether the data directory holds a run of id.
+func ranBefore(ctx context.Context, dir, id string) bool {
+	c, err := harness.Open(ctx, dir)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_, err = c.Run(protocol.RunIDFor(id)).Status(ctx)
+	return err == nil
 }
 
 // served are the directories a run's workspace may lie in: those given
