@@ -19,17 +19,9 @@ import (
 // served, given --metrics), and exits 7; `harness approve` then records
 // the decision and carries the run on in its own process.
 func TestRunPausesAndApproveCarriesOn(t *testing.T) {
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
-		t.Fatal(err)
-	}
-	contract := filepath.Join(dir, "contract.json")
 	body := `{"schema":"harness.contract/v1","task":"Fix Add in calc.go.","workspace":{"root":"ws"},"verification":{"none":{}},
 		"policy":{"defaults":{"read":"allow","write":"ask","exec":"deny","net":"deny"}}}`
-	if err := os.WriteFile(contract, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	contract, ws := exampleContract(t, body)
 	cassette := recordPausing(t, body, ws)
 
 	data := t.TempDir()
@@ -71,15 +63,7 @@ func TestCarriedOnRunChecksItsCommand(t *testing.T) {
 		"defaults":{"read":"allow","write":"ask","exec":"deny","net":"deny"}}}`
 	for _, how := range []string{"approve", "resume"} {
 		t.Run(how, func(t *testing.T) {
-			dir := t.TempDir()
-			ws := filepath.Join(dir, "ws")
-			if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
-				t.Fatal(err)
-			}
-			contract := filepath.Join(dir, "contract.json")
-			if err := os.WriteFile(contract, []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			contract, ws := exampleContract(t, body)
 			cassette := recordPausing(t, body, ws)
 			data := t.TempDir()
 			if code, out, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--replay", cassette, "--id", "checked", contract); code != exitPaused {
@@ -111,6 +95,23 @@ func TestCarriedOnRunChecksItsCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exampleContract writes body as contract.json in a directory of the
+// test's own, beside a copy of the example's workspace in ws, its
+// workspace root.
+func exampleContract(t *testing.T, body string) (contract, ws string) {
+	t.Helper()
+	dir := t.TempDir()
+	ws = filepath.Join(dir, "ws")
+	if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
+		t.Fatal(err)
+	}
+	contract = filepath.Join(dir, "contract.json")
+	if err := os.WriteFile(contract, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return contract, ws
 }
 
 // recordPausing records an agent that fixes Add through a pause and an

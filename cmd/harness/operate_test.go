@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,17 +15,9 @@ import (
 // usage error; the action is then no longer pending, and a decision on it
 // is refused.
 func TestOperatorLooksAndCancels(t *testing.T) {
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	if err := os.CopyFS(ws, os.DirFS(filepath.Join(example, "workspace"))); err != nil {
-		t.Fatal(err)
-	}
-	contract := filepath.Join(dir, "contract.json")
 	body := `{"schema":"harness.contract/v1","task":"Fix Add in calc.go.","workspace":{"root":"ws"},"verification":{"none":{}},
 		"policy":{"defaults":{"read":"allow","write":"ask","exec":"deny","net":"deny"}}}`
-	if err := os.WriteFile(contract, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	contract, ws := exampleContract(t, body)
 	cassette := recordPausing(t, body, ws)
 	data := t.TempDir()
 	if code, out, errOut := cli(t, t.Context(), nil, "run", "--data", data, "--replay", cassette, "--id", "op", contract); code != exitPaused {
