@@ -337,9 +337,12 @@ func printBudgets(w io.Writer, st *protocol.RunState) {
 func cmdTrace(ctx context.Context, env *environ, args []string) int {
 	var follow *bool
 	var turn *int
+	var flags *flag.FlagSet
 	return readRun(ctx, env, args, "trace", "Shows the durable trace of a run, finished or not, record by record; with --follow (-f), then each record as it is committed, until the run finishes; with --turn N, exactly what the model was sent at step N.", "print the records as JSON, one per line (with --turn, the request)",
 		func(c *harness.Client, run string, asJSON bool) int {
-			if *turn != 0 {
+			asked := false // --turn given, 0 included, which is no step
+			flags.Visit(func(f *flag.Flag) { asked = asked || f.Name == "turn" })
+			if asked {
 				return showTurn(ctx, env, c, run, *turn, asJSON)
 			}
 			if *follow {
@@ -378,6 +381,7 @@ func cmdTrace(ctx context.Context, env *environ, args []string) int {
 			}
 			return exitOK
 		}, func(fs *flag.FlagSet) {
+			flags = fs
 			follow = fs.Bool("follow", false, "then print each record as it is committed, until the run finishes")
 			fs.BoolVar(follow, "f", false, "short for --follow")
 			turn = fs.Int("turn", 0, "show exactly what the model was sent at step `N`: the assembled request, and how it was fitted")
@@ -387,7 +391,7 @@ func cmdTrace(ctx context.Context, env *environ, args []string) int {
 // showTurn prints what the model was sent at one step: with asJSON the
 // request and its assembly as one JSON object, else the messages as text.
 func showTurn(ctx context.Context, env *environ, c *harness.Client, run string, step int, asJSON bool) int {
-	if step < 0 {
+	if step < 1 {
 		fail(env.stderr, "--turn %d: give a step number, 1 or more", step)
 		return exitUsage
 	}

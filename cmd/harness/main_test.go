@@ -104,6 +104,11 @@ func TestRunExample(t *testing.T) {
 	if code, _, errOut := cli(t, t.Context(), nil, "trace", "--turn", "9", "--data", data, runs[1]); code != exitError || !strings.Contains(errOut, "no step 9") {
 		t.Errorf("trace --turn 9 = %d %q, want an error saying there is no step 9", code, errOut)
 	}
+	for _, step := range []string{"0", "-1"} {
+		if code, out, errOut := cli(t, t.Context(), nil, "trace", "--turn", step, "--data", data, runs[1]); code != exitUsage || out != "" || !strings.Contains(errOut, "1 or more") {
+			t.Errorf("trace --turn %s = %d %q %q, want a usage error and no trace", step, code, out, errOut)
+		}
+	}
 	if code, out, _ := cli(t, t.Context(), nil, "status", "--data", data, runs[0]); code != exitOK || !strings.Contains(out, "input    1612 (0 cached, 0 written to the cache)") {
 		t.Errorf("status = %d %q, want the input with its cache reads and writes", code, out)
 	}
