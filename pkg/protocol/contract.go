@@ -404,6 +404,19 @@ func DecodeContract(data []byte) (*Contract, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if c.Context != nil && c.Context.Share == 0 && bytes.Contains(data, []byte(`"share"`)) {
+		// Left out, the share is the default; written as 0, it is no
+		// share at all, which the schema refuses (exclusiveMinimum 0).
+		var given struct {
+			Context struct {
+				Share *float64 `json:"share"`
+			} `json:"context"`
+		}
+		if json.Unmarshal(data, &given) == nil && given.Context.Share != nil {
+			return nil, FieldError(CodeInvalidField, "context.share", "use a fraction above 0 and at most 1, such as 0.5, or leave it out for 0.5",
+				"a share of 0 would give a request none of the budget")
+		}
+	}
 	c.fillDefaults()
 	return &c, nil
 }

@@ -50,6 +50,7 @@ func TestDecodeContractErrors(t *testing.T) {
 		{"thinking unknown field", strings.Replace(good, `"task"`, `"provider":{"thinking":{"budget":2048}},"task"`, 1), ErrUnknownField, "provider.thinking.budget"},
 		{"context under the floor", strings.Replace(good, `"task"`, `"context":{"max_tokens":3000},"task"`, 1), ErrInvalidField, "context.max_tokens"},
 		{"context share over the whole", strings.Replace(good, `"task"`, `"context":{"share":1.5},"task"`, 1), ErrInvalidField, "context.share"},
+		{"context share of nothing", strings.Replace(good, `"task"`, `"context":{"max_tokens":50000,"share":0},"task"`, 1), ErrInvalidField, "context.share"},
 		{"unknown effort", strings.Replace(good, `"task"`, `"provider":{"reasoning_effort":"max"},"task"`, 1), ErrInvalidField, "provider.reasoning_effort"},
 		{"document check of a text file", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"document_contains":{"path":"a.txt","needle":"x"}}`, 1), ErrInvalidField, "verification.document_contains.path"},
 		{"document check without needle", strings.Replace(good, `{"command":{"argv":["go","test"]}}`, `{"document_contains":{"path":"a.docx"}}`, 1), ErrMissingField, "verification.document_contains.needle"},
