@@ -585,16 +585,18 @@ func (s *Sandboxer) decode(r micro.Request, open bool) (*protocol.SandboxOp, boo
 // carries.
 func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.SandboxOp, e *opEntry, ended func(), cl closing, opened uint64) {
 	defer s.wg.Done()
-	// What the op holds is given back before it is answered: its
-	// coordinator's next op, sent on the answer, finds the place (and
-	// the slot) it left, rather than all places taken and no answer.
+	if ended != nil {
+		// After the answer: a close of the run that waits for this op is
+		// answered after it.
+		defer ended()
+	}
+	// The place and the slot the op holds are given back before it is
+	// answered: its coordinator's next op, sent on the answer, finds
+	// them, rather than all places taken and no answer.
 	var slot bool
 	free := sync.OnceFunc(func() {
 		if slot {
 			<-s.slots
-		}
-		if ended != nil {
-			ended()
 		}
 		<-s.admitted
 	})
