@@ -65,6 +65,20 @@ the contract, replayed.`)
 	if runID == "" {
 		runID = harness.NewRunID()
 	}
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	// No TCP port: other harness commands on this data directory reach
+	// the run through a unix socket only this user can open, and nothing
+	// a sandboxed command can dial reaches the cluster. The backends are
+	// built first: no workspace may overlap the programs they run.
+	cfg := harness.Config{DataDir: dir, Socket: harness.SocketPath(dir), Logger: logger, NoTakeover: true, MetricsListen: *roles.metrics}
+	if err := roles.build(ctx, env, logger, &cfg); err != nil {
+		fail(env.stderr, "%v", err)
+		return exitUsage
+	}
+	programs := sandboxer.ProgramDirs(cfg.Backends)
 	// A relative workspace is relative to the contract file. A single-file
 	// contract's workspace is its file's directory.
 	root, where := c.Workspace.Root, ""
@@ -82,7 +96,7 @@ the contract, replayed.`)
 			fail(env.stderr, "workspace: %v", err)
 			return exitError
 		}
-		if err := checkRoot(root, served(path, roots), dir); err != nil {
+		if err := checkRoot(root, served(path, roots), dir, programs); err != nil {
 			return reportContractError(env, err)
 		}
 		if *copyWS && *id != "" && ranBefore(ctx, dir, runID) {
@@ -91,6 +105,10 @@ the contract, replayed.`)
 			root = filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
 		} else if *copyWS {
 			dst := filepath.Join(dir, "workspaces", protocol.RunIDFor(runID))
+			if err := sandboxer.RefuseRoot(dst, programs...); err != nil {
+				// The data directory lies in (or holds) a program's.
+				return reportContractError(env, err)
+			}
 			if file != "" {
 				// One file's run sees that file alone: the copy holds it alone.
 				err = copyFile(filepath.Join(root, filepath.Base(file)), filepath.Join(dst, filepath.Base(file)))
@@ -125,23 +143,11 @@ the contract, replayed.`)
 		rec = provider.NewRecord(p)
 		p = rec
 	}
-	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
 	var approver coordinator.Approver // durable: pause, and say how to decide
 	if env.stdin != nil {
 		approver = terminalApprover(env)
 	}
-	// No TCP port: other harness commands on this data directory reach
-	// the run through a unix socket only this user can open, and nothing
-	// a sandboxed command can dial reaches the cluster.
-	cfg := harness.Config{DataDir: dir, Socket: harness.SocketPath(dir), Provider: p, Roots: []string{root}, Logger: logger,
-		NoTakeover: true, Approver: approver, MetricsListen: *roles.metrics}
-	if err := roles.build(ctx, env, logger, &cfg); err != nil {
-		fail(env.stderr, "%v", err)
-		return exitUsage
-	}
+	cfg.Provider, cfg.Roots, cfg.Approver = p, []string{root}, approver
 	cl, err := harness.Start(ctx, cfg)
 	if err != nil {
 		fail(env.stderr, "start the embedded cluster: %v", err)
@@ -205,14 +211,15 @@ func served(contractPath string, roots []string) []string {
 
 // checkRoot refuses, before anything starts, a workspace root that lies
 // outside every served directory, is the file system's root or a system
-// directory, or overlaps the data directory. Errors: a *protocol.Error
-// naming workspace.root.
-func checkRoot(root string, roots []string, dataDir string) error {
+// directory, or overlaps the data directory or the directory of a program
+// the backends run (programs). Errors: a *protocol.Error naming
+// workspace.root.
+func checkRoot(root string, roots []string, dataDir string, programs []string) error {
 	real := root
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		real = r
 	}
-	if err := sandboxer.RefuseRoot(real, harness.Reserved(dataDir)...); err != nil {
+	if err := sandboxer.RefuseRoot(real, append(harness.Reserved(dataDir), programs...)...); err != nil {
 		return err
 	}
 	for _, r := range roots {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/sandbox"
 )
 
 // systemDirs are directories no workspace may be or lie in: the file tools
@@ -42,6 +43,21 @@ func RefuseRoot(dir string, reserved ...string) error {
 		}
 	}
 	return nil
+}
+
+// ProgramDirs are the directories of the programs the backends run outside
+// every sandbox (the native backend's init), which no workspace may be, lie
+// in or contain: a workspace holding one would let an agent rewrite it.
+func ProgramDirs(backends []sandbox.Backend) []string {
+	var dirs []string
+	for _, b := range backends {
+		if pr, ok := b.(sandbox.ProgramRunner); ok {
+			for _, p := range pr.Programs() {
+				dirs = append(dirs, filepath.Dir(p))
+			}
+		}
+	}
+	return dirs
 }
 
 // within reports whether dir is base or lies beneath it.

@@ -202,14 +202,7 @@ func (c *Config) setDefaults() error {
 	// The directories of the programs a backend runs outside every
 	// sandbox (the native backend's init): a workspace holding one would
 	// let an agent rewrite it.
-	c.Reserved = slices.Clone(c.Reserved)
-	for _, b := range c.Backends {
-		if pr, ok := b.(sandbox.ProgramRunner); ok {
-			for _, p := range pr.Programs() {
-				c.Reserved = append(c.Reserved, filepath.Dir(p))
-			}
-		}
-	}
+	c.Reserved = append(slices.Clone(c.Reserved), ProgramDirs(c.Backends)...)
 	reserved := make([]string, 0, len(c.Reserved))
 	for _, r := range c.Reserved {
 		if r == "" {

@@ -2,6 +2,7 @@ package process
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,5 +89,29 @@ func TestProviderKeyNeverReachesAFloorCommand(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWorkspaceBesideTheInitIsRefusedBeforeItStarts: a data directory in
+// the directory of harness-sandbox-init puts a --copy workspace there too,
+// where no workspace may be (an agent could rewrite the init every sandbox
+// runs). `harness run` refuses it, exit 2, before it copies or starts
+// anything; the sandboxer refused it only at the open, the run failed.
+func TestWorkspaceBesideTheInitIsRefusedBeforeItStarts(t *testing.T) {
+	bin := roleBinaries(t)
+	data := filepath.Join(bin, "data")
+	out, err := exec.Command(filepath.Join(bin, "harness"), "run", "--copy", "--data", data, clustertest.Repo("examples/fix-a-test")).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		if strings.Contains(string(out), "no sandbox that isolates commands") && os.Getenv("HARNESS_REQUIRE_NATIVE") != "1" {
+			t.Skipf("no native sandbox here, so no init to keep workspaces from (HARNESS_REQUIRE_NATIVE=1 makes this a failure):\n%s", out)
+		}
+		t.Fatalf("harness run --copy with its data in the init's directory = %v, want exit 2\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "path_escape") || !strings.Contains(string(out), bin) {
+		t.Errorf("the refusal does not say what the workspace overlaps:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(data, "workspaces")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a workspace was copied before the refusal: %v", err)
 	}
 }
