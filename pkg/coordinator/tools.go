@@ -85,6 +85,7 @@ func (d *driver) toolsHeld(ctx context.Context) (string, error) {
 		if len(rest) < len(want) && len(held) == 0 && (len(rest) > 0 || doc != "") {
 			held, seen = d.c.sandboxersWith(ctx, rest, doc) // the workers hold some: one sandboxer for the others
 		}
+		answered := len(seen) > 0 || len(workersSeen) > 0 // what answered lacks the tools, unless held
 		switch {
 		case (len(rest) == 0 && doc == "") || len(held) > 0:
 			d.workerTools = byWorker
@@ -92,12 +93,12 @@ func (d *driver) toolsHeld(ctx context.Context) (string, error) {
 				node = held[0]
 			}
 			return nil
-		case (len(seen) > 0 || len(workersSeen) > 0) && ctx.Err() == nil && (missing.IsZero() || time.Since(missing) < toolsGrace):
+		case answered && ctx.Err() == nil && (missing.IsZero() || time.Since(missing) < toolsGrace):
 			if missing.IsZero() {
 				missing = time.Now()
 			}
 			return again(openBackoff.wait)
-		case len(seen) > 0 || len(workersSeen) > 0:
+		case answered:
 			offered := strings.Join(append(seen, workersSeen...), "; ")
 			if doc != "" && len(rest) == 0 {
 				return done(protocol.FieldError(protocol.CodeUnsupported, "verification.document_contains",

@@ -586,13 +586,17 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 	// The place and the slot the op holds are given back before it is
 	// answered: its coordinator's next op, sent on the answer, finds
 	// them, rather than all places taken and no answer.
-	var slot bool
-	free := sync.OnceFunc(func() {
+	var slot, freed bool
+	free := func() {
+		if freed {
+			return
+		}
+		freed = true
 		if slot {
 			<-s.slots
 		}
 		<-s.admitted
-	})
+	}
 	defer free()
 	if op.Kind == protocol.OpClose {
 		// The run's ops that came before the close end first, holding
