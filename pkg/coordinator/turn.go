@@ -230,6 +230,9 @@ func (d *driver) answer(ctx context.Context, w *turnWait) *protocol.TurnResult {
 			continue
 		}
 		d.c.workers.heard(d.s.contract.Provider.Pool, tr.Worker, time.Now())
+		if tr.GivenBack() {
+			continue // a worker gave the task back uncalled: another answers it
+		}
 		if tr.Step == step && tr.Attempt == attempt {
 			if found == nil {
 				found = &tr
@@ -298,7 +301,7 @@ func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnRe
 		return nil
 	}
 	var tr protocol.TurnResult
-	if err := wirejson.Unmarshal(m.Data, &tr); err != nil {
+	if err := wirejson.Unmarshal(m.Data, &tr); err != nil || tr.GivenBack() {
 		return nil
 	}
 	return &tr
@@ -326,8 +329,8 @@ func (d *driver) lookupTurn(ctx context.Context, step, attempt int) *protocol.Tu
 		m, err := d.lastTurn(ctx, step, attempt)
 		if err == nil {
 			var t protocol.TurnResult
-			if json.Unmarshal(m.Data, &t) == nil {
-				tr = &t
+			if json.Unmarshal(m.Data, &t) == nil && !t.GivenBack() {
+				tr = &t // a mark of deliveries given back is no answer: its task is still out
 			}
 			return nil
 		}

@@ -245,9 +245,16 @@ type TurnResult struct {
 	Worker    string `json:"worker,omitempty"`
 	LatencyMS int64  `json:"latency_ms"`
 	// Deliveries counts how often the task was delivered to a worker,
-	// when more than once: each earlier delivery may have made a provider
-	// call whose answer was lost with its worker.
+	// when more than once, less the deliveries given back without a call:
+	// each earlier delivery counted may have made a provider call whose
+	// answer was lost with its worker.
 	Deliveries int `json:"deliveries,omitempty"`
+	// Returned, on a result with neither turn nor error, makes it a mark
+	// and not an answer: that many deliveries of the task were given back
+	// by their workers (shutting down) before any provider call. The next
+	// delivery reads the mark and counts only the others as calls that
+	// may have been made; the answer it publishes replaces the mark.
+	Returned int `json:"returned,omitempty"`
 	// Usage is what a call cost whose turn could not be delivered (Error
 	// too_large: over the bus's message limit): the provider was paid, so
 	// the coordinator charges it though there is no turn. Model is the
@@ -260,6 +267,10 @@ type TurnResult struct {
 	// person approves, the endpoint is remembered as allowed for the run.
 	Refused *Refusal `json:"refused,omitempty"`
 }
+
+// GivenBack reports whether r is a mark of deliveries given back without
+// a call (Returned), not an answer of the attempt.
+func (r *TurnResult) GivenBack() bool { return r.Returned > 0 && r.Turn == nil && r.Error == nil }
 
 // Finish reasons, as Turn.Finish gives every provider's.
 const (

@@ -182,6 +182,9 @@ type Worker struct {
 	// limited this worker (unix nanoseconds): the whole worker backs off,
 	// rather than every goroutine hammering it.
 	notBefore atomic.Int64
+	// backBy is when a stopping worker stops marking the tasks it gives
+	// back (giveback.go), unix nanoseconds; 0 until the first.
+	backBy atomic.Int64
 }
 
 // New returns a worker calling p over an established NATS connection. It
@@ -272,18 +275,24 @@ func (w *Worker) Run(ctx context.Context) error {
 	handle := func(msg jetstream.Msg) {
 		// The callback blocks while every slot is busy, which holds back
 		// the next pull: at most Concurrency calls run, and at most as many
-		// tasks wait in this worker's buffer.
+		// tasks wait in this worker's buffer. Once the worker stops, the
+		// task waiting and those in the buffer (drained to here) are given
+		// back uncalled.
+		if ctx.Err() != nil {
+			w.giveBack(msg, nil, nil)
+			return
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			_ = msg.Nak()
+			w.giveBack(msg, nil, nil)
 			return
 		}
 		stopMu.Lock()
 		if stopping {
 			stopMu.Unlock()
 			<-slots
-			_ = msg.Nak()
+			w.giveBack(msg, nil, nil)
 			return
 		}
 		wg.Add(1)
@@ -378,6 +387,12 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 		}
 		select {
 		case <-ctx.Done():
+			// The tasks in the buffer come to handle, which gives them
+			// back at once, rather than being left to come back when
+			// their ack wait runs out.
+			cc.Drain()
+			<-cc.Closed()
+			return
 		case <-lost:
 			w.log.Warn("lost the consumer of pool; taking it up again", "pool", pool)
 		case <-cc.Closed():
@@ -416,23 +431,28 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.TermWithReason("expired")
 		return
 	}
-	deliveries := 1
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+	var pr *prior
+	md, err := msg.Metadata()
+	if err != nil {
+		md = nil
+	}
+	if md != nil && md.NumDelivered > 1 {
 		// An earlier delivery may have got as far as publishing the turn
 		// before its worker died: then the answer stands, and calling the
 		// provider again would pay for it twice.
-		if w.answered(ctx, &task) {
+		have := w.priorOf(ctx, &task)
+		if have.answered {
 			log.Info("the turn of this redelivered task is already published")
 			_ = msg.Ack()
 			return
 		}
-		deliveries = int(md.NumDelivered)
+		pr = &have
 	}
 	if task.Base != nil {
 		found, err := w.whole(ctx, &task, msg)
 		switch {
 		case ctx.Err() != nil:
-			_ = msg.Nak() // shutting down: let another worker take it
+			w.giveBack(msg, &task, pr) // shutting down, and no call made: let another worker take it
 			return
 		case err != nil:
 			w.m.Base("lost")
@@ -465,8 +485,12 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	res.Worker = w.cfg.ID
-	if deliveries > 1 {
-		res.Deliveries = deliveries
+	var have prior
+	if pr != nil {
+		have = *pr
+	}
+	if n := deliveriesOf(md, have); n > 1 {
+		res.Deliveries = n
 	}
 	data, err := json.Marshal(res)
 	if err != nil {
@@ -531,13 +555,6 @@ func isTooLarge(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.Is(err, nats.ErrMaxPayload) ||
 		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
-}
-
-// answered reports whether the turn of task's attempt is already in the
-// turns stream.
-func (w *Worker) answered(ctx context.Context, task *protocol.StepTask) bool {
-	_, err := w.assets.Turns.GetLastMsgForSubject(ctx, wire.Turn(task.Run, task.Step, task.Attempt))
-	return err == nil
 }
 
 // call runs the provider for a task, bounded by the call timeout and the

@@ -68,6 +68,76 @@ func TestWorkerDrainsOnSIGTERM(t *testing.T) {
 	checkNothingLost(t, c, "drained-worker", res)
 }
 
+// TestStoppingWorkerGivesBackWhatItHasNotCalled sends SIGTERM to a worker
+// of one slot while it makes one run's call and holds another run's task
+// waiting for that slot, with a second worker started: the first gives
+// the waiting task back at once, uncalled, and finishes its call; both
+// runs succeed, nothing charged as a call lost with its worker (the task
+// given back was delivered twice), and no step asked more than once (the
+// mark of the task given back is no answer).
+func TestStoppingWorkerGivesBackWhatItHasNotCalled(t *testing.T) {
+	bin := roleBinaries(t)
+	cassette := recordSlow(t)
+	url, c := serverAndClient(t)
+	wsA, wsB := clustertest.ExampleWorkspace(t), clustertest.ExampleWorkspace(t)
+	env := []string{"NATS_URL=" + url}
+	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", wsA, "--root", wsB)
+	startProcess(t, filepath.Join(bin, "coordinator"), env)
+	first := startProcess(t, filepath.Join(bin, "worker"), env, "--id", "w1", "--concurrency", "1", "--replay", cassette, "--turn-delay", "2s", "--drain", "1m")
+	for run, ws := range map[string]string{"called": wsA, "waiting": wsB} {
+		if _, err := clustertest.SubmitJSON(t.Context(), c, slowContract(t, ws), run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		cons, err := js.Consumer(t.Context(), wire.StreamSteps, wire.WorkerConsumer(protocol.DefaultPool))
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(t.Context())
+		if err != nil {
+			return err
+		}
+		if info.NumAckPending != 2 {
+			return fmt.Errorf("w1 holds %d step tasks, want both runs' first", info.NumAckPending)
+		}
+		return nil
+	})
+	startProcess(t, filepath.Join(bin, "worker"), env, "--id", "w2", "--replay", cassette)
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Errorf("the stopped worker exited with %v, want 0", err)
+	}
+	for _, run := range []string{"called", "waiting"} {
+		res, err := c.Run(run).Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != protocol.OutcomeSuccess {
+			logTrace(t, c, run)
+			t.Fatalf("%s after the worker stopped = %s (%s), want success", run, res.Outcome, res.Reason)
+		}
+		checkNothingLost(t, c, run, res)
+		recs, err := c.Run(run).Trace(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			for _, d := range r.Draws {
+				if !strings.Contains(d.Key, ".lost") && !strings.HasSuffix(d.Key, ".1") {
+					t.Errorf("%s's step %d drew under %s: the step was asked more than once", run, r.Step, d.Key)
+				}
+			}
+		}
+	}
+}
+
 // TestCoordinatorHandsOverOnSIGTERM sends SIGTERM to the coordinator
 // driving a run, with a second one started: the first hands the run's
 // lease over (expired at once, not left to run out) and exits 0; the

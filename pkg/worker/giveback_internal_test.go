@@ -1,0 +1,103 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ioharness/harness/internal/testkit"
+	"github.com/ioharness/harness/pkg/protocol"
+	"github.com/ioharness/harness/pkg/wire"
+)
+
+// answering answers every call at once.
+type answering struct{}
+
+func (answering) Name() string { return "answering" }
+
+func (answering) Complete(context.Context, *protocol.CompletionRequest) (*protocol.Turn, error) {
+	return &protocol.Turn{Text: "done", Usage: protocol.Usage{InputTokens: 10, OutputTokens: 2}}, nil
+}
+
+// TestGivenBackTwiceThenLost gives one task back on its first two
+// deliveries, loses the third (its worker dies under it: no mark), and
+// lets a worker answer the fourth: of the four, the two marked made no
+// call, so the answer reports 2 deliveries that may have (its own and the
+// lost one), and the coordinator charges one lost call, not three.
+func TestGivenBackTwiceThenLost(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	assets, err := wire.Ensure(ctx, js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ackWait = time.Second
+	cons, err := wire.EnsureWorkerConsumer(ctx, assets, protocol.DefaultPool, ackWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &protocol.StepTask{Run: "r1", Step: 1, Attempt: 1, Request: protocol.CompletionRequest{Model: "m",
+		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Task: say done"}}}}
+	data, _ := json.Marshal(task)
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps(protocol.DefaultPool), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(nc, answering{}, Config{ID: "w", AckWait: ackWait, NoStream: true, Assets: assets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func(delivery uint64) jetstream.Msg {
+		t.Helper()
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("delivery %d: %v", delivery, err)
+		}
+		if md, err := m.Metadata(); err != nil || md.NumDelivered != delivery {
+			t.Fatalf("delivery %+v, want number %d (%v)", md, delivery, err)
+		}
+		return m
+	}
+	mark := func(want int) {
+		t.Helper()
+		m, err := assets.Turns.GetLastMsgForSubject(ctx, wire.Turn("r1", 1, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr protocol.TurnResult
+		if err := json.Unmarshal(m.Data, &tr); err != nil || !tr.GivenBack() || tr.Returned != want {
+			t.Fatalf("the attempt's subject holds %s, want a mark of %d deliveries given back", m.Data, want)
+		}
+	}
+	w.giveBack(take(1), nil, nil)
+	mark(1)
+	w.giveBack(take(2), nil, nil)
+	mark(2)
+	take(3) // its worker dies: no acknowledgement, no mark; it comes back after the ack wait
+
+	turns := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe(wire.Stored("r1"), turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = w.Run(wctx) }()
+	select {
+	case m := <-turns:
+		var tr protocol.TurnResult
+		if err := json.Unmarshal(m.Data, &tr); err != nil || tr.Turn == nil {
+			t.Fatalf("turn = %s, want an answer", m.Data)
+		}
+		if tr.Deliveries != 2 {
+			t.Errorf("answered after %d deliveries that may have made a call, want 2 (of 4, 2 given back)", tr.Deliveries)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the task was not answered")
+	}
+}
