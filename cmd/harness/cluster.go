@@ -18,6 +18,7 @@ import (
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
+	"github.com/ioharness/harness/pkg/sandboxer"
 	"github.com/ioharness/harness/pkg/worker"
 )
 
@@ -98,6 +99,10 @@ order HARNESS_PROVIDERS gives, falling over on retryable failures.`)
 		MaxRuns: *maxRuns, Concurrency: *concurrency}
 	if err := roles.build(ctx, env, logger, &cfg); err != nil {
 		failErr(env.stderr, err)
+		return exitUsage
+	}
+	if err := sandboxer.CheckRoots(roots, append(harness.Reserved(dir), sandboxer.ProgramDirs(cfg.Backends)...)); err != nil {
+		fail(env.stderr, "--root: %v", err)
 		return exitUsage
 	}
 	led, closeLedger, err := ledger.Dial(ctx, *redisURL, ledger.RedisConfig{})

@@ -236,6 +236,19 @@ func TestUpAndSubmit(t *testing.T) {
 	}
 }
 
+// TestUpRefusesARootItCannotServe: harness up refuses, before it starts
+// anything, a root that lies where no workspace may be (here its own
+// store), which would serve no run.
+func TestUpRefusesARootItCannotServe(t *testing.T) {
+	data := t.TempDir()
+	cassette, _ := filepath.Abs(filepath.Join(example, "cassette.json"))
+	code, out, errOut := cli(t, t.Context(), nil, "up", "--listen", "127.0.0.1:0", "--data", data, "--replay", cassette,
+		"--root", filepath.Join(data, "jetstream", "projects"))
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "lies in "+filepath.Join(data, "jetstream")) {
+		t.Errorf("up with a root in its store = %d\nstdout: %s\nstderr: %s\nwant a usage error naming the store, before anything starts", code, out, errOut)
+	}
+}
+
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line

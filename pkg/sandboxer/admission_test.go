@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
@@ -209,5 +211,25 @@ func TestAnsweredOpHoldsNoPlace(t *testing.T) {
 		if err != nil || r.Error != nil || r.Observation == nil || r.Observation.Status != protocol.CallOK {
 			t.Fatalf("read %d, sent on the answer of the one before = %+v, %v; want answered", i+1, r, err)
 		}
+	}
+}
+
+// TestRootInAReservedDirIsRefused: a root inside a directory no workspace
+// may be in (the data directory, the directory of a program run outside
+// the sandboxes) would serve no run, so New refuses it, saying where it
+// lies; a root that holds such a directory serves the rest of itself.
+func TestRootInAReservedDirIsRefused(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t, func(o *server.Options) { o.JetStream = false }))
+	base := t.TempDir()
+	data := filepath.Join(base, "data")
+	if err := os.MkdirAll(filepath.Join(data, "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, Roots: []string{filepath.Join(data, "work")}, Reserved: []string{data}})
+	if err == nil || !strings.Contains(err.Error(), "lies in "+data) {
+		t.Errorf("New with a root in the data directory: %v, want it refused, naming the directory", err)
+	}
+	if _, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, Roots: []string{base}, Reserved: []string{data}}); err != nil {
+		t.Errorf("New with a root holding the data directory: %v, want it served", err)
 	}
 }

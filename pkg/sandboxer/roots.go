@@ -1,6 +1,7 @@
 package sandboxer
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -58,6 +59,38 @@ func ProgramDirs(backends []sandbox.Backend) []string {
 		}
 	}
 	return dirs
+}
+
+// CheckRoots refuses roots of which one lies in one of reserved (the
+// harness's data directory, the directory of a program its backends run
+// outside the sandboxes): such a root serves no workspace at all, each
+// refused at its open, so it is said before a sandboxer starts. A root
+// holding a reserved directory is served but for it. Relative paths are
+// taken from the working directory, and links are resolved.
+func CheckRoots(roots, reserved []string) error {
+	for _, root := range roots {
+		root = resolved(root)
+		for _, r := range reserved {
+			if r == "" {
+				continue
+			}
+			if r = resolved(r); within(root, r) {
+				return fmt.Errorf("sandboxer root %s lies in %s, the harness's data directory or the directory of a program it runs outside the sandboxes, where no workspace may be: serve a root apart from it", root, r)
+			}
+		}
+	}
+	return nil
+}
+
+// resolved is dir made absolute, its links resolved where it exists.
+func resolved(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return dir
 }
 
 // within reports whether dir is base or lies beneath it.

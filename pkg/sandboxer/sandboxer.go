@@ -218,6 +218,9 @@ func (c *Config) setDefaults() error {
 		reserved = append(reserved, abs)
 	}
 	c.Reserved = reserved
+	if err := CheckRoots(c.Roots, c.Reserved); err != nil {
+		return err
+	}
 	if c.Base == "" {
 		c.Base = c.Roots[0]
 	}
