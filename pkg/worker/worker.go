@@ -389,9 +389,16 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 		case <-ctx.Done():
 			// The tasks in the buffer come to handle, which gives them
 			// back at once, rather than being left to come back when
-			// their ack wait runs out.
+			// their ack wait runs out; a bus that does not answer the
+			// drain holds the stop no longer than the marks' time.
 			cc.Drain()
-			<-cc.Closed()
+			t := time.NewTimer(giveBackTime)
+			select {
+			case <-cc.Closed():
+			case <-t.C:
+				cc.Stop()
+			}
+			t.Stop()
 			return
 		case <-lost:
 			w.log.Warn("lost the consumer of pool; taking it up again", "pool", pool)
