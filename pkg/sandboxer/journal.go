@@ -150,6 +150,16 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 		s.log.Warn("the ops bucket does not answer; the op waits to be asked again", "op", op.OpID, "err", err)
 		return nil
 	}
+	if !changes {
+		// A verification (or a collection) that began elsewhere and did
+		// not end is run again, whatever a record of its start said, so
+		// its start is not recorded: that record cost a synced write on
+		// the path of every step that checks. Its result is kept, for a
+		// repeat to be answered with it.
+		reply := s.do(ctx, op)
+		s.keepDone(ctx, op, key, reply)
+		return reply
+	}
 	// Created, not put: of two nodes asked for one op at once (a run
 	// taken over while its first node still worked), one records the
 	// start and the other sees it.
@@ -168,11 +178,18 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 		s.log.Warn("record op start", "op", op.OpID, "err", err)
 	}
 	reply := s.do(ctx, op)
+	s.keepDone(ctx, op, key, reply)
+	return reply
+}
+
+// keepDone records op's reply in the ops bucket under key. Kept in this
+// process either way; in the bucket it spares another node reporting the
+// op as indeterminate (or running a verification again). The reply does
+// not wait for it: lost (this node died first), a repeat elsewhere is
+// reported as indeterminate, which is what it would be without the
+// record.
+func (s *Sandboxer) keepDone(ctx context.Context, op *protocol.SandboxOp, key string, reply *protocol.SandboxReply) {
 	done, _ := json.Marshal(wire.OpRecord{Done: true, Reply: reply})
-	// Kept in this process either way; in the bucket it spares another
-	// node reporting the op as indeterminate. The reply does not wait for
-	// it: lost (this node died first), a repeat elsewhere is reported as
-	// indeterminate, which is what it would be without the record.
 	s.wg.Add(1) // the op's own count is held: Run waits for this too
 	go func() {
 		defer s.wg.Done()
@@ -180,7 +197,6 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 			s.log.Warn("record op result", "op", op.OpID, "err", err)
 		}
 	}()
-	return reply
 }
 
 // begunElsewhere answers a call that may change the workspace whose start

@@ -21,6 +21,7 @@ import (
 	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/sandboxer"
+	"github.com/ioharness/harness/pkg/wire"
 )
 
 // start runs a real in-process NATS server and a sandboxer serving root.
@@ -464,5 +465,80 @@ func TestAChangeRunsOnlyOnceRecorded(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "count.txt")); string(got) != "ran\n" {
 		t.Errorf("count.txt = %q, want the command run once", got)
+	}
+}
+
+// countedCreates is an ops bucket that counts the records created in it.
+type countedCreates struct {
+	jetstream.KeyValue
+	creates atomic.Int32
+}
+
+func (c *countedCreates) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	c.creates.Add(1)
+	return c.KeyValue.Create(ctx, key, value, opts...)
+}
+
+// TestAVerificationRecordsOnlyItsResult runs a verification with an ops
+// bucket: its start is not recorded (a verification cut off is run again,
+// so the record would be a synced write on the step's path for nothing),
+// its result is, and another sandboxer asked the same op answers with
+// that result instead of running the verification again.
+func TestAVerificationRecordsOnlyItsResult(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := &countedCreates{KeyValue: kv}
+	root := t.TempDir()
+	allow := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	verify := &protocol.SandboxOp{OpID: "r1.1.verify.1", Run: "r1", Kind: protocol.OpVerify, Workspace: root, Policy: allow,
+		Verification: &protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"sh", "-c", "echo checked >> checks.txt"}}}}
+	ask := func(id string) *protocol.SandboxReply {
+		t.Helper()
+		sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: id, Roots: []string{root}, Ops: ops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- sb.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		var r *protocol.SandboxReply
+		testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() (err error) {
+			r, err = do(t, nc, wire.SandboxOps(id), verify, 5*time.Second)
+			return err
+		})
+		return r
+	}
+	first := ask("sb1")
+	if first.Check == nil || !first.Check.Passed {
+		t.Fatalf("the verification = %+v, want it passed", first)
+	}
+	if n := ops.creates.Load(); n != 0 {
+		t.Errorf("the verification created %d records, want none: its start needs no record", n)
+	}
+	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		e, err := kv.Get(t.Context(), wire.OpKey(verify.OpID))
+		if err != nil {
+			return err
+		}
+		var rec wire.OpRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil || !rec.Done || rec.Reply == nil || rec.Reply.Check == nil {
+			return fmt.Errorf("the verification's record is %s, want its result", e.Value())
+		}
+		return nil
+	})
+	second := ask("sb2")
+	if second.Check == nil || second.Check.Detail != first.Check.Detail {
+		t.Errorf("asked again elsewhere = %+v, want the first result %+v", second.Check, first.Check)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "checks.txt")); string(got) != "checked\n" {
+		t.Errorf("checks.txt = %q, want the verification run once", got)
 	}
 }
