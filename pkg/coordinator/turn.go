@@ -229,10 +229,10 @@ func (d *driver) answer(ctx context.Context, w *turnWait) *protocol.TurnResult {
 			d.log.Warn("undecodable turn", "err", err)
 			continue
 		}
-		d.c.workers.heard(d.s.contract.Provider.Pool, tr.Worker, time.Now())
 		if tr.GivenBack() {
-			continue // a worker gave the task back uncalled: another answers it
+			continue // a worker stopping gave the task back uncalled: another answers it
 		}
+		d.c.workers.heard(d.s.contract.Provider.Pool, tr.Worker, time.Now())
 		if tr.Step == step && tr.Attempt == attempt {
 			if found == nil {
 				found = &tr
