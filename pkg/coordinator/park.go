@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
@@ -193,13 +194,15 @@ func (d *driver) lookedUp() bool {
 		return d.ctx.Err() == nil
 	}
 	m, err := d.lastTurn(d.ctx, w.step, w.attempt)
-	if err == nil {
+	if err == nil && !givenBack(m.Data) {
 		d.pk.mu.Lock()
 		d.pk.inbox = append(d.pk.inbox, &nats.Msg{Subject: m.Subject, Data: m.Data})
 		d.pk.mu.Unlock()
 		return true
 	}
-	relook := !errors.Is(err, jetstream.ErrMsgNotFound) // the stream did not say: look again
+	// No answer: none at all, or a worker's mark of the task given back
+	// uncalled, which the lost task (a steps stream made anew) leaves.
+	relook := err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) // the stream did not say: look again
 	pctx, cancel := jsCall(d.ctx)
 	defer cancel()
 	if _, err := d.c.js.PublishMsg(pctx, w.task, jetstream.WithMsgID(w.key)); err != nil {
@@ -212,6 +215,13 @@ func (d *driver) lookedUp() bool {
 		d.pk.mu.Unlock()
 	}
 	return d.ctx.Err() == nil
+}
+
+// givenBack reports whether data, read from a turn's subject, is a
+// worker's mark of its task given back without a call (no answer).
+func givenBack(data []byte) bool {
+	var tr protocol.TurnResult
+	return wirejson.Unmarshal(data, &tr) == nil && tr.GivenBack()
 }
 
 // How park left a run.
