@@ -232,4 +232,17 @@ func TestRootInAReservedDirIsRefused(t *testing.T) {
 	if _, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, Roots: []string{base}, Reserved: []string{data}}); err != nil {
 		t.Errorf("New with a root holding the data directory: %v, want it served", err)
 	}
+	// Through a link, to a directory not made yet.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(base, link); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sandboxer.New(nc, sandboxer.Config{AllowFloor: true, Roots: []string{filepath.Join(link, "data", "later")}, Reserved: []string{data}})
+	if err == nil || !strings.Contains(err.Error(), "lies in "+data) {
+		t.Errorf("New with a root in the data directory through a link: %v, want it refused", err)
+	}
+	_, err = sandboxer.New(nc, sandboxer.Config{AllowFloor: true, Roots: []string{"/usr/src/project"}})
+	if err == nil || !strings.Contains(err.Error(), "lies in /usr, a system directory") {
+		t.Errorf("New with a root in /usr: %v, want it refused", err)
+	}
 }

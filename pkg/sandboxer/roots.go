@@ -61,15 +61,21 @@ func ProgramDirs(backends []sandbox.Backend) []string {
 	return dirs
 }
 
-// CheckRoots refuses roots of which one lies in one of reserved (the
-// harness's data directory, the directory of a program its backends run
-// outside the sandboxes): such a root serves no workspace at all, each
-// refused at its open, so it is said before a sandboxer starts. A root
-// holding a reserved directory is served but for it. Relative paths are
-// taken from the working directory, and links are resolved.
+// CheckRoots refuses roots of which one lies where no workspace may be:
+// in a system directory, or in one of reserved (the harness's data
+// directory, the directory of a program its backends run outside the
+// sandboxes). Such a root serves no workspace at all, each refused at its
+// open, so it is said before a sandboxer starts. A root holding one of
+// them is served but for it. Relative paths are taken from the working
+// directory, and links are resolved as far as the paths exist.
 func CheckRoots(roots, reserved []string) error {
 	for _, root := range roots {
 		root = resolved(root)
+		for _, d := range systemDirs {
+			if within(root, d) {
+				return fmt.Errorf("sandboxer root %s lies in %s, a system directory, where no workspace may be: serve a root apart from it", root, d)
+			}
+		}
 		for _, r := range reserved {
 			if r == "" {
 				continue
@@ -82,15 +88,22 @@ func CheckRoots(roots, reserved []string) error {
 	return nil
 }
 
-// resolved is dir made absolute, its links resolved where it exists.
+// resolved is dir made absolute and clean, with the links of the longest
+// part of it that exists resolved.
 func resolved(dir string) string {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
+	rest := ""
+	for p := dir; ; p = filepath.Dir(p) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if p == filepath.Dir(p) {
+			return dir
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
 	}
-	return dir
 }
 
 // within reports whether dir is base or lies beneath it.
