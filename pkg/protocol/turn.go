@@ -255,6 +255,11 @@ type TurnResult struct {
 	// delivery reads the mark and counts only the others as calls that
 	// may have been made; the answer it publishes replaces the mark.
 	Returned int `json:"returned,omitempty"`
+	// Message names the step task's message in the steps stream that a
+	// mark counts the deliveries of (its sequence and the time it was
+	// stored): a task published again is another message, whose
+	// deliveries count afresh.
+	Message string `json:"message,omitempty"`
 	// Usage is what a call cost whose turn could not be delivered (Error
 	// too_large: over the bus's message limit): the provider was paid, so
 	// the coordinator charges it though there is no turn. Model is the

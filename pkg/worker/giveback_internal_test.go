@@ -73,9 +73,9 @@ func TestGivenBackTwiceThenLost(t *testing.T) {
 			t.Fatalf("the attempt's subject holds %s, want a mark of %d deliveries given back", m.Data, want)
 		}
 	}
-	w.giveBack(take(1), nil, nil)
+	w.giveBack(take(1), nil, nil, w.giveBackBy())
 	mark(1)
-	w.giveBack(take(2), nil, nil)
+	w.giveBack(take(2), nil, nil, w.giveBackBy())
 	mark(2)
 	take(3) // its worker dies: no acknowledgement, no mark; it comes back after the ack wait
 
@@ -96,6 +96,65 @@ func TestGivenBackTwiceThenLost(t *testing.T) {
 		}
 		if tr.Deliveries != 2 {
 			t.Errorf("answered after %d deliveries that may have made a call, want 2 (of 4, 2 given back)", tr.Deliveries)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the task was not answered")
+	}
+}
+
+// TestMarkOfAnotherMessageCountsNothing: the attempt's subject holds a
+// mark of five deliveries given back, of an earlier message of the task
+// (one lost with the steps stream, and published again). The new
+// message's first delivery is lost with its worker; its second counts
+// both as calls that may have been made: the old mark names another
+// message, and counting it would hide the lost call.
+func TestMarkOfAnotherMessageCountsNothing(t *testing.T) {
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	assets, err := wire.Ensure(ctx, js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ackWait = time.Second
+	cons, err := wire.EnsureWorkerConsumer(ctx, assets, protocol.DefaultPool, ackWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := json.Marshal(&protocol.TurnResult{Run: "r1", Step: 1, Attempt: 1, Worker: "gone", Returned: 5, Message: "1-1"})
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn("r1", 1, 1), Data: old}); err != nil {
+		t.Fatal(err)
+	}
+	task := &protocol.StepTask{Run: "r1", Step: 1, Attempt: 1, Request: protocol.CompletionRequest{Model: "m",
+		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Task: say done"}}}}
+	data, _ := json.Marshal(task)
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Steps(protocol.DefaultPool), Data: data}, jetstream.WithMsgID(task.Key())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil { // lost with its worker
+		t.Fatal(err)
+	}
+	turns := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe(wire.Stored("r1"), turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	w, err := New(nc, answering{}, Config{ID: "w", AckWait: ackWait, NoStream: true, Assets: assets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = w.Run(wctx) }()
+	select {
+	case m := <-turns:
+		var tr protocol.TurnResult
+		if err := json.Unmarshal(m.Data, &tr); err != nil || tr.Turn == nil {
+			t.Fatalf("turn = %s, want an answer", m.Data)
+		}
+		if tr.Deliveries != 2 {
+			t.Errorf("answered after %d deliveries that may have made a call, want 2: the mark of another message counts none", tr.Deliveries)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the task was not answered")

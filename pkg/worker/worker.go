@@ -279,20 +279,20 @@ func (w *Worker) Run(ctx context.Context) error {
 		// task waiting and those in the buffer (drained to here) are given
 		// back uncalled.
 		if ctx.Err() != nil {
-			w.giveBack(msg, nil, nil)
+			w.giveBack(msg, nil, nil, w.giveBackBy())
 			return
 		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			w.giveBack(msg, nil, nil)
+			w.giveBack(msg, nil, nil, w.giveBackBy())
 			return
 		}
 		stopMu.Lock()
 		if stopping {
 			stopMu.Unlock()
 			<-slots
-			w.giveBack(msg, nil, nil)
+			w.giveBack(msg, nil, nil, w.giveBackBy())
 			return
 		}
 		wg.Add(1)
@@ -396,7 +396,8 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 			select {
 			case <-cc.Closed():
 			case <-t.C:
-				cc.Stop()
+				// What is left of the buffer is given back as it comes,
+				// unmarked once the marks' time is up.
 			}
 			t.Stop()
 			return
@@ -447,7 +448,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		// An earlier delivery may have got as far as publishing the turn
 		// before its worker died: then the answer stands, and calling the
 		// provider again would pay for it twice.
-		have := w.priorOf(ctx, &task)
+		have := w.priorOf(ctx, &task, md)
 		if have.answered {
 			log.Info("the turn of this redelivered task is already published")
 			_ = msg.Ack()
@@ -459,7 +460,9 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		found, err := w.whole(ctx, &task, msg)
 		switch {
 		case ctx.Err() != nil:
-			w.giveBack(msg, &task, pr) // shutting down, and no call made: let another worker take it
+			// Abandoned at the end of the drain, and no call made: let
+			// another worker take it.
+			w.giveBack(msg, &task, pr, time.Now().Add(giveBackTime))
 			return
 		case err != nil:
 			w.m.Base("lost")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ioharness/harness"
@@ -83,7 +84,13 @@ func TestStoppingWorkerGivesBackWhatItHasNotCalled(t *testing.T) {
 	env := []string{"NATS_URL=" + url}
 	startProcess(t, filepath.Join(bin, "sandboxer"), env, "--root", wsA, "--root", wsB)
 	startProcess(t, filepath.Join(bin, "coordinator"), env)
-	first := startProcess(t, filepath.Join(bin, "worker"), env, "--id", "w1", "--concurrency", "1", "--replay", cassette, "--turn-delay", "2s", "--drain", "1m")
+	first := startProcess(t, filepath.Join(bin, "worker"), env, "--id", "w1", "--concurrency", "1", "--replay", cassette, "--turn-delay", "5s", "--drain", "1m")
+	turns := make(chan *nats.Msg, 64)
+	sub, err := c.Conn().ChanSubscribe(wire.TurnsPrefix+">", turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
 	for run, ws := range map[string]string{"called": wsA, "waiting": wsB} {
 		if _, err := clustertest.SubmitJSON(t.Context(), c, slowContract(t, ws), run); err != nil {
 			t.Fatal(err)
@@ -107,10 +114,10 @@ func TestStoppingWorkerGivesBackWhatItHasNotCalled(t *testing.T) {
 		}
 		return nil
 	})
-	startProcess(t, filepath.Join(bin, "worker"), env, "--id", "w2", "--replay", cassette)
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	startProcess(t, filepath.Join(bin, "worker"), env, "--id", "w2", "--replay", cassette)
 	if err := first.Wait(); err != nil {
 		t.Errorf("the stopped worker exited with %v, want 0", err)
 	}
@@ -135,6 +142,16 @@ func TestStoppingWorkerGivesBackWhatItHasNotCalled(t *testing.T) {
 				}
 			}
 		}
+	}
+	marked := false
+	for len(turns) > 0 {
+		var tr protocol.TurnResult
+		if m := <-turns; json.Unmarshal(m.Data, &tr) == nil && tr.GivenBack() && tr.Worker == "w1" {
+			marked = true
+		}
+	}
+	if !marked {
+		t.Error("w1 marked no task given back: the waiting task was not in its hands when it stopped")
 	}
 }
 
