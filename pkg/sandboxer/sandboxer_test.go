@@ -318,35 +318,14 @@ func TestExecArgvTricks(t *testing.T) {
 // tool call the old one died under is reported as indeterminate, not run,
 // unless the tool only reads.
 func TestOpsOutliveTheSandboxer(t *testing.T) {
-	nc := testkit.Conn(t, testkit.NATS(t))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ops"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, kv := opsBucket(t)
 	root := t.TempDir()
 	allow := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
 	appendOp := &protocol.SandboxOp{OpID: "r1.1.0.1", Run: "r1", Kind: protocol.OpTool, Workspace: root,
 		Call: call("exec", `{"argv":["sh","-c","echo ran >> count.txt"]}`), Policy: allow}
 	runOnce := func(op *protocol.SandboxOp) *protocol.SandboxReply {
 		t.Helper()
-		sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, Ops: kv})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- sb.Run(ctx) }()
-		defer func() { cancel(); <-done }()
-		var r *protocol.SandboxReply
-		testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() (err error) {
-			r, err = do(t, nc, "harness.sandbox.sb1.op", op, 5*time.Second)
-			return err
-		})
-		return r
+		return askAnew(t, nc, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, Ops: kv}, op)
 	}
 	first := runOnce(appendOp)
 	second := runOnce(appendOp) // another sandboxer process, the same op id
@@ -411,15 +390,7 @@ func (u *unrecordable) Create(ctx context.Context, key string, value []byte, opt
 // unrecorded, the command would run again on whichever node was asked
 // after an answer was lost (the e2e suite saw lines appended twice).
 func TestAChangeRunsOnlyOnceRecorded(t *testing.T) {
-	nc := testkit.Conn(t, testkit.NATS(t))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ops"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, kv := opsBucket(t)
 	ops := &unrecordable{KeyValue: kv}
 	ops.down.Store(true)
 	root := t.TempDir()
@@ -485,15 +456,7 @@ func (c *countedCreates) Create(ctx context.Context, key string, value []byte, o
 // its result is, and another sandboxer asked the same op answers with
 // that result instead of running the verification again.
 func TestAVerificationRecordsOnlyItsResult(t *testing.T) {
-	nc := testkit.Conn(t, testkit.NATS(t))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ops"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, kv := opsBucket(t)
 	ops := &countedCreates{KeyValue: kv}
 	root := t.TempDir()
 	allow := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
@@ -501,20 +464,7 @@ func TestAVerificationRecordsOnlyItsResult(t *testing.T) {
 		Verification: &protocol.Verification{Command: &protocol.CommandCheck{Argv: []string{"sh", "-c", "echo checked >> checks.txt"}}}}
 	ask := func(id string) *protocol.SandboxReply {
 		t.Helper()
-		sb, err := sandboxer.New(nc, sandboxer.Config{AllowFloor: true, ID: id, Roots: []string{root}, Ops: ops})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- sb.Run(ctx) }()
-		defer func() { cancel(); <-done }()
-		var r *protocol.SandboxReply
-		testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() (err error) {
-			r, err = do(t, nc, wire.SandboxOps(id), verify, 5*time.Second)
-			return err
-		})
-		return r
+		return askAnew(t, nc, sandboxer.Config{AllowFloor: true, ID: id, Roots: []string{root}, Ops: ops}, verify)
 	}
 	first := ask("sb1")
 	if first.Check == nil || !first.Check.Passed {
@@ -541,4 +491,39 @@ func TestAVerificationRecordsOnlyItsResult(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(root, "checks.txt")); string(got) != "checked\n" {
 		t.Errorf("checks.txt = %q, want the verification run once", got)
 	}
+}
+
+// askAnew starts a sandboxer with cfg, asks it op on its node's subject
+// (again while it is not listening yet), and stops it.
+func askAnew(t *testing.T, nc *nats.Conn, cfg sandboxer.Config, op *protocol.SandboxOp) *protocol.SandboxReply {
+	t.Helper()
+	sb, err := sandboxer.New(nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- sb.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var r *protocol.SandboxReply
+	testkit.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() (err error) {
+		r, err = do(t, nc, wire.SandboxOps(cfg.ID), op, 5*time.Second)
+		return err
+	})
+	return r
+}
+
+// opsBucket is a connection to a server of its own with an ops bucket.
+func opsBucket(t *testing.T) (*nats.Conn, jetstream.KeyValue) {
+	t.Helper()
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, kv
 }

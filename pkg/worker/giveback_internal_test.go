@@ -29,18 +29,8 @@ func (answering) Complete(context.Context, *protocol.CompletionRequest) (*protoc
 // call, so the answer reports 2 deliveries that may have (its own and the
 // lost one), and the coordinator charges one lost call, not three.
 func TestGivenBackTwiceThenLost(t *testing.T) {
-	nc := testkit.Conn(t, testkit.NATS(t))
-	js, _ := jetstream.New(nc)
+	nc, js, assets, cons := taskQueue(t)
 	ctx := t.Context()
-	assets, err := wire.Ensure(ctx, js, wire.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const ackWait = time.Second
-	cons, err := wire.EnsureWorkerConsumer(ctx, assets, protocol.DefaultPool, ackWait)
-	if err != nil {
-		t.Fatal(err)
-	}
 	task := &protocol.StepTask{Run: "r1", Step: 1, Attempt: 1, Request: protocol.CompletionRequest{Model: "m",
 		Messages: []protocol.Message{{Role: protocol.RoleUser, Content: "Task: say done"}}}}
 	data, _ := json.Marshal(task)
@@ -79,27 +69,56 @@ func TestGivenBackTwiceThenLost(t *testing.T) {
 	mark(2)
 	take(3) // its worker dies: no acknowledgement, no mark; it comes back after the ack wait
 
+	if n := answeredAfter(t, nc, w); n != 2 {
+		t.Errorf("answered after %d deliveries that may have made a call, want 2 (of 4, 2 given back)", n)
+	}
+}
+
+// ackWait is the task queue's in these tests: a task left unacknowledged
+// comes back after a second.
+const ackWait = time.Second
+
+// taskQueue is a connection to a server of its own with the streams, and
+// the default pool's consumer.
+func taskQueue(t *testing.T) (*nats.Conn, jetstream.JetStream, *wire.Assets, jetstream.Consumer) {
+	t.Helper()
+	nc := testkit.Conn(t, testkit.NATS(t))
+	js, _ := jetstream.New(nc)
+	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := wire.EnsureWorkerConsumer(t.Context(), assets, protocol.DefaultPool, ackWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, assets, cons
+}
+
+// answeredAfter runs w until it answers run r1's task, and returns the
+// deliveries its answer reports.
+func answeredAfter(t *testing.T, nc *nats.Conn, w *Worker) int {
+	t.Helper()
 	turns := make(chan *nats.Msg, 4)
 	sub, err := nc.ChanSubscribe(wire.Stored("r1"), turns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	wctx, stop := context.WithCancel(ctx)
+	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	go func() { _ = w.Run(wctx) }()
+	go func() { _ = w.Run(ctx) }()
 	select {
 	case m := <-turns:
 		var tr protocol.TurnResult
 		if err := json.Unmarshal(m.Data, &tr); err != nil || tr.Turn == nil {
 			t.Fatalf("turn = %s, want an answer", m.Data)
 		}
-		if tr.Deliveries != 2 {
-			t.Errorf("answered after %d deliveries that may have made a call, want 2 (of 4, 2 given back)", tr.Deliveries)
-		}
+		return tr.Deliveries
 	case <-time.After(30 * time.Second):
 		t.Fatal("the task was not answered")
 	}
+	return 0
 }
 
 // TestMarkOfAnotherMessageCountsNothing: the attempt's subject holds a
@@ -109,18 +128,8 @@ func TestGivenBackTwiceThenLost(t *testing.T) {
 // both as calls that may have been made: the old mark names another
 // message, and counting it would hide the lost call.
 func TestMarkOfAnotherMessageCountsNothing(t *testing.T) {
-	nc := testkit.Conn(t, testkit.NATS(t))
-	js, _ := jetstream.New(nc)
+	nc, js, assets, cons := taskQueue(t)
 	ctx := t.Context()
-	assets, err := wire.Ensure(ctx, js, wire.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const ackWait = time.Second
-	cons, err := wire.EnsureWorkerConsumer(ctx, assets, protocol.DefaultPool, ackWait)
-	if err != nil {
-		t.Fatal(err)
-	}
 	old, _ := json.Marshal(&protocol.TurnResult{Run: "r1", Step: 1, Attempt: 1, Worker: "gone", Returned: 5, Message: "1-1"})
 	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn("r1", 1, 1), Data: old}); err != nil {
 		t.Fatal(err)
@@ -134,29 +143,11 @@ func TestMarkOfAnotherMessageCountsNothing(t *testing.T) {
 	if _, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil { // lost with its worker
 		t.Fatal(err)
 	}
-	turns := make(chan *nats.Msg, 4)
-	sub, err := nc.ChanSubscribe(wire.Stored("r1"), turns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
 	w, err := New(nc, answering{}, Config{ID: "w", AckWait: ackWait, NoStream: true, Assets: assets})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = w.Run(wctx) }()
-	select {
-	case m := <-turns:
-		var tr protocol.TurnResult
-		if err := json.Unmarshal(m.Data, &tr); err != nil || tr.Turn == nil {
-			t.Fatalf("turn = %s, want an answer", m.Data)
-		}
-		if tr.Deliveries != 2 {
-			t.Errorf("answered after %d deliveries that may have made a call, want 2: the mark of another message counts none", tr.Deliveries)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the task was not answered")
+	if n := answeredAfter(t, nc, w); n != 2 {
+		t.Errorf("answered after %d deliveries that may have made a call, want 2: the mark of another message counts none", n)
 	}
 }
