@@ -89,8 +89,11 @@ func TestStoppingWorkerGivesTasksBackUncalled(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tr.GivenBack() {
-					if tr.Worker != "stopping" || tr.Returned != 1 {
-						t.Errorf("mark = %s, want one delivery given back by the stopping worker", m.Data)
+					// The stopping worker may be handed a task it gave
+					// back once more before its pulls are gone: it gives
+					// it back again, and the mark counts both.
+					if tr.Worker != "stopping" || tr.Returned < 1 {
+						t.Errorf("mark = %s, want deliveries given back by the stopping worker", m.Data)
 					}
 					marked[tr.Run] = true
 				}
