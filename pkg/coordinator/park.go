@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ioharness/harness/internal/wirejson"
 	"github.com/ioharness/harness/pkg/ledger"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/wire"
@@ -194,7 +193,7 @@ func (d *driver) lookedUp() bool {
 		return d.ctx.Err() == nil
 	}
 	m, err := d.lastTurn(d.ctx, w.step, w.attempt)
-	if err == nil && !givenBack(m.Data) {
+	if err == nil && answerIn(m.Data) != nil {
 		d.pk.mu.Lock()
 		d.pk.inbox = append(d.pk.inbox, &nats.Msg{Subject: m.Subject, Data: m.Data})
 		d.pk.mu.Unlock()
@@ -215,13 +214,6 @@ func (d *driver) lookedUp() bool {
 		d.pk.mu.Unlock()
 	}
 	return d.ctx.Err() == nil
-}
-
-// givenBack reports whether data, read from a turn's subject, is a
-// worker's mark of its task given back without a call (no answer).
-func givenBack(data []byte) bool {
-	var tr protocol.TurnResult
-	return wirejson.Unmarshal(data, &tr) == nil && tr.GivenBack()
 }
 
 // How park left a run.

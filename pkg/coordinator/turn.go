@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -300,8 +299,15 @@ func (d *driver) turnOf(ctx context.Context, step, attempt int) *protocol.TurnRe
 	if err != nil {
 		return nil
 	}
+	return answerIn(m.Data)
+}
+
+// answerIn is the answer data read from a turn's subject holds, or nil:
+// it does not decode, or it is a worker's mark of the task given back
+// without a call, whose task is still out.
+func answerIn(data []byte) *protocol.TurnResult {
 	var tr protocol.TurnResult
-	if err := wirejson.Unmarshal(m.Data, &tr); err != nil || tr.GivenBack() {
+	if err := wirejson.Unmarshal(data, &tr); err != nil || tr.GivenBack() {
 		return nil
 	}
 	return &tr
@@ -328,10 +334,7 @@ func (d *driver) lookupTurn(ctx context.Context, step, attempt int) *protocol.Tu
 	_ = retrying(ctx, lookupBackoff, func() error {
 		m, err := d.lastTurn(ctx, step, attempt)
 		if err == nil {
-			var t protocol.TurnResult
-			if json.Unmarshal(m.Data, &t) == nil && !t.GivenBack() {
-				tr = &t // a mark of deliveries given back is no answer: its task is still out
-			}
+			tr = answerIn(m.Data)
 			return nil
 		}
 		if errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {

@@ -152,10 +152,10 @@ func (s *Sandboxer) durably(ctx context.Context, op *protocol.SandboxOp) *protoc
 	}
 	if !changes {
 		// A verification (or a collection, or a stop) that began
-		// elsewhere and did not end is run again, whatever a record of its start said, so
-		// its start is not recorded: that record cost a synced write on
-		// the path of every step that checks. Its result is kept, for a
-		// repeat to be answered with it.
+		// elsewhere and did not end is run again, whatever a record of
+		// its start said, so its start is not recorded: that record cost
+		// a synced write on the path of every step that checks. Its
+		// result is kept, for a repeat to be answered with it.
 		reply := s.do(ctx, op)
 		s.keepDone(ctx, op, key, reply)
 		return reply

@@ -83,9 +83,9 @@ func deliveriesOf(md *jetstream.MsgMetadata, pr prior) int {
 // giveBack hands a task this worker will not call for back to its pool at
 // once, marked, by the time by, as given back without a call. task is nil
 // when the worker did not decode it; pr is what serve read of the
-// attempt, nil if it read nothing. A task already answered is
-// acknowledged, and one expired dropped, as the next worker would.
-func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr *prior, by time.Time) {
+// attempt, if it read it. A task already answered is acknowledged, and
+// one expired dropped, as the next worker would.
+func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr prior, by time.Time) {
 	md, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Nak()
@@ -104,19 +104,18 @@ func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr *prior,
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
-	var have prior
-	if pr != nil && pr.read {
-		have = *pr
-	} else if have = w.priorOf(ctx, task, md); !have.read {
-		_ = msg.Nak()
-		return
+	if !pr.read {
+		if pr = w.priorOf(ctx, task, md); !pr.read {
+			_ = msg.Nak()
+			return
+		}
 	}
-	if have.answered {
+	if pr.answered {
 		_ = msg.Ack()
 		return
 	}
 	mark, err := json.Marshal(&protocol.TurnResult{Run: task.Run, Step: task.Step, Attempt: task.Attempt, Worker: w.cfg.ID,
-		Returned: have.returned + 1, Message: messageOf(md)})
+		Returned: pr.returned + 1, Message: messageOf(md)})
 	if err != nil {
 		_ = msg.Nak()
 		return
@@ -125,7 +124,7 @@ func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr *prior,
 	// (another delivery of the task, answered) is never replaced.
 	_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn(task.Run, task.Step, task.Attempt), Data: mark},
 		jetstream.WithMsgID(task.Key()+".returned."+messageOf(md)+"."+strconv.FormatUint(md.NumDelivered, 10)),
-		jetstream.WithExpectLastSequencePerSubject(have.seq))
+		jetstream.WithExpectLastSequencePerSubject(pr.seq))
 	_ = msg.Nak()
 	if err != nil {
 		w.log.Info("gave a task back unmarked; its next delivery counts this one as a call", "run", task.Run, "step", task.Step, "attempt", task.Attempt, "err", err)

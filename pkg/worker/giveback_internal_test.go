@@ -63,9 +63,9 @@ func TestGivenBackTwiceThenLost(t *testing.T) {
 			t.Fatalf("the attempt's subject holds %s, want a mark of %d deliveries given back", m.Data, want)
 		}
 	}
-	w.giveBack(take(1), nil, nil, w.giveBackBy())
+	w.giveBack(take(1), nil, prior{}, w.giveBackBy())
 	mark(1)
-	w.giveBack(take(2), nil, nil, w.giveBackBy())
+	w.giveBack(take(2), nil, prior{}, w.giveBackBy())
 	mark(2)
 	take(3) // its worker dies: no acknowledgement, no mark; it comes back after the ack wait
 

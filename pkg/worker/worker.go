@@ -279,20 +279,20 @@ func (w *Worker) Run(ctx context.Context) error {
 		// task waiting and those in the buffer (drained to here) are given
 		// back uncalled.
 		if ctx.Err() != nil {
-			w.giveBack(msg, nil, nil, w.giveBackBy())
+			w.giveBack(msg, nil, prior{}, w.giveBackBy())
 			return
 		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-			w.giveBack(msg, nil, nil, w.giveBackBy())
+			w.giveBack(msg, nil, prior{}, w.giveBackBy())
 			return
 		}
 		stopMu.Lock()
 		if stopping {
 			stopMu.Unlock()
 			<-slots
-			w.giveBack(msg, nil, nil, w.giveBackBy())
+			w.giveBack(msg, nil, prior{}, w.giveBackBy())
 			return
 		}
 		wg.Add(1)
@@ -439,7 +439,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.TermWithReason("expired")
 		return
 	}
-	var pr *prior
+	var pr prior // what the turns stream holds of the attempt: read on a redelivery
 	md, err := msg.Metadata()
 	if err != nil {
 		md = nil
@@ -448,13 +448,11 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		// An earlier delivery may have got as far as publishing the turn
 		// before its worker died: then the answer stands, and calling the
 		// provider again would pay for it twice.
-		have := w.priorOf(ctx, &task, md)
-		if have.answered {
+		if pr = w.priorOf(ctx, &task, md); pr.answered {
 			log.Info("the turn of this redelivered task is already published")
 			_ = msg.Ack()
 			return
 		}
-		pr = &have
 	}
 	if task.Base != nil {
 		found, err := w.whole(ctx, &task, msg)
@@ -495,11 +493,7 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	res.Worker = w.cfg.ID
-	var have prior
-	if pr != nil {
-		have = *pr
-	}
-	if n := deliveriesOf(md, have); n > 1 {
+	if n := deliveriesOf(md, pr); n > 1 {
 		res.Deliveries = n
 	}
 	data, err := json.Marshal(res)
