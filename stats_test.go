@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,23 +39,31 @@ func TestMicroStatsCountErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sm, err := nc.Request(subj, nil, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stats micro.Stats
-	if err := json.Unmarshal(sm.Data, &stats); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range stats.Endpoints {
-		if e.Name == "decide" {
-			if e.NumErrors != 1 || e.NumRequests != 1 {
-				t.Errorf("decide endpoint: %d requests, %d errors; want 1 and 1", e.NumRequests, e.NumErrors)
-			}
-			return
+	// The micro service counts a request once its handler has returned,
+	// after the answer is sent: the stats are asked until they count it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sm, err := nc.Request(subj, nil, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
 		}
+		var stats micro.Stats
+		if err := json.Unmarshal(sm.Data, &stats); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(stats.Endpoints, func(e *micro.EndpointStats) bool { return e.Name == "decide" })
+		if i < 0 {
+			t.Fatalf("no decide endpoint in the stats: %s", sm.Data)
+		}
+		e := stats.Endpoints[i]
+		if e.NumRequests == 0 && time.Now().Before(deadline) {
+			continue
+		}
+		if e.NumErrors != 1 || e.NumRequests != 1 {
+			t.Errorf("decide endpoint: %d requests, %d errors; want 1 and 1", e.NumRequests, e.NumErrors)
+		}
+		return
 	}
-	t.Fatalf("no decide endpoint in the stats: %s", sm.Data)
 }
 
 // TestClusterGauges pauses a run for a person and reads the cluster-wide
