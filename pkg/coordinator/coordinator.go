@@ -382,7 +382,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			defer c.wg.Done()
 			c.accept(ctx, msg)
 		}()
-	}, jetstream.PullMaxMessages(admitBatch))
+	}, jetstream.PullMaxMessages(admitBatch), jetstream.PullExpiry(wire.PullExpiry), jetstream.PullHeartbeat(wire.PullHeartbeat))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", wire.StreamSubmit, err)
 	}

@@ -348,6 +348,20 @@ func EnsureWorkerConsumer(ctx context.Context, a *Assets, pool string, ackWait t
 	return c, nil
 }
 
+// PullExpiry and PullHeartbeat are what a role's pull of a work queue (a
+// pool's step tasks, the submitted contracts) asks of the server: a pull
+// request waits at most PullExpiry, and while it waits the server says so
+// every PullHeartbeat. A pull the server lost (its consumer's leader not yet
+// elected as a cluster forms, or moved to another node, or the consumer
+// gone with the steps stream after a NATS restart) is noticed once two
+// heartbeats are missed, and asked again: within 2×PullHeartbeat, where the
+// client's defaults (30 s and 15 s) left a fresh cluster's first task, or a
+// pool after a restart, waiting about half a minute.
+const (
+	PullExpiry    = 10 * time.Second
+	PullHeartbeat = 2 * time.Second
+)
+
 // EnsureCoordinatorConsumer creates or updates the durable consumer of the
 // submit stream.
 func EnsureCoordinatorConsumer(ctx context.Context, a *Assets) (jetstream.Consumer, error) {

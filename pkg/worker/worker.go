@@ -367,6 +367,7 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 			continue
 		}
 		cc, err := cons.Consume(handle, jetstream.PullMaxMessages(w.cfg.Concurrency),
+			jetstream.PullExpiry(wire.PullExpiry), jetstream.PullHeartbeat(wire.PullHeartbeat),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
 					errors.Is(err, jetstream.ErrNoHeartbeat) {
@@ -403,6 +404,11 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 			return
 		case <-lost:
 			w.log.Warn("lost the consumer of pool; taking it up again", "pool", pool)
+			// The tasks already in the buffer are still handled (a pull
+			// thought lost may have been only slow), not left to come
+			// back when their ack wait runs out.
+			cc.Drain()
+			continue
 		case <-cc.Closed():
 		}
 		cc.Stop()
