@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -13,6 +14,21 @@ type Pull struct {
 	Expires   time.Duration `json:"expires"`
 	Batch     int           `json:"batch"`
 	Heartbeat time.Duration `json:"idle_heartbeat"`
+}
+
+// WatchPulls subscribes, on a connection of its own to srv, to the pull
+// requests of stream's consumer, from now on; NextPull reads them.
+func WatchPulls(t testing.TB, srv *server.Server, stream, consumer string) *nats.Subscription {
+	t.Helper()
+	nc := Conn(t, srv)
+	sub, err := nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
 }
 
 // NextPull waits on sub, a subscription to a consumer's pull subject

@@ -17,14 +17,7 @@ import (
 // asked again within seconds, not the half minute of the client's defaults.
 func TestPullAsksForHeartbeats(t *testing.T) {
 	srv := testkit.NATS(t)
-	watch := testkit.Conn(t, srv)
-	pulls, err := watch.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamSubmit + "." + wire.ConsumerCoordinators)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	pulls := testkit.WatchPulls(t, srv, wire.StreamSubmit, wire.ConsumerCoordinators)
 	co, err := coordinator.New(testkit.Conn(t, srv), coordinator.Config{ID: "c1", NoTakeover: true})
 	if err != nil {
 		t.Fatal(err)

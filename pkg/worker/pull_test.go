@@ -21,14 +21,7 @@ import (
 // fresh cluster's first task waited about half a minute.
 func TestPullAsksForHeartbeats(t *testing.T) {
 	srv := testkit.NATS(t)
-	watch := testkit.Conn(t, srv)
-	pulls, err := watch.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamSteps + "." + wire.WorkerConsumer("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watch.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	pulls := testkit.WatchPulls(t, srv, wire.StreamSteps, wire.WorkerConsumer("default"))
 	nc := testkit.Conn(t, srv)
 	js, _ := jetstream.New(nc)
 	assets, err := wire.Ensure(t.Context(), js, wire.Config{})
