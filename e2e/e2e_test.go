@@ -571,7 +571,8 @@ func TestCluster(t *testing.T) {
 	t.Logf("cluster %s up in %s", c.Project, time.Since(start).Round(time.Second))
 	ev := watch(t, c)
 	// One run on each pool first: right after a cluster forms, a worker's
-	// first pull can stall until its consumer's leader settles (see
+	// first pull can be lost while its consumer's leader is elected, and
+	// is asked again only once two heartbeats are missed (4 s; see
 	// docs/benchmarks.md), and the figures below are of a cluster at work.
 	// One carries its workspace with `harness submit --workspace`, the
 	// other works on a root the sandboxers serve.
