@@ -185,6 +185,9 @@ type Worker struct {
 	// backBy is when a stopping worker stops marking the tasks it gives
 	// back (giveback.go), unix nanoseconds; 0 until the first.
 	backBy atomic.Int64
+	// calling: the tasks called for now, so that one brought again by a
+	// consumer made anew is not called for twice at once (retake.go).
+	calling calling
 }
 
 // New returns a worker calling p over an established NATS connection. It
@@ -272,7 +275,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.addTools(calls, svc, admit, wg.Done); err != nil {
 		return err
 	}
-	handle := func(msg jetstream.Msg) {
+	handle := func(msg jetstream.Msg, from *pullOf) {
 		// The callback blocks while every slot is busy, which holds back
 		// the next pull: at most Concurrency calls run, and at most as many
 		// tasks wait in this worker's buffer. Once the worker stops, the
@@ -300,7 +303,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			w.serve(calls, msg)
+			w.serve(calls, msg, from)
 		}()
 	}
 	// The first consumer of each pool must come up, or the worker fails.
@@ -350,10 +353,13 @@ func (w *Worker) Run(ctx context.Context) error {
 // consume takes a pool's tasks until ctx ends. When the consumer goes away
 // under it (a NATS restart loses the in-memory steps stream with its
 // consumers), it creates the stream and the consumer again and carries on.
-func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream.Msg)) {
+func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream.Msg, *pullOf)) {
 	failing := false
+	var since time.Time // when the consumer was last made anew under this worker (retake.go)
+	var last *pullOf    // the consumer taken last, and when it was made
+	var made time.Time
 	for ctx.Err() == nil {
-		lost := make(chan struct{}, 1)
+		lost := make(chan error, 1)
 		cons, err := wire.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
 		if err != nil {
 			if !failing && ctx.Err() == nil {
@@ -366,13 +372,25 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 			_ = sleepCtx(ctx, time.Second)
 			continue
 		}
-		cc, err := cons.Consume(handle, jetstream.PullMaxMessages(w.cfg.Concurrency),
+		if created := cons.CachedInfo().Created; last != nil && !created.Equal(made) {
+			// Deleted since it was taken (by hand, or with the stream; a
+			// pull that hears nothing more says no more than that): what
+			// the old one delivered may come again. By the server's
+			// clock, as the tasks' times are.
+			last.gone.Store(true)
+			since, made = created, created
+		} else {
+			made = created
+		}
+		from := &pullOf{since: since}
+		last = from
+		cc, err := cons.Consume(func(msg jetstream.Msg) { handle(msg, from) }, jetstream.PullMaxMessages(w.cfg.Concurrency),
 			jetstream.PullExpiry(wire.PullExpiry), jetstream.PullHeartbeat(wire.PullHeartbeat),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
 					errors.Is(err, jetstream.ErrNoHeartbeat) {
 					select {
-					case lost <- struct{}{}:
+					case lost <- err:
 					default:
 					}
 				}
@@ -402,11 +420,12 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 			}
 			t.Stop()
 			return
-		case <-lost:
-			w.log.Warn("lost the consumer of pool; taking it up again", "pool", pool)
+		case err := <-lost:
+			w.log.Warn("lost the consumer of pool; taking it up again", "pool", pool, "err", err)
 			// The tasks already in the buffer are still handled (a pull
 			// thought lost may have been only slow), not left to come
-			// back when their ack wait runs out.
+			// back when their ack wait runs out; after a deletion, each is
+			// looked up in the turns stream first (retake.go).
 			cc.Drain()
 			continue
 		case <-cc.Closed():
@@ -427,7 +446,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // serve handles one step task.
-func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
+func (w *Worker) serve(ctx context.Context, msg jetstream.Msg, from *pullOf) {
 	var task protocol.StepTask // sharing the message's bytes: see decodeTask
 	rawPolicy, err := decodeTask(msg.Data(), &task)
 	if err != nil || !protocol.ValidToken(task.Run) {
@@ -450,10 +469,18 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 	if err != nil {
 		md = nil
 	}
-	if md != nil && md.NumDelivered > 1 {
-		// An earlier delivery may have got as far as publishing the turn
-		// before its worker died: then the answer stands, and calling the
-		// provider again would pay for it twice.
+	key := task.Key()
+	if !w.calling.take(key) {
+		log.Info("this task is being called for here already; putting it off")
+		_ = msg.NakWithDelay(callingAgain)
+		return
+	}
+	defer w.calling.done(key)
+	if from.maybeAgain(md) {
+		// An earlier delivery (of this consumer, or of one deleted since)
+		// may have got as far as publishing the turn before its worker
+		// died: then the answer stands, and calling the provider again
+		// would pay for it twice.
 		if pr = w.priorOf(ctx, &task, md); pr.answered {
 			log.Info("the turn of this redelivered task is already published")
 			_ = msg.Ack()
@@ -514,10 +541,10 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg) {
 		// same way on every redelivery, each one paying the provider again.
 		res, data = tooLarge(res, len(data), limit)
 	}
-	_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(task.Key()))
+	_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(key))
 	if isTooLarge(err) && res.Turn != nil {
 		res, data = tooLarge(res, len(data), w.nc.MaxPayload())
-		_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(task.Key()))
+		_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(key))
 	}
 	if err != nil {
 		log.Warn("publish turn; the task will be redelivered", "err", err)
