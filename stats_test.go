@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ioharness/harness"
 	"github.com/ioharness/harness/internal/clustertest"
+	"github.com/ioharness/harness/internal/testkit"
 	"github.com/ioharness/harness/pkg/protocol"
 	"github.com/ioharness/harness/pkg/provider"
 	"github.com/ioharness/harness/pkg/wire"
@@ -41,29 +43,24 @@ func TestMicroStatsCountErrors(t *testing.T) {
 	}
 	// The micro service counts a request once its handler has returned,
 	// after the answer is sent: the stats are asked until they count it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		sm, err := nc.Request(subj, nil, 10*time.Second)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		var stats micro.Stats
 		if err := json.Unmarshal(sm.Data, &stats); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		i := slices.IndexFunc(stats.Endpoints, func(e *micro.EndpointStats) bool { return e.Name == "decide" })
 		if i < 0 {
-			t.Fatalf("no decide endpoint in the stats: %s", sm.Data)
+			return fmt.Errorf("no decide endpoint in the stats: %s", sm.Data)
 		}
-		e := stats.Endpoints[i]
-		if e.NumRequests == 0 && time.Now().Before(deadline) {
-			continue
+		if e := stats.Endpoints[i]; e.NumErrors != 1 || e.NumRequests != 1 {
+			return fmt.Errorf("decide endpoint: %d requests, %d errors; want 1 and 1", e.NumRequests, e.NumErrors)
 		}
-		if e.NumErrors != 1 || e.NumRequests != 1 {
-			t.Errorf("decide endpoint: %d requests, %d errors; want 1 and 1", e.NumRequests, e.NumErrors)
-		}
-		return
-	}
+		return nil
+	})
 }
 
 // TestClusterGauges pauses a run for a person and reads the cluster-wide
