@@ -33,6 +33,8 @@ func BenchmarkStep(b *testing.B) {
 	b.ReportMetric(float64(rep.StepP99.Nanoseconds()), "step-p99-ns")
 	b.ReportMetric(float64(rep.PublishP50.Nanoseconds()), "publish-p50-ns")
 	b.ReportMetric(rep.Ratio(), "step/publish")
+	b.ReportMetric(float64(rep.PathP50.Nanoseconds()), "path-p50-ns")
+	b.ReportMetric(float64(rep.StepP50)/float64(rep.PathP50), "step/path")
 }
 
 // BenchmarkThroughput measures steps per second from one coordinator
@@ -43,6 +45,7 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(rep.StepsPerSecond, "steps/s")
+	b.ReportMetric(rep.PathPerSecond, "path-steps/s")
 }
 
 // BenchmarkBurst submits contracts through one Client on the embedded

@@ -43,14 +43,20 @@ type Config struct {
 type Report struct {
 	PublishP50, PublishP99 time.Duration // bare JetStream publish with ack, synced
 	StepP50, StepP99       time.Duration // one step of one run, commit to commit
-	StepsPerSecond         float64       // across Runs concurrent runs
+	// PathP50 and PathP99 are the bare path of a step (path.go): the
+	// messages of a step with none of the harness's work between them.
+	PathP50, PathP99 time.Duration
+	StepsPerSecond   float64 // across Runs concurrent runs
 	// FloorPerSecond is the throughput's floor: synced publishes a second
 	// from Runs publishers at once over two file streams, as a step's
 	// turn and trace record are two synced writes to two streams.
 	FloorPerSecond float64
-	CPUPerStep     time.Duration // this process's CPU time (user and system) per step meanwhile
-	Cores          float64       // the cores that CPU time kept busy, on average
-	Steps, Runs    int
+	// PathPerSecond is the bare path's steps a second with Runs of them
+	// at once (path.go): the design's own floor for the throughput.
+	PathPerSecond float64
+	CPUPerStep    time.Duration // this process's CPU time (user and system) per step meanwhile
+	Cores         float64       // the cores that CPU time kept busy, on average
+	Steps, Runs   int
 	// Phases is where a step's time goes, by the run's own events: the
 	// median of each phase over the steps of the latency run.
 	Phases []Phase
@@ -71,9 +77,11 @@ func (r *Report) Ratio() float64 { return float64(r.StepP50) / float64(r.Publish
 // String renders the report for a person.
 func (r *Report) String() string {
 	return fmt.Sprintf(`bare JetStream publish+ack (synced): p50 %v  p99 %v
-harness step (scripted provider, read_file, durable trace): p50 %v  p99 %v  (%.1f× a bare publish)
+bare step path (task queued, turn synced and heard stored, a request and reply, the record synced beside): p50 %v  p99 %v  (%.1f× a bare publish)
+harness step (scripted provider, read_file, durable trace): p50 %v  p99 %v  (%.1f× a bare publish, %.1f× the bare path)
 throughput: %.0f steps/s from one coordinator across %d concurrent runs of %d steps (%v of CPU a step, %.2f of %d cores busy)`,
-		round(r.PublishP50), round(r.PublishP99), round(r.StepP50), round(r.StepP99), r.Ratio(), r.StepsPerSecond, r.Runs, r.Steps,
+		round(r.PublishP50), round(r.PublishP99), round(r.PathP50), round(r.PathP99), float64(r.PathP50)/float64(r.PublishP50),
+		round(r.StepP50), round(r.StepP99), r.Ratio(), float64(r.StepP50)/float64(r.PathP50), r.StepsPerSecond, r.Runs, r.Steps,
 		round(r.CPUPerStep), r.Cores, runtime.NumCPU()) + r.floor() + r.phases()
 }
 
@@ -82,8 +90,12 @@ func (r *Report) floor() string {
 	if r.FloorPerSecond == 0 {
 		return ""
 	}
-	return fmt.Sprintf("\nthroughput floor: %.0f synced publishes/s from %d publishers over two streams, %.0f steps/s at two a step (the throughput is %.2f of it)",
+	out := fmt.Sprintf("\nthroughput floor: %.0f synced publishes/s from %d publishers over two streams, %.0f steps/s at two a step (the throughput is %.2f of it)",
 		r.FloorPerSecond, r.Runs, r.FloorPerSecond/2, r.StepsPerSecond/(r.FloorPerSecond/2))
+	if r.PathPerSecond > 0 {
+		out += fmt.Sprintf("\nbare step path, %d at once: %.0f steps/s (the throughput is %.2f of it)", r.Runs, r.PathPerSecond, r.StepsPerSecond/r.PathPerSecond)
+	}
+	return out
 }
 
 // phases renders the breakdown of a step, each phase as a share of a bare
@@ -138,6 +150,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.PublishP50, rep.PublishP99, err = publishes(ctx, cl.Conn(), cfg.Publishes); err != nil {
 		return nil, err
 	}
+	lat, _, err := path(ctx, cl.Conn(), 1, max(cfg.Publishes/4, 100))
+	if err != nil {
+		return nil, fmt.Errorf("bare step path: %w", err)
+	}
+	rep.PathP50, rep.PathP99 = percentiles(lat)
 	contract := &protocol.Contract{Schema: protocol.ContractSchema, Task: "read the notes until told to stop",
 		Workspace: protocol.Workspace{Root: ws}, Verification: protocol.Verification{None: &struct{}{}},
 		Budget: protocol.Budget{MaxSteps: cfg.Steps + 1}}
@@ -203,6 +220,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Cores = cpu.Seconds() / took.Seconds()
 	if rep.FloorPerSecond, err = publishRate(ctx, cl.Conn(), cfg.Runs, 2*cfg.Runs*min(cfg.Steps, 100)); err != nil {
 		return nil, err
+	}
+	if _, rep.PathPerSecond, err = path(ctx, cl.Conn(), cfg.Runs, min(cfg.Steps, 100)); err != nil {
+		return nil, fmt.Errorf("bare step path, %d at once: %w", cfg.Runs, err)
 	}
 	return rep, nil
 }
