@@ -176,6 +176,70 @@ func TestOpensWaitForNoCommand(t *testing.T) {
 	}
 }
 
+// TestFileToolsWaitForNoCommand: the file tools take no slot, so with the
+// only slot held by another run's command that will not end by itself, a
+// run's reads, searches and edits are still answered; and a command of its
+// own waits for the slot, run once the first command ends.
+func TestFileToolsWaitForNoCommand(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "notes.txt"), []byte("read me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := startWith(t, sandboxer.Config{AllowFloor: true, ID: "sb1", Roots: []string{root}, MaxConcurrent: 1, MaxQueued: 4})
+	replies := answers(t, nc)
+	t.Cleanup(func() { os.WriteFile(filepath.Join(root, "release"), nil, 0o644) })
+	sendOp(t, nc, "answers.held", execOp("r1.1.0.1", "r1", root, "touch held; while [ ! -e release ]; do sleep 0.01; done"))
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		_, err := os.Stat(filepath.Join(root, "held"))
+		return err
+	})
+	allow := &protocol.Policy{Defaults: &protocol.Defaults{Read: "allow", Write: "allow", Exec: "allow", Net: "deny"}}
+	for i, c := range []struct{ tool, args, want string }{
+		{"read_file", `{"path":"notes.txt"}`, "read me"},
+		{"grep", `{"pattern":"read"}`, "notes.txt"},
+		{"find", `{"name_glob":"*.txt"}`, "notes.txt"},
+		{"write_file", `{"path":"out.txt","content":"written"}`, ""},
+		{"edit_file", `{"path":"notes.txt","search":"read me","replace":"edited"}`, ""},
+	} {
+		op := &protocol.SandboxOp{OpID: fmt.Sprintf("r2.%d.0.1", i+1), Run: "r2", Kind: protocol.OpTool, Workspace: root, Call: call(c.tool, c.args), Policy: allow}
+		r, err := do(t, nc, wire.SandboxOps("sb1"), op, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s while another run's command holds the only slot: %v; want it answered", c.tool, err)
+		}
+		if r.Observation == nil || r.Observation.IsError || !strings.Contains(r.Observation.Content, c.want) {
+			t.Errorf("%s = %+v, want its observation (with %q)", c.tool, r, c.want)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "notes.txt")); string(got) != "edited\n" {
+		t.Errorf("notes.txt = %q after edit_file, want %q", got, "edited\n")
+	}
+
+	sendOp(t, nc, "answers.second", execOp("r2.9.0.1", "r2", root, "echo second > second"))
+	testkit.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := opsHandled(t, nc); n != 7 {
+			return fmt.Errorf("the op endpoint handled %d requests, want 7", n)
+		}
+		return nil
+	})
+	if _, err := os.Stat(filepath.Join(root, "second")); err == nil {
+		t.Fatal("a second command ran while the only slot was held")
+	}
+	if err := os.WriteFile(filepath.Join(root, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case m := <-replies:
+			var r protocol.SandboxReply
+			if err := json.Unmarshal(m.Data, &r); err != nil || r.Observation == nil || r.Observation.IsError {
+				t.Errorf("%s = %s, want the command's observation", m.Subject, m.Data)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the two commands were not both answered after the release")
+		}
+	}
+}
+
 // TestAnsweredOpHoldsNoPlace: an op gives its place back before it is
 // answered, so the op its coordinator sends on that answer is admitted.
 // With one place left (of three: a command that does not end holds one,

@@ -84,7 +84,9 @@ type Config struct {
 	// commands or servers or unpack archives (tool calls, verifications,
 	// collections, and opens that start MCP servers or materialise a
 	// snapshot); default 4. A plain open or a close takes no slot: a new
-	// run's workspace opens while other runs' commands hold them all.
+	// run's workspace opens while other runs' commands hold them all. Nor
+	// does a call of a file tool (tools.InProcess) or a skill's read: a
+	// run reads and edits while other runs' commands hold them all.
 	MaxConcurrent int
 	// MaxQueued bounds the operations admitted beyond the MaxConcurrent
 	// running; default 16 times MaxConcurrent. Operations come on a NATS
@@ -615,7 +617,7 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 			return
 		}
 	}
-	if slotted(op) {
+	if s.slotted(op) {
 		select {
 		case s.slots <- struct{}{}:
 			slot = true
@@ -656,13 +658,19 @@ func (s *Sandboxer) serve(ctx context.Context, r micro.Request, op *protocol.San
 // bound the work that runs commands or servers or unpacks archives: tool
 // calls, verifications, collections, and the opens that start MCP servers
 // or materialise a snapshot. A plain open or a close takes none, so that
-// a new run's first step never waits behind other runs' long commands.
-func slotted(op *protocol.SandboxOp) bool {
+// a new run's first step never waits behind other runs' long commands;
+// nor does a call of a tool that works on files in this process alone
+// (tools.InProcess: read_file, write_file, edit_file, grep, find,
+// view_image) or the read of a skill, so that no run's read or edit waits
+// behind them either.
+func (s *Sandboxer) slotted(op *protocol.SandboxOp) bool {
 	switch op.Kind {
 	case protocol.OpOpen:
 		return op.MCP != nil || op.Snapshot != ""
 	case protocol.OpClose:
 		return false
+	case protocol.OpTool:
+		return op.Call == nil || op.Call.Name != readSkillTool && !s.cfg.Tools.InProcess(op.Call.Name)
 	}
 	return true
 }

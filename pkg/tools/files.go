@@ -33,6 +33,9 @@ var readFileParams = params{
 // ReadOnly marks ReadFile as changing nothing.
 func (ReadFile) ReadOnly() {}
 
+// InProcess marks ReadFile as working on files in this process alone.
+func (ReadFile) InProcess() {}
+
 // Spec describes read_file.
 func (ReadFile) Spec() protocol.ToolSpec {
 	return protocol.ToolSpec{
@@ -134,6 +137,9 @@ var writeFileParams = params{
 	{name: "content", kind: kindString, required: true, desc: "The complete new content of the file."},
 }
 
+// InProcess marks WriteFile as working on files in this process alone.
+func (WriteFile) InProcess() {}
+
 // Spec describes write_file.
 func (WriteFile) Spec() protocol.ToolSpec {
 	return protocol.ToolSpec{
@@ -203,6 +209,9 @@ var editFileParams = params{
 	{name: "search", kind: kindString, required: true, desc: "Exact text to find; it must occur exactly once in the file. Include enough surrounding lines to make it unique."},
 	{name: "replace", kind: kindString, required: true, desc: "Text to put in its place; empty deletes it."},
 }
+
+// InProcess marks EditFile as working on files in this process alone.
+func (EditFile) InProcess() {}
 
 // Spec describes edit_file.
 func (EditFile) Spec() protocol.ToolSpec {

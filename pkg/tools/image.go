@@ -28,6 +28,9 @@ var viewImageParams = params{
 // ReadOnly marks ViewImage as changing nothing.
 func (ViewImage) ReadOnly() {}
 
+// InProcess marks ViewImage as working on files in this process alone.
+func (ViewImage) InProcess() {}
+
 // Spec describes view_image.
 func (ViewImage) Spec() protocol.ToolSpec {
 	return protocol.ToolSpec{

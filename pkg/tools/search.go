@@ -72,6 +72,9 @@ var grepParams = params{
 // ReadOnly marks Grep as changing nothing.
 func (Grep) ReadOnly() {}
 
+// InProcess marks Grep as working on files in this process alone.
+func (Grep) InProcess() {}
+
 // Spec describes grep.
 func (Grep) Spec() protocol.ToolSpec {
 	return protocol.ToolSpec{
@@ -182,6 +185,9 @@ var findParams = params{
 
 // ReadOnly marks Find as changing nothing.
 func (Find) ReadOnly() {}
+
+// InProcess marks Find as working on files in this process alone.
+func (Find) InProcess() {}
 
 // Spec describes find.
 func (Find) Spec() protocol.ToolSpec {

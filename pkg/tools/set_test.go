@@ -190,3 +190,30 @@ func TestReadOnlyTools(t *testing.T) {
 		t.Error("an unknown tool counts as read-only")
 	}
 }
+
+// TestInProcessTools pins which built-in tools run no command, server or
+// archive: a sandboxer runs their calls without one of its slots, so exec
+// and the git tools, which run programs, must never be among them.
+func TestInProcessTools(t *testing.T) {
+	for _, c := range []struct {
+		s    *Set
+		want []string
+	}{
+		{BuiltinsWithImages(), []string{"grep", "find", "read_file", "write_file", "edit_file", "view_image"}},
+		{Git(), nil},
+	} {
+		s, want := c.s, c.want
+		var got []string
+		for _, n := range s.Names() {
+			if s.InProcess(n) {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("in-process tools of %v = %v, want %v", s.Names(), got, want)
+		}
+	}
+	if BuiltinsWithImages().InProcess("no_such_tool") {
+		t.Error("an unknown tool counts as in-process")
+	}
+}

@@ -129,6 +129,17 @@ type ReadOnly interface {
 	ReadOnly()
 }
 
+// InProcess is implemented by tools whose calls run no command, server or
+// archive: they read, search or write the workspace's files from the
+// process that serves them, and end when that work does. A sandboxer runs
+// their calls without taking one of its slots (which bound the commands
+// running at once), so a run's read or edit never waits behind other
+// runs' long commands.
+type InProcess interface {
+	Tool
+	InProcess()
+}
+
 // Gated is implemented by a tool of an embedder's that says what its
 // calls act on (Gate: an act and the argument naming its target), so the
 // policy and a person asked to approve a call see a path, a command or a
@@ -355,6 +366,13 @@ func (s *Set) Get(name string) (Tool, bool) {
 // called (it implements ReadOnly). An unknown name is not read-only.
 func (s *Set) ReadOnly(name string) bool {
 	_, ok := s.tools[name].(ReadOnly)
+	return ok
+}
+
+// InProcess reports whether the tool called name runs no command, server
+// or archive (it implements InProcess). An unknown name does not.
+func (s *Set) InProcess(name string) bool {
+	_, ok := s.tools[name].(InProcess)
 	return ok
 }
 
