@@ -24,7 +24,7 @@ func TestBench(t *testing.T) {
 		`(?m)^harness step \(scripted provider, read_file, durable trace\): p50 \S+  p99 \S+  \(\S+× a bare publish, \S+× the bare path\)$`,
 		`(?m)^throughput: \d+ steps/s from one coordinator across 3 concurrent runs of 10 steps \(\S+ of CPU a step, [0-9.]+ of \d+ cores busy\)$`,
 		`(?m)^throughput floor: \d+ synced publishes/s from 3 publishers over two streams, \d+ steps/s at two a step \(the throughput is [0-9.]+ of it\)$`,
-		`(?m)^bare step path, 3 at once: \d+ steps/s \(the throughput is [0-9.]+ of it\)$`,
+		`(?m)^bare step path, 3 at once: \d+ steps/s at \S+ of CPU a step \(the throughput is [0-9.]+ of it\)$`,
 		`(?m)^where a step goes \(medians, by the run's events\):$`,
 		`(?m)^  observation -> next request assembled .* \S+  \(\S+× a bare publish\)$`,
 		`(?m)^  assembled -> turn back .* \S+  \(\S+× a bare publish\)$`,

@@ -53,10 +53,11 @@ type Report struct {
 	FloorPerSecond float64
 	// PathPerSecond is the bare path's steps a second with Runs of them
 	// at once (path.go): the design's own floor for the throughput.
-	PathPerSecond float64
-	CPUPerStep    time.Duration // this process's CPU time (user and system) per step meanwhile
-	Cores         float64       // the cores that CPU time kept busy, on average
-	Steps, Runs   int
+	PathPerSecond  float64
+	PathCPUPerStep time.Duration // the process's CPU time a step meanwhile
+	CPUPerStep     time.Duration // this process's CPU time (user and system) per step meanwhile
+	Cores          float64       // the cores that CPU time kept busy, on average
+	Steps, Runs    int
 	// Phases is where a step's time goes, by the run's own events: the
 	// median of each phase over the steps of the latency run.
 	Phases []Phase
@@ -93,7 +94,8 @@ func (r *Report) floor() string {
 	out := fmt.Sprintf("\nthroughput floor: %.0f synced publishes/s from %d publishers over two streams, %.0f steps/s at two a step (the throughput is %.2f of it)",
 		r.FloorPerSecond, r.Runs, r.FloorPerSecond/2, r.StepsPerSecond/(r.FloorPerSecond/2))
 	if r.PathPerSecond > 0 {
-		out += fmt.Sprintf("\nbare step path, %d at once: %.0f steps/s (the throughput is %.2f of it)", r.Runs, r.PathPerSecond, r.StepsPerSecond/r.PathPerSecond)
+		out += fmt.Sprintf("\nbare step path, %d at once: %.0f steps/s at %v of CPU a step (the throughput is %.2f of it)",
+			r.Runs, r.PathPerSecond, round(r.PathCPUPerStep), r.StepsPerSecond/r.PathPerSecond)
 	}
 	return out
 }
@@ -150,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.PublishP50, rep.PublishP99, err = publishes(ctx, cl.Conn(), cfg.Publishes); err != nil {
 		return nil, err
 	}
-	lat, _, err := path(ctx, cl.Conn(), 1, max(cfg.Publishes/4, 100))
+	lat, _, _, err := path(ctx, cl.Conn(), 1, max(cfg.Publishes/4, 100))
 	if err != nil {
 		return nil, fmt.Errorf("bare step path: %w", err)
 	}
@@ -221,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.FloorPerSecond, err = publishRate(ctx, cl.Conn(), cfg.Runs, 2*cfg.Runs*min(cfg.Steps, 100)); err != nil {
 		return nil, err
 	}
-	if _, rep.PathPerSecond, err = path(ctx, cl.Conn(), cfg.Runs, min(cfg.Steps, 100)); err != nil {
+	if _, rep.PathPerSecond, rep.PathCPUPerStep, err = path(ctx, cl.Conn(), cfg.Runs, min(cfg.Steps, 100)); err != nil {
 		return nil, fmt.Errorf("bare step path, %d at once: %w", cfg.Runs, err)
 	}
 	return rep, nil

@@ -22,16 +22,17 @@ import (
 // to a sandboxer is; and sends its own record to a second file stream,
 // synced, waited for during the next step, as a commit overlaps the next
 // step's request. Payloads are a few hundred bytes. loops runs go at once,
-// n steps each; it returns the steps' latencies and the steps a second.
+// n steps each; it returns the steps' latencies, the steps a second and
+// the process's CPU time a step (the server's included).
 //
 // It is the floor of a step in this design (three roles over the bus, the
 // turn durable before its effects, the record durable before the next
 // turn is acted on): what a step costs here that is not this is the
 // harness's own work.
-func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration, rate float64, err error) {
+func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration, rate float64, cpu time.Duration, err error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	const (
 		steps = "BENCH_PATH_STEPS"
@@ -47,7 +48,7 @@ func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration
 	}
 	for _, c := range configs {
 		if _, err := js.CreateOrUpdateStream(ctx, c); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		defer func() { _ = js.DeleteStream(context.Background(), c.Name) }()
 	}
@@ -55,7 +56,7 @@ func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration
 	// The sandboxer: answers each op at once.
 	responder, err := nc.Subscribe(op, func(m *nats.Msg) { _ = m.Respond(m.Data[:64]) })
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer func() { _ = responder.Unsubscribe() }()
 
@@ -65,7 +66,7 @@ func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration
 	cons, err := js.CreateOrUpdateConsumer(ctx, steps, jetstream.ConsumerConfig{Durable: "workers-default", FilterSubject: task,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: -1})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	answer := make([]byte, 300)
 	failed := make(chan error, 1)
@@ -83,14 +84,13 @@ func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration
 		}()
 	}, jetstream.PullMaxMessages(max(16, loops)))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer cc.Stop()
 
 	const warm = 50
 	lats := make([][]time.Duration, loops)
 	errs := make(chan error, loops)
-	var start time.Time
 	ready := make(chan struct{})
 	begun := make(chan struct{}, loops)
 	for l := range loops {
@@ -98,7 +98,7 @@ func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration
 		stored := make(chan *nats.Msg, 16)
 		sub, err := nc.ChanSubscribe(fmt.Sprintf("bench.path.stored.r%d.>", l), stored)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 		go func() {
@@ -108,26 +108,26 @@ func path(ctx context.Context, nc *nats.Conn, loops, n int) (lat []time.Duration
 		}()
 	}
 	if err := nc.Flush(); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	for range loops {
 		<-begun // warmed up
 	}
-	start = time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	close(ready)
 	for range loops {
 		if e := <-errs; e != nil && err == nil {
 			err = e
 		}
 	}
-	took := time.Since(start)
+	took, cpu := time.Since(start), cpuTime()-cpu0
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	for _, l := range lats {
 		lat = append(lat, l...)
 	}
-	return lat, float64(loops*n) / took.Seconds(), nil
+	return lat, float64(loops*n) / took.Seconds(), cpu / time.Duration(loops*n), nil
 }
 
 // pathLoop is one run of path: warm steps, then, once ready is closed, n
