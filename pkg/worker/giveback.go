@@ -86,15 +86,28 @@ func deliveriesOf(md *jetstream.MsgMetadata, pr prior) int {
 // attempt, if it read it. A task already answered is acknowledged, and
 // one expired dropped, as the next worker would.
 func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr prior, by time.Time) {
+	w.giveBackAfter(msg, task, pr, by, 0)
+}
+
+// giveBackAfter is giveBack, the task coming back after the delay after
+// rather than at once.
+func (w *Worker) giveBackAfter(msg jetstream.Msg, task *protocol.StepTask, pr prior, by time.Time, after time.Duration) {
+	nak := func() {
+		if after > 0 {
+			_ = msg.NakWithDelay(after)
+			return
+		}
+		_ = msg.Nak()
+	}
 	md, err := msg.Metadata()
 	if err != nil {
-		_ = msg.Nak()
+		nak()
 		return
 	}
 	if task == nil {
 		task = new(protocol.StepTask)
 		if _, err := decodeTask(msg.Data(), task); err != nil || !protocol.ValidToken(task.Run) {
-			_ = msg.Nak() // dropped by whichever worker takes it next
+			nak() // dropped by whichever worker takes it next
 			return
 		}
 	}
@@ -106,7 +119,7 @@ func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr prior, 
 	defer cancel()
 	if !pr.read {
 		if pr = w.priorOf(ctx, task, md); !pr.read {
-			_ = msg.Nak()
+			nak()
 			return
 		}
 	}
@@ -117,7 +130,7 @@ func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr prior, 
 	mark, err := json.Marshal(&protocol.TurnResult{Run: task.Run, Step: task.Step, Attempt: task.Attempt, Worker: w.cfg.ID,
 		Returned: pr.returned + 1, Message: messageOf(md)})
 	if err != nil {
-		_ = msg.Nak()
+		nak()
 		return
 	}
 	// Published only over what was read: a turn that came meanwhile
@@ -125,7 +138,7 @@ func (w *Worker) giveBack(msg jetstream.Msg, task *protocol.StepTask, pr prior, 
 	_, err = w.js.PublishMsg(ctx, &nats.Msg{Subject: wire.Turn(task.Run, task.Step, task.Attempt), Data: mark},
 		jetstream.WithMsgID(task.Key()+".returned."+messageOf(md)+"."+strconv.FormatUint(md.NumDelivered, 10)),
 		jetstream.WithExpectLastSequencePerSubject(pr.seq))
-	_ = msg.Nak()
+	nak()
 	if err != nil {
 		w.log.Info("gave a task back unmarked; its next delivery counts this one as a call", "run", task.Run, "step", task.Step, "attempt", task.Attempt, "err", err)
 		return

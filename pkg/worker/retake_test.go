@@ -153,9 +153,21 @@ func TestConsumerDeletedCallsOnce(t *testing.T) {
 			}
 			close(p.release)
 			for i := 1; i <= tt.tasks; i++ {
+				// The answer, not a mark of a delivery put off: a mark
+				// published after the turn would replace it.
 				testkit.CheckFor(t, 20*time.Second, 10*time.Millisecond, func() error {
-					_, err := assets.Turns.GetLastMsgForSubject(t.Context(), wire.Turn("r1", i, 1))
-					return err
+					m, err := assets.Turns.GetLastMsgForSubject(t.Context(), wire.Turn("r1", i, 1))
+					if err != nil {
+						return err
+					}
+					var tr protocol.TurnResult
+					if err := json.Unmarshal(m.Data, &tr); err != nil || tr.Turn == nil {
+						return fmt.Errorf("turn %d holds %s, want the answer", i, m.Data)
+					}
+					if tr.Deliveries > 1 {
+						return fmt.Errorf("turn %d counts %d deliveries as calls, want 1", i, tr.Deliveries)
+					}
+					return nil
 				})
 			}
 			// Every task answered and acknowledged: nothing left to call for.

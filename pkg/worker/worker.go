@@ -471,8 +471,10 @@ func (w *Worker) serve(ctx context.Context, msg jetstream.Msg, from *pullOf) {
 	}
 	key := task.Key()
 	if !w.calling.take(key) {
+		// Marked as given back without a call, so that its next delivery
+		// does not count this one as a call.
 		log.Info("this task is being called for here already; putting it off")
-		_ = msg.NakWithDelay(callingAgain)
+		w.giveBackAfter(msg, &task, prior{}, time.Now().Add(giveBackTime), callingAgain)
 		return
 	}
 	defer w.calling.done(key)
