@@ -25,9 +25,10 @@ import (
 // is: one from the old buffer, and one stored before the deletion that the
 // new consumer brings. An answer already published is not paid for again;
 // and a task this worker is calling for now, brought again, is given back
-// for a moment (callingAgain), marked as given back without a call so that
-// its next delivery does not count it as one, until that call is answered. A task the stream lost with its consumer
-// is still served from the old buffer: nobody else can.
+// for a moment (callingAgain), marked as given back without a call so
+// that its next delivery does not count it as one, until that call is
+// answered. A task the stream lost with its consumer is still served from
+// the old buffer: nobody else can.
 
 // pullOf is what serve knows of the consumer a task came through.
 type pullOf struct {
