@@ -139,9 +139,16 @@ func pathLoop(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, l, n, 
 	var prev jetstream.PubAckFuture
 	var last uint64 // the record's sequence, for the fencing header a trace append carries
 	lat := make([]time.Duration, 0, n)
+	signalled := false
+	defer func() {
+		if !signalled {
+			begun <- struct{}{} // failed while warming up: path waits for every loop
+		}
+	}()
 	for i := range n + warm {
 		if i == warm {
 			begun <- struct{}{}
+			signalled = true
 			<-ready
 		}
 		t0 := time.Now()
