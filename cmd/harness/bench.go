@@ -12,9 +12,11 @@ func cmdBench(ctx context.Context, env *environ, args []string) int {
 	fs := newFlags(env, "bench", "[flags]",
 		`Measures the harness's own overhead per step on the embedded default, with
 the trace synced to disk: a scripted provider that answers at once and a
-trivial tool (read_file), beside a bare JetStream publish-with-ack on the
-same server in the same run. Then the throughput of one coordinator across
-concurrent runs.
+trivial tool (read_file), beside a bare JetStream publish-with-ack and the
+bare path of a step (its messages, with none of the harness's work between
+them) on the same server in the same run. Then the throughput of one
+coordinator across concurrent runs, beside the bare path's with as many at
+once.
 
 With --waiting N it measures instead what runs in flight cost while they
 wait on a slow model: N runs held on their first turn (memory, goroutines
