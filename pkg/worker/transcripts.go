@@ -65,6 +65,10 @@ type kept struct {
 	req  protocol.CompletionRequest
 	size int
 	used uint64
+	// lent: the room past the end of req.Messages has been given to one
+	// task extending the whole request (base), whose messages are written
+	// there; no other may write there.
+	lent bool
 }
 
 func newTranscripts(limit int) *transcripts {
@@ -72,16 +76,21 @@ func newTranscripts(limit int) *transcripts {
 }
 
 // base is the kept request a task's base names, if the worker has it.
-func (t *transcripts) base(run string, b *protocol.TaskBase) (protocol.CompletionRequest, bool) {
+func (t *transcripts) base(run string, b *protocol.TaskBase) (req protocol.CompletionRequest, room, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := t.runs[run]
 	if k == nil || k.name != b.Transcript || len(k.req.Messages) < b.Messages {
-		return protocol.CompletionRequest{}, false
+		return protocol.CompletionRequest{}, false, false
 	}
 	t.tick++
 	k.used = t.tick
-	return k.req, true
+	// The room past the end is lent once, and only to a task that extends
+	// the whole request: one extending a shorter prefix would write over
+	// messages the kept request, and the calls made with it, still read.
+	room = !k.lent && len(k.req.Messages) == b.Messages
+	k.lent = k.lent || room
+	return k.req, room, true
 }
 
 // keep holds req, whole, as the run's last request, named name, letting
@@ -148,9 +157,17 @@ func requestSize(req *protocol.CompletionRequest) int {
 // in time, or the error of ctx or of the answer.
 func (w *Worker) whole(ctx context.Context, task *protocol.StepTask, msg jetstream.Msg) (string, error) {
 	b := task.Base
-	if kept, ok := w.kept.base(task.Run, b); ok {
-		msgs := make([]protocol.Message, 0, b.Messages+len(task.Request.Messages))
-		msgs = append(msgs, kept.Messages[:b.Messages]...)
+	if kept, room, ok := w.kept.base(task.Run, b); ok {
+		// Extending the whole kept request, the task's messages go in
+		// the room past its end, lent to this task alone: a run's
+		// request grows by a few messages a step, and copying all of
+		// them every step was a quarter of the bytes a step allocated in
+		// a long run. Otherwise the prefix is copied, into an array with
+		// room to grow for the steps after.
+		msgs := kept.Messages[:b.Messages:b.Messages]
+		if room {
+			msgs = kept.Messages[:b.Messages]
+		}
 		for _, m := range task.Request.Messages {
 			msgs = append(msgs, detached(m))
 		}
