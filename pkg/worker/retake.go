@@ -35,6 +35,8 @@ type pullOf struct {
 	// gone: the consumer was deleted, and the task came from the buffer
 	// it left behind.
 	gone atomic.Bool
+	// made: when the consumer was made, by the server's clock.
+	made time.Time
 	// since: tasks stored before it may have been delivered by a consumer
 	// this worker lost by deletion; zero when it lost none.
 	since time.Time

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -47,11 +48,7 @@ func (p *countedProvider) Complete(ctx context.Context, req *protocol.Completion
 func (p *countedProvider) count() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range p.calls {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.calls)
 }
 
 // logWatch is a log's writer that closes seen at the first line holding
@@ -181,7 +178,7 @@ func TestConsumerDeletedCallsOnce(t *testing.T) {
 				}
 				return nil
 			})
-			if got := p.count(); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := p.count(); !maps.Equal(got, want) {
 				t.Errorf("provider calls by task: %v, want %v", got, want)
 			}
 		})

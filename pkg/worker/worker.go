@@ -355,9 +355,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // consumers), it creates the stream and the consumer again and carries on.
 func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream.Msg, *pullOf)) {
 	failing := false
-	var since time.Time // when the consumer was last made anew under this worker (retake.go)
-	var last *pullOf    // the consumer taken last, and when it was made
-	var made time.Time
+	var last *pullOf // the consumer taken last (retake.go)
 	for ctx.Err() == nil {
 		lost := make(chan error, 1)
 		cons, err := wire.EnsureWorkerConsumer(ctx, w.assets, pool, w.cfg.AckWait)
@@ -372,17 +370,18 @@ func (w *Worker) consume(ctx context.Context, pool string, handle func(jetstream
 			_ = sleepCtx(ctx, time.Second)
 			continue
 		}
-		if created := cons.CachedInfo().Created; last != nil && !created.Equal(made) {
-			// Deleted since it was taken (by hand, or with the stream; a
-			// pull that hears nothing more says no more than that): what
-			// the old one delivered may come again. By the server's
-			// clock, as the tasks' times are.
-			last.gone.Store(true)
-			since, made = created, created
-		} else {
-			made = created
+		from := &pullOf{made: cons.CachedInfo().Created}
+		if last != nil {
+			from.since = last.since
+			if !from.made.Equal(last.made) {
+				// Deleted since it was taken (by hand, or with the stream;
+				// a pull that hears nothing more says no more than that):
+				// what the old one delivered may come again. By the
+				// server's clock, as the tasks' times are.
+				last.gone.Store(true)
+				from.since = from.made
+			}
 		}
-		from := &pullOf{since: since}
 		last = from
 		cc, err := cons.Consume(func(msg jetstream.Msg) { handle(msg, from) }, jetstream.PullMaxMessages(w.cfg.Concurrency),
 			jetstream.PullExpiry(wire.PullExpiry), jetstream.PullHeartbeat(wire.PullHeartbeat),
