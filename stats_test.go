@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -42,7 +43,9 @@ func TestMicroStatsCountErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The micro service counts a request once its handler has returned,
-	// after the answer is sent: the stats are asked until they count it.
+	// after the answer is sent: the stats are asked until they count it,
+	// and what they say then is the answer.
+	var decide *micro.EndpointStats
 	testkit.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
 		sm, err := nc.Request(subj, nil, 10*time.Second)
 		if err != nil {
@@ -56,11 +59,15 @@ func TestMicroStatsCountErrors(t *testing.T) {
 		if i < 0 {
 			return fmt.Errorf("no decide endpoint in the stats: %s", sm.Data)
 		}
-		if e := stats.Endpoints[i]; e.NumErrors != 1 || e.NumRequests != 1 {
-			return fmt.Errorf("decide endpoint: %d requests, %d errors; want 1 and 1", e.NumRequests, e.NumErrors)
+		if stats.Endpoints[i].NumRequests == 0 {
+			return errors.New("the decide endpoint has not counted the request yet")
 		}
+		decide = stats.Endpoints[i]
 		return nil
 	})
+	if decide.NumErrors != 1 || decide.NumRequests != 1 {
+		t.Errorf("decide endpoint: %d requests, %d errors; want 1 and 1", decide.NumRequests, decide.NumErrors)
+	}
 }
 
 // TestClusterGauges pauses a run for a person and reads the cluster-wide
