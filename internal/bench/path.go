@@ -139,6 +139,8 @@ func pathLoop(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, l, n, 
 	var prev jetstream.PubAckFuture
 	var last uint64 // the record's sequence, for the fencing header a trace append carries
 	lat := make([]time.Duration, 0, n)
+	lost := time.NewTimer(time.Hour) // one timer for every step's wait, so the loop allocates none
+	defer lost.Stop()
 	signalled := false
 	defer func() {
 		if !signalled {
@@ -156,12 +158,13 @@ func pathLoop(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, l, n, 
 		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "bench.path.steps.default", Data: taskData}, jetstream.WithMsgID(id)); err != nil {
 			return nil, err
 		}
+		lost.Reset(10 * time.Second)
 		select {
 		case <-stored:
 		case err := <-failed:
 			return nil, fmt.Errorf("the bare worker's turn: %w", err)
-		case <-time.After(10 * time.Second):
-			return nil, errors.New("the bare step path's turn never came back")
+		case <-lost.C:
+			return nil, errors.New("the bare step path's turn did not come back within 10 s")
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
